@@ -1,0 +1,119 @@
+package comm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// Communicator moves tensor buffers among a fixed group of ranks. Every
+// method except Rank and Size is collective: all ranks of the group call it,
+// in the same order, with arguments that agree (the same element count for
+// Allreduce and Bcast, the same counts slices for the v-collectives, the same
+// root). Arguments that disagree across ranks are reported as an error on
+// every rank (a *MismatchError, where the implementation can detect it)
+// and never corrupt memory; the communicator stays usable afterwards.
+//
+// Counts are in elements of the tensors' dtype, and blocks lie contiguously
+// in rank order: block r of a v-collective starts at the sum of counts[:r].
+//
+// A Communicator is used by one goroutine at a time (the runtime's background
+// loop owns it); implementations need not be safe for concurrent calls.
+type Communicator interface {
+	// Rank is this process's index in the group, in [0, Size()).
+	Rank() int
+	// Size is the number of ranks in the group.
+	Size() int
+
+	// Allreduce combines buf elementwise across ranks with op, in place.
+	Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error
+	// Allgatherv concatenates, in rank order, counts[r] elements from each
+	// rank r into recv on every rank. send holds counts[Rank()] elements and
+	// recv at least the sum of counts.
+	Allgatherv(send, recv *tensor.Tensor, counts []int) error
+	// Gatherv is Allgatherv with the result on root only; recv is ignored on
+	// other ranks (it may be nil there).
+	Gatherv(send, recv *tensor.Tensor, counts []int, root int) error
+	// Bcast copies buf from root to every rank.
+	Bcast(buf *tensor.Tensor, root int) error
+	// Alltoallv sends sendCounts[r] elements of send (block r) to rank r, and
+	// receives recvCounts[r] elements from rank r into block r of recv.
+	Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error
+	// ReduceScatter combines send (the sum of counts elements) across ranks
+	// with op and leaves block Rank() of the result, counts[Rank()] elements,
+	// in recv.
+	ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error
+	// Barrier returns once every rank has entered it.
+	Barrier() error
+
+	// Split partitions the group by color; ranks with the same color form a
+	// new group, ordered by key and then by rank.
+	Split(color, key int) (Communicator, error)
+	// SplitLocal returns the group of ranks that share this rank's node
+	// (memory), ordered by rank.
+	SplitLocal() (Communicator, error)
+
+	// Close releases the communicator. Calls after Close return ErrClosed.
+	Close() error
+}
+
+// ErrClosed is returned by operations on a closed communicator, or on one
+// whose group has been torn down by another rank.
+var ErrClosed = errors.New("comm: communicator is closed")
+
+// MismatchError reports arguments that disagree across the ranks of one
+// collective call.
+type MismatchError struct {
+	Op     string // the collective, e.g. "allreduce"
+	Detail string // what disagreed, e.g. "element counts 4 and 5"
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("comm: %s: arguments disagree across ranks: %s", e.Op, e.Detail)
+}
+
+// Sum returns the sum of counts; the total element count of a v-collective.
+func Sum(counts []int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
+// Offsets returns the starting element of each block for the given counts.
+func Offsets(counts []int) []int {
+	off := make([]int, len(counts))
+	n := 0
+	for i, c := range counts {
+		off[i] = n
+		n += c
+	}
+	return off
+}
+
+// CheckLocal validates the arguments of a v-collective that one rank can
+// check alone: counts has one non-negative entry per rank, the send buffer
+// holds the expected number of elements and recv is large enough. Both
+// transports call it before any data moves.
+func CheckLocal(op string, size int, counts []int, send *tensor.Tensor, sendWant int, recv *tensor.Tensor, recvWant int) error {
+	if len(counts) != size {
+		return fmt.Errorf("comm: %s: %d counts for %d ranks", op, len(counts), size)
+	}
+	for r, c := range counts {
+		if c < 0 {
+			return fmt.Errorf("comm: %s: negative count %d for rank %d", op, c, r)
+		}
+	}
+	if send != nil && sendWant >= 0 && send.Len() != sendWant {
+		return fmt.Errorf("comm: %s: send buffer holds %d elements, want %d", op, send.Len(), sendWant)
+	}
+	if recv != nil && recvWant >= 0 && recv.Len() < recvWant {
+		return fmt.Errorf("comm: %s: receive buffer holds %d elements, want at least %d", op, recv.Len(), recvWant)
+	}
+	if send != nil && recv != nil && send.DType() != recv.DType() {
+		return fmt.Errorf("comm: %s: send dtype %v differs from receive dtype %v", op, send.DType(), recv.DType())
+	}
+	return nil
+}

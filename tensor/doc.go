@@ -1,0 +1,16 @@
+// Package tensor holds the data that gohorovod moves between ranks: element
+// types (DType), shapes, and Tensor, a typed view over contiguous host storage
+// (with room for a device pointer), together with the kernels the runtime
+// needs on that storage: elementwise reductions (sum, min, max, product and
+// bitwise and/or) into a destination, scaling by a factor, and conversion
+// between float32 and the two half-precision formats.
+//
+// Constructors such as FromFloat32 wrap a Go slice without copying it, and
+// typed accessors (Float32s, Int64s, ...) give the slice back, so a training
+// loop can hand its own gradient slices to the runtime and read the reduced
+// values in place.
+//
+// Hot kernels panic, with a "tensor: " prefix, on programmer errors such as
+// mismatched lengths; functions that validate input from elsewhere return
+// errors.
+package tensor

@@ -1,0 +1,126 @@
+package tensor
+
+import "fmt"
+
+// DType is the element type of a tensor.
+type DType uint8
+
+// The element types. The zero value is Invalid, so that a forgotten dtype is
+// caught rather than silently read as float32.
+const (
+	Invalid  DType = iota
+	Float32        // IEEE 754 binary32
+	Float64        // IEEE 754 binary64
+	Float16        // IEEE 754 binary16 (half precision)
+	BFloat16       // bfloat16: the upper half of a binary32
+	Int8           // signed 8-bit integer
+	Uint8          // unsigned 8-bit integer
+	Int32          // signed 32-bit integer
+	Int64          // signed 64-bit integer
+	Uint64         // unsigned 64-bit integer (bit vectors for negotiation)
+	numDTypes
+)
+
+var dtypeInfo = [numDTypes]struct {
+	name string
+	size int
+}{
+	Invalid:  {"invalid", 0},
+	Float32:  {"float32", 4},
+	Float64:  {"float64", 8},
+	Float16:  {"float16", 2},
+	BFloat16: {"bfloat16", 2},
+	Int8:     {"int8", 1},
+	Uint8:    {"uint8", 1},
+	Int32:    {"int32", 4},
+	Int64:    {"int64", 8},
+	Uint64:   {"uint64", 8},
+}
+
+// DTypes lists every valid element type, in declaration order.
+func DTypes() []DType {
+	out := make([]DType, 0, numDTypes-1)
+	for d := Float32; d < numDTypes; d++ {
+		out = append(out, d)
+	}
+	return out
+}
+
+// Valid reports whether d is one of the declared element types.
+func (d DType) Valid() bool { return d > Invalid && d < numDTypes }
+
+// Size returns the size of one element in bytes (0 for Invalid).
+func (d DType) Size() int {
+	if d >= numDTypes {
+		return 0
+	}
+	return dtypeInfo[d].size
+}
+
+// String returns the lower-case name of the type, as Horovod prints it
+// ("float32", "int64", ...).
+func (d DType) String() string {
+	if d >= numDTypes {
+		return fmt.Sprintf("dtype(%d)", uint8(d))
+	}
+	return dtypeInfo[d].name
+}
+
+// IsFloat reports whether d is a floating-point type.
+func (d DType) IsFloat() bool {
+	return d == Float32 || d == Float64 || d == Float16 || d == BFloat16
+}
+
+// ParseDType returns the type with the given name.
+func ParseDType(name string) (DType, error) {
+	for d := Float32; d < numDTypes; d++ {
+		if dtypeInfo[d].name == name {
+			return d, nil
+		}
+	}
+	return Invalid, fmt.Errorf("tensor: unknown dtype %q", name)
+}
+
+// ReduceOp is an elementwise reduction.
+type ReduceOp uint8
+
+// The reductions. BitAnd and BitOr apply to integer types only; the runtime
+// uses them on Uint64 bit vectors to agree on cached responses.
+const (
+	Sum ReduceOp = iota
+	Min
+	Max
+	Product
+	BitAnd
+	BitOr
+	numReduceOps
+)
+
+var opNames = [numReduceOps]string{"sum", "min", "max", "product", "band", "bor"}
+
+// ReduceOps lists every reduction, in declaration order.
+func ReduceOps() []ReduceOp {
+	return []ReduceOp{Sum, Min, Max, Product, BitAnd, BitOr}
+}
+
+// Valid reports whether op is a declared reduction.
+func (op ReduceOp) Valid() bool { return op < numReduceOps }
+
+// String returns the name of the reduction.
+func (op ReduceOp) String() string {
+	if op >= numReduceOps {
+		return fmt.Sprintf("op(%d)", uint8(op))
+	}
+	return opNames[op]
+}
+
+// Supports reports whether op is defined on elements of type d.
+func (op ReduceOp) Supports(d DType) bool {
+	if !d.Valid() || !op.Valid() {
+		return false
+	}
+	if op == BitAnd || op == BitOr {
+		return !d.IsFloat()
+	}
+	return true
+}
