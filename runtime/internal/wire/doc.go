@@ -1,0 +1,9 @@
+// Package wire defines the messages that ranks exchange to agree on which
+// collective operations are ready — Request and RequestList (what a rank has
+// submitted), Response and ResponseList (what every rank must perform, in
+// order) — and a compact binary encoding for them.
+//
+// The encoding is little-endian with unsigned varints for lengths and counts.
+// Decoders validate every length against the input, so arbitrary bytes decode
+// to an error, never to a panic or an oversized allocation.
+package wire
