@@ -1,0 +1,583 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The environment variables, one constant per knob. The launcher and the
+// runtime both use these names; nothing else in gohorovod spells them.
+const (
+	EnvFusionThreshold        = "HOROVOD_FUSION_THRESHOLD"
+	EnvCycleTime              = "HOROVOD_CYCLE_TIME"
+	EnvCacheCapacity          = "HOROVOD_CACHE_CAPACITY"
+	EnvTimeline               = "HOROVOD_TIMELINE"
+	EnvTimelineMarkCycles     = "HOROVOD_TIMELINE_MARK_CYCLES"
+	EnvStallCheckDisable      = "HOROVOD_STALL_CHECK_DISABLE"
+	EnvStallCheckTime         = "HOROVOD_STALL_CHECK_TIME_SECONDS"
+	EnvStallShutdownTime      = "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"
+	EnvLogLevel               = "HOROVOD_LOG_LEVEL"
+	EnvLogHideTime            = "HOROVOD_LOG_HIDE_TIME"
+	EnvHierarchicalAllreduce  = "HOROVOD_HIERARCHICAL_ALLREDUCE"
+	EnvHierarchicalAllgather  = "HOROVOD_HIERARCHICAL_ALLGATHER"
+	EnvMPIThreadsDisable      = "HOROVOD_MPI_THREADS_DISABLE"
+	EnvAutotune               = "HOROVOD_AUTOTUNE"
+	EnvAutotuneLog            = "HOROVOD_AUTOTUNE_LOG"
+	EnvAutotuneWarmupSamples  = "HOROVOD_AUTOTUNE_WARMUP_SAMPLES"
+	EnvAutotuneStepsPerSample = "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"
+	EnvAutotuneMaxSamples     = "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"
+	EnvAutotuneNoise          = "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"
+
+	// The process placement, set by a launcher that does not start the
+	// workers through MPI (MPI itself tells an MPI-started worker).
+	EnvRank      = "HOROVOD_RANK"
+	EnvSize      = "HOROVOD_SIZE"
+	EnvLocalRank = "HOROVOD_LOCAL_RANK"
+	EnvLocalSize = "HOROVOD_LOCAL_SIZE"
+	EnvCrossRank = "HOROVOD_CROSS_RANK"
+	EnvCrossSize = "HOROVOD_CROSS_SIZE"
+	EnvHostname  = "HOROVOD_HOSTNAME"
+)
+
+// Defaults. They are Horovod's, except DefaultFusionThreshold.
+const (
+	// DefaultFusionThreshold is the fusion buffer size in bytes. Horovod's
+	// is 128 MiB; on one node such a buffer falls out of cache (see
+	// shared/reference/environment.md), so this is a placeholder that the
+	// runtime engineer will set from measurements: they own this number.
+	DefaultFusionThreshold int64 = 64 << 20
+	// DefaultCycleTime is the background loop's period.
+	DefaultCycleTime = time.Millisecond
+	// DefaultCacheCapacity is the number of response cache entries.
+	DefaultCacheCapacity = 1024
+	// DefaultStallCheckTime is how long a tensor may wait for the remaining
+	// ranks before the stall inspector warns.
+	DefaultStallCheckTime = 60 * time.Second
+	// DefaultStallShutdownTime is how long a stall may last before the job
+	// shuts down; 0 means never.
+	DefaultStallShutdownTime time.Duration = 0
+	// DefaultLogLevel is the least severe level that is logged.
+	DefaultLogLevel = LevelWarning
+	// DefaultAutotuneWarmupSamples is how many autotuning samples are
+	// discarded at the start.
+	DefaultAutotuneWarmupSamples = 3
+	// DefaultAutotuneStepsPerSample is how many steps make one sample.
+	DefaultAutotuneStepsPerSample = 10
+	// DefaultAutotuneMaxSamples bounds the Bayesian optimisation.
+	DefaultAutotuneMaxSamples = 20
+	// DefaultAutotuneNoise is the Gaussian process noise, in [0, 1].
+	DefaultAutotuneNoise = 0.8
+)
+
+// Unset marks a placement field (Rank, Size, ...) that the environment does
+// not give.
+const Unset = -1
+
+// Config holds every knob gohorovod honours. The zero value is not useful:
+// start from Default or FromEnv.
+type Config struct {
+	// FusionThreshold is the fusion buffer size in bytes; 0 disables
+	// fusion. HOROVOD_FUSION_THRESHOLD.
+	FusionThreshold int64
+	// CycleTime is the background loop's period. HOROVOD_CYCLE_TIME, in
+	// (possibly fractional) milliseconds.
+	CycleTime time.Duration
+	// CacheCapacity is the number of response cache entries; 0 disables
+	// the cache. HOROVOD_CACHE_CAPACITY.
+	CacheCapacity int
+	// Timeline is the file the timeline is written to; empty means no
+	// timeline. HOROVOD_TIMELINE.
+	Timeline string
+	// TimelineMarkCycles marks each background cycle in the timeline.
+	// HOROVOD_TIMELINE_MARK_CYCLES.
+	TimelineMarkCycles bool
+	// StallCheckDisable turns the stall inspector off.
+	// HOROVOD_STALL_CHECK_DISABLE.
+	StallCheckDisable bool
+	// StallCheckTime is how long a tensor submitted by some ranks waits for
+	// the others before the stall inspector warns.
+	// HOROVOD_STALL_CHECK_TIME_SECONDS.
+	StallCheckTime time.Duration
+	// StallShutdownTime is how long such a stall may last before the whole
+	// job shuts down; 0 means never. As in Horovod, a value below
+	// StallCheckTime is accepted but means never (the runtime warns).
+	// HOROVOD_STALL_SHUTDOWN_TIME_SECONDS.
+	StallShutdownTime time.Duration
+	// LogLevel is the least severe level that is logged. HOROVOD_LOG_LEVEL.
+	LogLevel LogLevel
+	// LogHideTime leaves timestamps out of log lines. HOROVOD_LOG_HIDE_TIME.
+	LogHideTime bool
+	// HierarchicalAllreduce asks for node-local reduce-scatter, cross-node
+	// allreduce, node-local allgather. Accepted for compatibility; on one
+	// node (Size == LocalSize) it changes nothing, as in Horovod.
+	// HOROVOD_HIERARCHICAL_ALLREDUCE.
+	HierarchicalAllreduce bool
+	// HierarchicalAllgather is the allgather counterpart of
+	// HierarchicalAllreduce; a no-op on one node.
+	// HOROVOD_HIERARCHICAL_ALLGATHER.
+	HierarchicalAllgather bool
+	// MPIThreadsDisable asks MPI for MPI_THREAD_SINGLE instead of
+	// MPI_THREAD_MULTIPLE. HOROVOD_MPI_THREADS_DISABLE.
+	MPIThreadsDisable bool
+	// Autotune turns on the tuning of FusionThreshold and CycleTime while
+	// training runs. HOROVOD_AUTOTUNE.
+	Autotune bool
+	// AutotuneLog is a CSV file that records each autotuning sample; empty
+	// means none. HOROVOD_AUTOTUNE_LOG.
+	AutotuneLog string
+	// AutotuneWarmupSamples is how many samples are discarded first.
+	// HOROVOD_AUTOTUNE_WARMUP_SAMPLES.
+	AutotuneWarmupSamples int
+	// AutotuneStepsPerSample is how many steps make one sample.
+	// HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE.
+	AutotuneStepsPerSample int
+	// AutotuneMaxSamples bounds the Bayesian optimisation.
+	// HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES.
+	AutotuneMaxSamples int
+	// AutotuneNoise is the Gaussian process noise, in [0, 1].
+	// HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE.
+	AutotuneNoise float64
+
+	// Rank, Size, LocalRank, LocalSize, CrossRank and CrossSize are the
+	// process placement a launcher gives (HOROVOD_RANK, ...), or Unset.
+	// Under mpirun they stay Unset: MPI tells the worker.
+	Rank, Size           int
+	LocalRank, LocalSize int
+	CrossRank, CrossSize int
+	// Hostname is the host name the launcher assigned this worker to, or
+	// empty. HOROVOD_HOSTNAME.
+	Hostname string
+}
+
+// Default returns the configuration used when the environment sets nothing.
+func Default() Config {
+	return Config{
+		FusionThreshold:        DefaultFusionThreshold,
+		CycleTime:              DefaultCycleTime,
+		CacheCapacity:          DefaultCacheCapacity,
+		StallCheckTime:         DefaultStallCheckTime,
+		StallShutdownTime:      DefaultStallShutdownTime,
+		LogLevel:               DefaultLogLevel,
+		AutotuneWarmupSamples:  DefaultAutotuneWarmupSamples,
+		AutotuneStepsPerSample: DefaultAutotuneStepsPerSample,
+		AutotuneMaxSamples:     DefaultAutotuneMaxSamples,
+		AutotuneNoise:          DefaultAutotuneNoise,
+		Rank:                   Unset,
+		Size:                   Unset,
+		LocalRank:              Unset,
+		LocalSize:              Unset,
+		CrossRank:              Unset,
+		CrossSize:              Unset,
+	}
+}
+
+// EnvError reports an environment variable whose value is malformed or out
+// of range.
+type EnvError struct {
+	Var   string // the variable, e.g. HOROVOD_CYCLE_TIME
+	Value string // its value as given
+	Err   error  // what is wrong with it
+}
+
+func (e *EnvError) Error() string {
+	return fmt.Sprintf("config: %s=%q: %v", e.Var, e.Value, e.Err)
+}
+
+func (e *EnvError) Unwrap() error { return e.Err }
+
+// ErrNegative is wrapped by the errors for knobs given a negative value.
+var ErrNegative = errors.New("must be >= 0")
+
+// FromEnv reads every knob from lookup (os.LookupEnv, or Lookup over a
+// "KEY=value" list), starting from Default. A variable that is absent or set
+// to the empty string keeps its default. A malformed or out-of-range value is
+// an *EnvError naming the variable and the value; the result is validated.
+func FromEnv(lookup func(string) (string, bool)) (Config, error) {
+	c := Default()
+	for _, k := range knobs {
+		v, ok := lookup(k.env)
+		if !ok || v == "" {
+			continue
+		}
+		if err := k.parse(&c, v); err != nil {
+			return Default(), &EnvError{Var: k.env, Value: v, Err: err}
+		}
+	}
+	for _, p := range placement {
+		v, ok := lookup(p.env)
+		if !ok || v == "" {
+			continue
+		}
+		if err := p.parse(&c, v); err != nil {
+			return Default(), &EnvError{Var: p.env, Value: v, Err: err}
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return Default(), err
+	}
+	return c, nil
+}
+
+// Environ returns the configuration as "KEY=value" strings: every knob,
+// always (so that a worker's environment says everything and inherits
+// nothing by accident), followed by the placement variables that are set
+// (not Unset, not empty). The order is fixed. FromEnv(Lookup(c.Environ()))
+// returns c for every c that passes Validate.
+func (c Config) Environ() []string {
+	out := make([]string, 0, len(knobs)+len(placement))
+	for _, k := range knobs {
+		out = append(out, k.env+"="+k.format(&c))
+	}
+	for _, p := range placement {
+		if v := p.format(&c); v != "" {
+			out = append(out, p.env+"="+v)
+		}
+	}
+	return out
+}
+
+// Names returns every variable this package reads, in Environ's order. A
+// launcher removes these from the environment it passes on before adding
+// Environ's list.
+func Names() []string {
+	out := make([]string, 0, len(knobs)+len(placement))
+	for _, k := range knobs {
+		out = append(out, k.env)
+	}
+	for _, p := range placement {
+		out = append(out, p.env)
+	}
+	return out
+}
+
+// Lookup returns a lookup function over a list of "KEY=value" strings (such
+// as os.Environ() or Environ's result), for FromEnv. A later entry for the
+// same key wins, as in exec.Cmd.Env.
+func Lookup(environ []string) func(string) (string, bool) {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok {
+			m[k] = v
+		}
+	}
+	return func(key string) (string, bool) {
+		v, ok := m[key]
+		return v, ok
+	}
+}
+
+// Validate reports the first knob whose value is out of range, as an
+// *EnvError naming the variable that carries it.
+func (c Config) Validate() error {
+	bad := func(env, value string, err error) error {
+		return &EnvError{Var: env, Value: value, Err: err}
+	}
+	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
+	switch {
+	case c.FusionThreshold < 0:
+		return bad(EnvFusionThreshold, i64(c.FusionThreshold), ErrNegative)
+	case c.CycleTime < 0:
+		return bad(EnvCycleTime, formatDuration(c.CycleTime, time.Millisecond), ErrNegative)
+	case c.CacheCapacity < 0:
+		return bad(EnvCacheCapacity, strconv.Itoa(c.CacheCapacity), ErrNegative)
+	case c.StallCheckTime < 0:
+		return bad(EnvStallCheckTime, formatDuration(c.StallCheckTime, time.Second), ErrNegative)
+	case c.StallShutdownTime < 0:
+		return bad(EnvStallShutdownTime, formatDuration(c.StallShutdownTime, time.Second), ErrNegative)
+	case !c.LogLevel.valid():
+		return bad(EnvLogLevel, strconv.Itoa(int(c.LogLevel)), errBadLevel)
+	case c.AutotuneWarmupSamples < 0:
+		return bad(EnvAutotuneWarmupSamples, strconv.Itoa(c.AutotuneWarmupSamples), ErrNegative)
+	case c.AutotuneStepsPerSample < 0:
+		return bad(EnvAutotuneStepsPerSample, strconv.Itoa(c.AutotuneStepsPerSample), ErrNegative)
+	case c.AutotuneMaxSamples < 0:
+		return bad(EnvAutotuneMaxSamples, strconv.Itoa(c.AutotuneMaxSamples), ErrNegative)
+	case math.IsNaN(c.AutotuneNoise) || c.AutotuneNoise < 0 || c.AutotuneNoise > 1:
+		return bad(EnvAutotuneNoise, formatFloat(c.AutotuneNoise), errors.New("must be in [0, 1]"))
+	}
+	pairs := []struct {
+		rankEnv, sizeEnv string
+		rank, size       int
+	}{
+		{EnvRank, EnvSize, c.Rank, c.Size},
+		{EnvLocalRank, EnvLocalSize, c.LocalRank, c.LocalSize},
+		{EnvCrossRank, EnvCrossSize, c.CrossRank, c.CrossSize},
+	}
+	for _, p := range pairs {
+		if p.rank < Unset {
+			return bad(p.rankEnv, strconv.Itoa(p.rank), ErrNegative)
+		}
+		if p.size < Unset || p.size == 0 {
+			return bad(p.sizeEnv, strconv.Itoa(p.size), errors.New("must be >= 1"))
+		}
+		if p.rank != Unset && p.size != Unset && p.rank >= p.size {
+			return bad(p.rankEnv, strconv.Itoa(p.rank), fmt.Errorf("must be less than %s=%d", p.sizeEnv, p.size))
+		}
+	}
+	return nil
+}
+
+// knob ties one Config field to its variable.
+type knob struct {
+	env    string
+	format func(c *Config) string
+	parse  func(c *Config, s string) error
+}
+
+var knobs = []knob{
+	{EnvFusionThreshold,
+		func(c *Config) string { return strconv.FormatInt(c.FusionThreshold, 10) },
+		func(c *Config, s string) (err error) {
+			c.FusionThreshold, err = parseInt64(s, "a whole number of bytes")
+			return
+		}},
+	{EnvCycleTime,
+		func(c *Config) string { return formatDuration(c.CycleTime, time.Millisecond) },
+		func(c *Config, s string) (err error) {
+			c.CycleTime, err = parseDuration(s, time.Millisecond, "a number of milliseconds")
+			return
+		}},
+	{EnvCacheCapacity,
+		func(c *Config) string { return strconv.Itoa(c.CacheCapacity) },
+		func(c *Config, s string) (err error) {
+			c.CacheCapacity, err = parseInt(s, "a whole number of entries")
+			return
+		}},
+	{EnvTimeline,
+		func(c *Config) string { return c.Timeline },
+		func(c *Config, s string) error { c.Timeline = s; return nil }},
+	{EnvTimelineMarkCycles,
+		func(c *Config) string { return formatBool(c.TimelineMarkCycles) },
+		func(c *Config, s string) (err error) { c.TimelineMarkCycles, err = parseBool(s); return }},
+	{EnvStallCheckDisable,
+		func(c *Config) string { return formatBool(c.StallCheckDisable) },
+		func(c *Config, s string) (err error) { c.StallCheckDisable, err = parseBool(s); return }},
+	{EnvStallCheckTime,
+		func(c *Config) string { return formatDuration(c.StallCheckTime, time.Second) },
+		func(c *Config, s string) (err error) {
+			c.StallCheckTime, err = parseDuration(s, time.Second, "a number of seconds")
+			return
+		}},
+	{EnvStallShutdownTime,
+		func(c *Config) string { return formatDuration(c.StallShutdownTime, time.Second) },
+		func(c *Config, s string) (err error) {
+			c.StallShutdownTime, err = parseDuration(s, time.Second, "a number of seconds")
+			return
+		}},
+	{EnvLogLevel,
+		func(c *Config) string { return c.LogLevel.String() },
+		func(c *Config, s string) (err error) { c.LogLevel, err = ParseLogLevel(s); return }},
+	{EnvLogHideTime,
+		func(c *Config) string { return formatBool(c.LogHideTime) },
+		func(c *Config, s string) (err error) { c.LogHideTime, err = parseBool(s); return }},
+	{EnvHierarchicalAllreduce,
+		func(c *Config) string { return formatBool(c.HierarchicalAllreduce) },
+		func(c *Config, s string) (err error) { c.HierarchicalAllreduce, err = parseBool(s); return }},
+	{EnvHierarchicalAllgather,
+		func(c *Config) string { return formatBool(c.HierarchicalAllgather) },
+		func(c *Config, s string) (err error) { c.HierarchicalAllgather, err = parseBool(s); return }},
+	{EnvMPIThreadsDisable,
+		func(c *Config) string { return formatBool(c.MPIThreadsDisable) },
+		func(c *Config, s string) (err error) { c.MPIThreadsDisable, err = parseBool(s); return }},
+	{EnvAutotune,
+		func(c *Config) string { return formatBool(c.Autotune) },
+		func(c *Config, s string) (err error) { c.Autotune, err = parseBool(s); return }},
+	{EnvAutotuneLog,
+		func(c *Config) string { return c.AutotuneLog },
+		func(c *Config, s string) error { c.AutotuneLog = s; return nil }},
+	{EnvAutotuneWarmupSamples,
+		func(c *Config) string { return strconv.Itoa(c.AutotuneWarmupSamples) },
+		func(c *Config, s string) (err error) {
+			c.AutotuneWarmupSamples, err = parseInt(s, "a whole number")
+			return
+		}},
+	{EnvAutotuneStepsPerSample,
+		func(c *Config) string { return strconv.Itoa(c.AutotuneStepsPerSample) },
+		func(c *Config, s string) (err error) {
+			c.AutotuneStepsPerSample, err = parseInt(s, "a whole number")
+			return
+		}},
+	{EnvAutotuneMaxSamples,
+		func(c *Config) string { return strconv.Itoa(c.AutotuneMaxSamples) },
+		func(c *Config, s string) (err error) {
+			c.AutotuneMaxSamples, err = parseInt(s, "a whole number")
+			return
+		}},
+	{EnvAutotuneNoise,
+		func(c *Config) string { return formatFloat(c.AutotuneNoise) },
+		func(c *Config, s string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil {
+				return errors.New("not a number")
+			}
+			c.AutotuneNoise = f
+			return nil
+		}},
+}
+
+// placement variables: written by Environ only when set.
+var placement = []knob{
+	placementInt(EnvRank, func(c *Config) *int { return &c.Rank }),
+	placementInt(EnvSize, func(c *Config) *int { return &c.Size }),
+	placementInt(EnvLocalRank, func(c *Config) *int { return &c.LocalRank }),
+	placementInt(EnvLocalSize, func(c *Config) *int { return &c.LocalSize }),
+	placementInt(EnvCrossRank, func(c *Config) *int { return &c.CrossRank }),
+	placementInt(EnvCrossSize, func(c *Config) *int { return &c.CrossSize }),
+	{EnvHostname,
+		func(c *Config) string { return c.Hostname },
+		func(c *Config, s string) error { c.Hostname = s; return nil }},
+}
+
+func placementInt(env string, field func(*Config) *int) knob {
+	return knob{env,
+		func(c *Config) string {
+			if v := *field(c); v != Unset {
+				return strconv.Itoa(v)
+			}
+			return ""
+		},
+		func(c *Config, s string) error {
+			v, err := parseInt(s, "a whole number")
+			if err == nil && v < 0 {
+				err = ErrNegative
+			}
+			*field(c) = v
+			return err
+		}}
+}
+
+func parseInt64(s, what string) (int64, error) {
+	s = strings.TrimSpace(s)
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not %s", what)
+	}
+	if v < 0 {
+		return 0, ErrNegative
+	}
+	return v, nil
+}
+
+func parseInt(s, what string) (int, error) {
+	s = strings.TrimSpace(s)
+	v, err := strconv.ParseInt(s, 10, strconv.IntSize)
+	if err != nil {
+		return 0, fmt.Errorf("not %s", what)
+	}
+	if v < 0 {
+		return 0, ErrNegative
+	}
+	return int(v), nil
+}
+
+// parseBool accepts what strconv.ParseBool accepts, plus any integer
+// (non-zero is true), as Horovod's getenv-and-atoi does.
+func parseBool(s string) (bool, error) {
+	s = strings.TrimSpace(s)
+	if b, err := strconv.ParseBool(s); err == nil {
+		return b, nil
+	}
+	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return v != 0, nil
+	}
+	return false, errors.New("not a boolean (use 1 or 0)")
+}
+
+func formatBool(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// formatDuration writes d as an exact decimal number of units (at most nine
+// fractional digits, trailing zeros dropped): 1500µs in milliseconds is "1.5".
+func formatDuration(d, unit time.Duration) string {
+	neg := d < 0
+	u := uint64(d)
+	if neg {
+		u = -u
+	}
+	whole, frac := u/uint64(unit), u%uint64(unit)
+	s := strconv.FormatUint(whole, 10)
+	if frac != 0 {
+		digits := len(strconv.FormatUint(uint64(unit), 10)) - 1
+		f := fmt.Sprintf("%0*d", digits, frac)
+		s += "." + strings.TrimRight(f, "0")
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// parseDuration reads a decimal (or exponent-form) number of units. Plain
+// decimals are converted exactly; exponent forms go through float64 and are
+// rounded to the nearest nanosecond.
+func parseDuration(s string, unit time.Duration, what string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if d, ok := parseDecimal(s, unit); ok {
+		return d, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) {
+		return 0, fmt.Errorf("not %s", what)
+	}
+	if f < 0 {
+		return 0, ErrNegative
+	}
+	ns := math.Round(f * float64(unit))
+	if ns >= math.MaxInt64 {
+		return 0, errors.New("too large")
+	}
+	return time.Duration(ns), nil
+}
+
+// parseDecimal converts "123", "1.5", ".25" or "2." (a number of units)
+// exactly; fractional digits below a nanosecond must be zero.
+func parseDecimal(s string, unit time.Duration) (time.Duration, bool) {
+	s = strings.TrimPrefix(s, "+")
+	intPart, fracPart, _ := strings.Cut(s, ".")
+	if intPart == "" && fracPart == "" {
+		return 0, false
+	}
+	for _, r := range intPart + fracPart {
+		if r < '0' || r > '9' {
+			return 0, false
+		}
+	}
+	var whole uint64
+	if intPart != "" {
+		w, err := strconv.ParseUint(intPart, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		whole = w
+	}
+	digits := len(strconv.FormatUint(uint64(unit), 10)) - 1
+	if len(fracPart) > digits {
+		if strings.Trim(fracPart[digits:], "0") != "" {
+			return 0, false // finer than a nanosecond: the float path rounds it
+		}
+		fracPart = fracPart[:digits]
+	}
+	var frac uint64
+	if fracPart != "" {
+		f, _ := strconv.ParseUint(fracPart, 10, 64)
+		for i := len(fracPart); i < digits; i++ {
+			f *= 10
+		}
+		frac = f
+	}
+	if whole > (math.MaxInt64-frac)/uint64(unit) {
+		return 0, false
+	}
+	return time.Duration(whole*uint64(unit) + frac), true
+}
