@@ -1,0 +1,21 @@
+// Package optim holds the optimizers and learning-rate schedules of a
+// training loop, in the shape that data-parallel training needs.
+//
+// An Optimizer works over named parameters (Param: a value tensor and its
+// gradient, float32 or float64, usually wrapping the model's own slices).
+// SGD (with momentum, Nesterov momentum and weight decay), Adam, AdamW,
+// RMSProp and Adagrad follow the update rules that PyTorch documents, so that
+// hyper-parameters carry over. Every optimizer allocates its per-parameter
+// state when it is built and exposes all of it as a State (tensors by name
+// plus scalar hyper-parameters and the step count), which can be saved,
+// restored with SetState for an identical continuation, and broadcast from
+// one rank to the others before training starts.
+//
+// Schedules give the learning rate as a function of the (fractional)
+// epoch: Constant, StepDecay, Cosine, and Warmup, the gradual warmup of
+// Goyal et al. (arXiv 1706.02677) that Horovod recommends when the learning
+// rate is scaled by the number of workers. They compose:
+//
+//	lr := optim.Warmup(optim.StepDecay(base*float64(size), 0.1, 30, 60, 80), size, 5)
+//	opt.SetLR(lr.LR(epoch))
+package optim
