@@ -1,0 +1,71 @@
+package fusion
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+func ar(name string, elems int64, dt tensor.DType) wire.Response {
+	return wire.Response{Type: wire.ResponseType(wire.Allreduce), Names: []string{name}, DType: dt,
+		Sizes: []int64{elems}, Shapes: [][]int64{{elems}}, Prescale: 1, Postscale: 1, Op: wire.Sum, Devices: []int32{-1, -1}}
+}
+
+func groups(out []wire.Response) []string {
+	var g []string
+	for _, r := range out {
+		g = append(g, strings.Join(r.Names, "+"))
+	}
+	return g
+}
+
+func TestPlan(t *testing.T) {
+	f32, f16 := tensor.Float32, tensor.Float16
+	scaled := ar("s", 4, f32)
+	scaled.Postscale = 0.5
+	bc := ar("bc", 4, f32)
+	bc.Type = wire.ResponseType(wire.Broadcast)
+	tests := []struct {
+		name      string
+		in        []wire.Response
+		threshold int64
+		want      []string
+	}{
+		{"all fit", []wire.Response{ar("a", 4, f32), ar("b", 4, f32), ar("c", 4, f32)}, 1 << 20, []string{"a+b+c"}},
+		{"threshold splits", []wire.Response{ar("a", 4, f32), ar("b", 4, f32), ar("c", 4, f32)}, 32, []string{"a+b", "c"}},
+		{"disabled", []wire.Response{ar("a", 4, f32), ar("b", 4, f32)}, 0, []string{"a", "b"}},
+		{"big tensor alone", []wire.Response{ar("big", 100, f32), ar("a", 4, f32)}, 64, []string{"big", "a"}},
+		{"look-ahead over another dtype", []wire.Response{ar("a", 4, f32), ar("h", 4, f16), ar("b", 4, f32), ar("h2", 4, f16)}, 1 << 20,
+			[]string{"a+b", "h+h2"}},
+		{"look-ahead bounded by threshold", []wire.Response{ar("a", 4, f32), ar("h", 16, f16), ar("b", 4, f32)}, 40,
+			[]string{"a", "h", "b"}},
+		{"different scale", []wire.Response{ar("a", 4, f32), scaled, ar("b", 4, f32)}, 1 << 20, []string{"a+b", "s"}},
+		{"broadcast not fused", []wire.Response{ar("a", 4, f32), bc, ar("b", 4, f32)}, 1 << 20, []string{"a+b", "bc"}},
+	}
+	var p Planner
+	for _, tt := range tests {
+		got := groups(p.Plan(tt.in, tt.threshold))
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	out := p.Plan([]wire.Response{ar("a", 4, f32), ar("b", 6, f32)}, 1<<20)
+	if !reflect.DeepEqual(out[0].Sizes, []int64{4, 6}) || len(out[0].Shapes) != 2 || Bytes(&out[0]) != 40 {
+		t.Fatalf("fused sizes %v shapes %v", out[0].Sizes, out[0].Shapes)
+	}
+}
+
+func BenchmarkPlan161(b *testing.B) {
+	in := make([]wire.Response, 161)
+	for i := range in {
+		in[i] = ar("t", 1000, tensor.Float32)
+	}
+	var p Planner
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		p.Plan(in, 4<<20)
+	}
+}
