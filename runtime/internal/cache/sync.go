@@ -6,9 +6,9 @@ import "math/bits"
 // when its condition is false on this rank, so that after a bitwise AND
 // across ranks a cleared bit means "true on some rank".
 const (
-	StatusShutdown  = iota // some rank asks to shut down
-	StatusUncached         // some rank has requests that need full negotiation
-	StatusInvalid          // some rank found a cached entry with changed parameters
+	StatusShutdown = iota // some rank asks to shut down
+	StatusUncached        // some rank has requests that need full negotiation
+	StatusInvalid         // some rank found a cached entry with changed parameters
 	NumStatusBits
 )
 
