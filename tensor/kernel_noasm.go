@@ -25,7 +25,7 @@ func scaleF16(s []uint16, f float32) { scaleHalfGo(s, f, float16ToFloat32, float
 
 func scaleBF16(s []uint16, f float32) { scaleHalfGo(s, f, bfloat16ToFloat32, float32ToBFloat16) }
 
-func f16to32(dst []float32, src []uint16)  { f16to32Go(dst, src) }
-func f32to16(dst []uint16, src []float32)  { f32to16Go(dst, src) }
-func bf16to32(dst []float32, src []uint16) { bf16to32Go(dst, src) }
+func f16to32(dst []float32, src []uint16)   { f16to32Go(dst, src) }
+func f32to16(dst []uint16, src []float32)   { f32to16Go(dst, src) }
+func bf16to32(dst []float32, src []uint16)  { bf16to32Go(dst, src) }
 func f32tobf16(dst []uint16, src []float32) { f32tobf16Go(dst, src) }
