@@ -1,0 +1,51 @@
+// Package mpi is gohorovod's binding to the Message Passing Interface: the
+// world communicator, local (shared-memory) and split communicators, and the
+// collectives the runtime needs (allreduce in place, allgatherv, gatherv,
+// bcast, alltoallv, reduce-scatter, barrier) on tensor buffers of every
+// tensor.DType, with every MPI return code turned into a Go error.
+//
+// # Building
+//
+// The real binding needs cgo and an MPI library and sits behind the "mpi"
+// build tag:
+//
+//	make deps                # installs Open MPI (apt-get) when mpicc is missing
+//	go build -tags mpi ./... # links Open MPI through pkg-config (ompi-c)
+//
+// To link MPICH instead, add the "mpich" tag. Our own cgo layer then finds
+// MPICH through pkg-config (mpich); github.com/sbromberger/gompi, which hard
+// codes Debian's Open MPI paths, needs the flags from the environment:
+//
+//	CGO_CFLAGS=-I/usr/include/x86_64-linux-gnu/mpich \
+//	CGO_LDFLAGS="-Wl,--as-needed -lmpich" go build -tags mpi,mpich ./...
+//
+// Without the tag the package has the same API, and every call returns an
+// error wrapping ErrNotBuiltIn that says how to rebuild. Such a binary,
+// started by mpirun with more than one rank, refuses to start (Init returns
+// an error naming OMPI_COMM_WORLD_SIZE or PMI_SIZE) instead of running as N
+// separate "rank 0 of 1" processes. A binary built with MPI refuses in the
+// same way when its MPI reports one rank while the launcher's variables say
+// more (linked against one MPI, started by the other's mpirun).
+//
+// # Errors and agreement
+//
+// Init sets MPI_ERRORS_RETURN on every communicator, so no call aborts the
+// process: failures become *Error values carrying MPI_Error_string.
+// Collectives need arguments that agree across ranks (element counts,
+// dtypes, roots, counts vectors). By default every collective first checks
+// that agreement with one small collective (an allreduce of a few integers;
+// for Alltoallv an alltoall of the send counts as well), so that every rank
+// returns the same *MismatchError or *ArgError and the communicator stays
+// usable. Callers that already guarantee agreement (the runtime after
+// negotiation) turn the check off with Comm.SetCheck(false); a mismatch is
+// then undefined behaviour of the MPI library.
+//
+// Counts beyond 2^31-1 elements are split into chunks by Allreduce and Bcast
+// and refused by the v-collectives (whose counts and displacements are C
+// ints).
+//
+// float16 and bfloat16 reduce through user-defined MPI operations that
+// combine in float32 and round to nearest even, like tensor.Reduce.
+// Integer types support BitAnd and BitOr (the runtime uses them on uint64 bit
+// vectors).
+package mpi

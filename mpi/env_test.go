@@ -1,0 +1,76 @@
+package mpi
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestDetectLaunch(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want LaunchEnv
+	}{
+		{"none", nil, LaunchEnv{}},
+		{"open mpi", map[string]string{"OMPI_COMM_WORLD_SIZE": "4"}, LaunchEnv{"OMPI_COMM_WORLD_SIZE", 4}},
+		{"hydra", map[string]string{"PMI_SIZE": "2"}, LaunchEnv{"PMI_SIZE", 2}},
+		{"open mpi first", map[string]string{"OMPI_COMM_WORLD_SIZE": "3", "PMI_SIZE": "2"}, LaunchEnv{"OMPI_COMM_WORLD_SIZE", 3}},
+		{"garbage ignored", map[string]string{"OMPI_COMM_WORLD_SIZE": "many", "PMI_SIZE": " 2 "}, LaunchEnv{"PMI_SIZE", 2}},
+		{"zero ignored", map[string]string{"PMI_SIZE": "0"}, LaunchEnv{}},
+		{"negative ignored", map[string]string{"PMI_SIZE": "-3"}, LaunchEnv{}},
+		{"one", map[string]string{"PMI_SIZE": "1"}, LaunchEnv{"PMI_SIZE", 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DetectLaunch(envOf(tt.env)); got != tt.want {
+				t.Errorf("DetectLaunch = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckLaunch(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      LaunchEnv
+		built    bool
+		size     int
+		wantErr  bool
+		notBuilt bool     // error wraps ErrNotBuiltIn
+		words    []string // the message must contain these
+	}{
+		{"no launcher, not built", LaunchEnv{}, false, 0, false, false, nil},
+		{"one rank, not built", LaunchEnv{"PMI_SIZE", 1}, false, 0, false, false, nil},
+		{"four ranks, not built", LaunchEnv{"OMPI_COMM_WORLD_SIZE", 4}, false, 0, true, true,
+			[]string{"OMPI_COMM_WORLD_SIZE=4", "go build -tags mpi", "make deps"}},
+		{"hydra, not built", LaunchEnv{"PMI_SIZE", 2}, false, 0, true, true, []string{"PMI_SIZE=2", "-tags mpi"}},
+		{"built, sizes agree", LaunchEnv{"OMPI_COMM_WORLD_SIZE", 4}, true, 4, false, false, nil},
+		{"built, wrong launcher", LaunchEnv{"PMI_SIZE", 2}, true, 1, true, false,
+			[]string{"PMI_SIZE=2", "Open MPI", "world of 1", "mpich"}},
+		{"built, singleton", LaunchEnv{}, true, 1, false, false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckLaunch(tt.env, tt.built, "Open MPI", tt.size)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("CheckLaunch = %v, want error %v", err, tt.wantErr)
+			}
+			if err == nil {
+				return
+			}
+			if errors.Is(err, ErrNotBuiltIn) != tt.notBuilt {
+				t.Errorf("errors.Is(err, ErrNotBuiltIn) = %v, want %v (%v)", !tt.notBuilt, tt.notBuilt, err)
+			}
+			for _, w := range tt.words {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}

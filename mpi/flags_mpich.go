@@ -1,0 +1,9 @@
+//go:build mpi && mpich
+
+package mpi
+
+// #cgo pkg-config: mpich
+import "C"
+
+// Library names the MPI implementation this binary links.
+const Library = "MPICH"

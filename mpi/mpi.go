@@ -1,0 +1,869 @@
+//go:build mpi
+
+package mpi
+
+/*
+#include <mpi.h>
+#include <stdint.h>
+#include <string.h>
+
+// Element type codes: the values of tensor.DType (checked by a test).
+enum { HV_F32 = 1, HV_F64, HV_F16, HV_BF16, HV_I8, HV_U8, HV_I32, HV_I64, HV_U64 };
+// Reduction codes: the values of tensor.ReduceOp.
+enum { HV_SUM = 0, HV_MIN, HV_MAX, HV_PROD, HV_BAND, HV_BOR };
+
+static char hv_dummy[8];
+#define HV_NZ(p) ((p) ? (p) : (void *)hv_dummy)
+
+// ---- half precision, combined in float32, rounded to nearest even ----
+
+static inline float hv_bits_f32(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
+static inline uint32_t hv_f32_bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+
+static inline float hv_f16_to_f32(uint16_t h) {
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+	if (exp == 0) {
+		float f = (float)mant * 5.9604644775390625e-8f; // mant * 2^-24, exact
+		return hv_bits_f32(hv_f32_bits(f) | sign);
+	}
+	if (exp == 31) return hv_bits_f32(sign | 0x7f800000u | (mant << 13));
+	return hv_bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+static inline uint16_t hv_f32_to_f16(float f) {
+	uint32_t x = hv_f32_bits(f);
+	uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+	uint32_t ax = x & 0x7fffffffu;
+	if (ax > 0x7f800000u) return sign | 0x7e00 | (uint16_t)((ax >> 13) & 0x3ff); // quiet NaN
+	if (ax >= 0x47800000u) return sign | 0x7c00;                                 // >= 65536: inf
+	if (ax < 0x38800000u) {                                                      // below 2^-14
+		if (ax <= 0x33000000u) return sign;                                      // <= 2^-25: 0
+		uint32_t e = ax >> 23, m = (ax & 0x7fffff) | 0x800000;
+		uint32_t shift = 126 - e;
+		uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (r & 1))) r++;
+		return sign | (uint16_t)r;
+	}
+	uint32_t h = (ax >> 13) - (112u << 10), rem = ax & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++; // a carry into the exponent is right, up to inf
+	return sign | (uint16_t)h;
+}
+
+static inline float hv_bf16_to_f32(uint16_t h) { return hv_bits_f32((uint32_t)h << 16); }
+
+static inline uint16_t hv_f32_to_bf16(float f) {
+	uint32_t b = hv_f32_bits(f);
+	if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(b >> 16) | 0x40;
+	b += 0x7fff + ((b >> 16) & 1);
+	return (uint16_t)(b >> 16);
+}
+
+// min and max propagate NaN from either side.
+static inline float hv_fmin(float a, float b) { return a != a ? a : b != b ? b : (b < a ? b : a); }
+static inline float hv_fmax(float a, float b) { return a != a ? a : b != b ? b : (b > a ? b : a); }
+
+#define HV_HALF_OP(name, TO, FROM, EXPR)                                                 \
+	static void name(void *in, void *inout, int *len, MPI_Datatype *dt) {               \
+		const uint16_t *s = (const uint16_t *)in;                                        \
+		uint16_t *d = (uint16_t *)inout;                                                 \
+		int n = *len;                                                                    \
+		(void)dt;                                                                        \
+		for (int i = 0; i < n; i++) {                                                    \
+			float a = TO(d[i]), b = TO(s[i]);                                            \
+			d[i] = FROM(EXPR);                                                           \
+		}                                                                                \
+	}
+
+HV_HALF_OP(hv_f16_sum, hv_f16_to_f32, hv_f32_to_f16, a + b)
+HV_HALF_OP(hv_f16_prod, hv_f16_to_f32, hv_f32_to_f16, a * b)
+HV_HALF_OP(hv_f16_min, hv_f16_to_f32, hv_f32_to_f16, hv_fmin(a, b))
+HV_HALF_OP(hv_f16_max, hv_f16_to_f32, hv_f32_to_f16, hv_fmax(a, b))
+HV_HALF_OP(hv_bf16_sum, hv_bf16_to_f32, hv_f32_to_bf16, a + b)
+HV_HALF_OP(hv_bf16_prod, hv_bf16_to_f32, hv_f32_to_bf16, a * b)
+HV_HALF_OP(hv_bf16_min, hv_bf16_to_f32, hv_f32_to_bf16, hv_fmin(a, b))
+HV_HALF_OP(hv_bf16_max, hv_bf16_to_f32, hv_f32_to_bf16, hv_fmax(a, b))
+
+static MPI_Datatype hv_half_type[2];
+static MPI_Op hv_half_op[2][4]; // [f16, bf16][sum, min, max, prod]
+static int hv_ready;
+
+// hv_setup creates the half-precision types and operations. It returns an
+// MPI return code and names the failing call in *call.
+static int hv_setup(const char **call) {
+	if (hv_ready) return MPI_SUCCESS;
+	int rc;
+	MPI_User_function *fns[2][4] = {
+		{hv_f16_sum, hv_f16_min, hv_f16_max, hv_f16_prod},
+		{hv_bf16_sum, hv_bf16_min, hv_bf16_max, hv_bf16_prod},
+	};
+	for (int t = 0; t < 2; t++) {
+		*call = "MPI_Type_contiguous";
+		if ((rc = MPI_Type_contiguous(2, MPI_BYTE, &hv_half_type[t])) != MPI_SUCCESS) return rc;
+		*call = "MPI_Type_commit";
+		if ((rc = MPI_Type_commit(&hv_half_type[t])) != MPI_SUCCESS) return rc;
+		for (int o = 0; o < 4; o++) {
+			*call = "MPI_Op_create";
+			if ((rc = MPI_Op_create(fns[t][o], 1, &hv_half_op[t][o])) != MPI_SUCCESS) return rc;
+		}
+	}
+	hv_ready = 1;
+	return MPI_SUCCESS;
+}
+
+static void hv_teardown(void) {
+	if (!hv_ready) return;
+	for (int t = 0; t < 2; t++) {
+		for (int o = 0; o < 4; o++) MPI_Op_free(&hv_half_op[t][o]);
+		MPI_Type_free(&hv_half_type[t]);
+	}
+	hv_ready = 0;
+}
+
+static MPI_Datatype hv_dtype(int code) {
+	switch (code) {
+	case HV_F32: return MPI_FLOAT;
+	case HV_F64: return MPI_DOUBLE;
+	case HV_F16: return hv_half_type[0];
+	case HV_BF16: return hv_half_type[1];
+	case HV_I8: return MPI_INT8_T;
+	case HV_U8: return MPI_UINT8_T;
+	case HV_I32: return MPI_INT32_T;
+	case HV_I64: return MPI_INT64_T;
+	case HV_U64: return MPI_UINT64_T;
+	}
+	return MPI_DATATYPE_NULL;
+}
+
+static MPI_Op hv_op(int dt, int op) {
+	if (dt == HV_F16 || dt == HV_BF16) {
+		if (op < HV_SUM || op > HV_PROD) return MPI_OP_NULL;
+		return hv_half_op[dt == HV_BF16][op];
+	}
+	switch (op) {
+	case HV_SUM: return MPI_SUM;
+	case HV_MIN: return MPI_MIN;
+	case HV_MAX: return MPI_MAX;
+	case HV_PROD: return MPI_PROD;
+	case HV_BAND: return MPI_BAND;
+	case HV_BOR: return MPI_BOR;
+	}
+	return MPI_OP_NULL;
+}
+
+static int hv_type_size(int code) {
+	int n = -1;
+	if (MPI_Type_size(hv_dtype(code), &n) != MPI_SUCCESS) return -1;
+	return n;
+}
+
+// hv_reduce_local applies the operation for (dt, op) to n elements, inout =
+// in op inout, as a collective would (for tests of the user functions).
+static int hv_reduce_local(void *in, void *inout, int n, int dt, int op) {
+	return MPI_Reduce_local(HV_NZ(in), HV_NZ(inout), n, hv_dtype(dt), hv_op(dt, op));
+}
+
+static void hv_error(int code, char *buf, int cap, int *cls) {
+	char s[MPI_MAX_ERROR_STRING + 1];
+	int n = 0;
+	if (MPI_Error_string(code, s, &n) != MPI_SUCCESS) n = 0;
+	s[n] = 0;
+	strncpy(buf, s, cap - 1);
+	buf[cap - 1] = 0;
+	if (MPI_Error_class(code, cls) != MPI_SUCCESS) *cls = -1;
+}
+
+static int hv_initialized(void) { int f = 0; MPI_Initialized(&f); return f; }
+static int hv_finalized(void) { int f = 0; MPI_Finalized(&f); return f; }
+static int hv_query_thread(void) { int p = -1; MPI_Query_thread(&p); return p; }
+static int hv_thread_multiple(void) { return MPI_THREAD_MULTIPLE; }
+
+static void hv_library(char *buf, int cap) {
+	char s[MPI_MAX_LIBRARY_VERSION_STRING + 1];
+	int n = 0;
+	if (MPI_Get_library_version(s, &n) != MPI_SUCCESS) n = 0;
+	s[n] = 0;
+	strncpy(buf, s, cap - 1);
+	buf[cap - 1] = 0;
+}
+
+static MPI_Comm hv_world(void) { return MPI_COMM_WORLD; }
+static int hv_is_null(MPI_Comm c) { return c == MPI_COMM_NULL; }
+static int hv_undefined(void) { return MPI_UNDEFINED; }
+
+static int hv_errors_return(MPI_Comm c) { return MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN); }
+static int hv_errors_return_self(void) { return MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN); }
+static int hv_rank(MPI_Comm c, int *r) { return MPI_Comm_rank(c, r); }
+static int hv_size(MPI_Comm c, int *s) { return MPI_Comm_size(c, s); }
+
+static int hv_allreduce(void *buf, int n, int dt, int op, MPI_Comm c) {
+	return MPI_Allreduce(MPI_IN_PLACE, HV_NZ(buf), n, hv_dtype(dt), hv_op(dt, op), c);
+}
+
+static int hv_allreduce_i64_max(int64_t *buf, int n, MPI_Comm c) {
+	return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT64_T, MPI_MAX, c);
+}
+
+static int hv_alltoall_i64(int64_t *send, int64_t *recv, int n, MPI_Comm c) {
+	return MPI_Alltoall(send, n, MPI_INT64_T, recv, n, MPI_INT64_T, c);
+}
+
+static int hv_bcast(void *buf, int n, int dt, int root, MPI_Comm c) {
+	return MPI_Bcast(HV_NZ(buf), n, hv_dtype(dt), root, c);
+}
+
+static int hv_bcast_bytes(void *buf, int n, int root, MPI_Comm c) {
+	return MPI_Bcast(HV_NZ(buf), n, MPI_BYTE, root, c);
+}
+
+static int hv_allgatherv(void *send, int n, void *recv, int *counts, int *displs, int dt, MPI_Comm c) {
+	MPI_Datatype t = hv_dtype(dt);
+	return MPI_Allgatherv(HV_NZ(send), n, t, HV_NZ(recv), counts, displs, t, c);
+}
+
+static int hv_gatherv(void *send, int n, void *recv, int *counts, int *displs, int dt, int root, MPI_Comm c) {
+	MPI_Datatype t = hv_dtype(dt);
+	return MPI_Gatherv(HV_NZ(send), n, t, HV_NZ(recv), counts, displs, t, root, c);
+}
+
+static int hv_alltoallv(void *send, int *scounts, int *sdispls, void *recv, int *rcounts, int *rdispls, int dt, MPI_Comm c) {
+	MPI_Datatype t = hv_dtype(dt);
+	return MPI_Alltoallv(HV_NZ(send), scounts, sdispls, t, HV_NZ(recv), rcounts, rdispls, t, c);
+}
+
+static int hv_reduce_scatter(void *send, void *recv, int *counts, int dt, int op, MPI_Comm c) {
+	return MPI_Reduce_scatter(HV_NZ(send), HV_NZ(recv), counts, hv_dtype(dt), hv_op(dt, op), c);
+}
+
+static int hv_barrier(MPI_Comm c) { return MPI_Barrier(c); }
+
+static int hv_split(MPI_Comm c, int color, int key, MPI_Comm *out) {
+	return MPI_Comm_split(c, color, key, out);
+}
+
+static int hv_split_shared(MPI_Comm c, int key, MPI_Comm *out) {
+	return MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, out);
+}
+
+static int hv_dup(MPI_Comm c, MPI_Comm *out) { return MPI_Comm_dup(c, out); }
+static int hv_free(MPI_Comm *c) { return MPI_Comm_free(c); }
+static int hv_finalize(void) { return MPI_Finalize(); }
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	gompi "github.com/sbromberger/gompi"
+
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// Built reports whether MPI support is compiled into this binary.
+const Built = true
+
+// state is the package's MPI life cycle: Init once, Finalize once.
+var state struct {
+	sync.Mutex
+	up   bool // Init succeeded and Finalize has not run
+	done bool // Finalize ran (or Init refused and finalised)
+}
+
+// Init initialises MPI with MPI_THREAD_MULTIPLE (through gompi.Start), unless
+// the process already did, sets MPI_ERRORS_RETURN on the world and self
+// communicators, and creates the half-precision types and operations. It
+// refuses (finalising MPI again) when the launcher announced more ranks than
+// MPI reports (see CheckLaunch). Calling Init again is a no-op; calling it
+// after Finalize returns ErrFinalized.
+func Init() error {
+	state.Lock()
+	defer state.Unlock()
+	if state.up {
+		return nil
+	}
+	if state.done || C.hv_finalized() != 0 {
+		return ErrFinalized
+	}
+	if C.hv_initialized() == 0 {
+		// Start asks for MPI_THREAD_MULTIPLE and exits the process if it
+		// is not granted (both Open MPI and MPICH grant it).
+		gompi.Start(true)
+	} else if got := C.hv_query_thread(); got != C.hv_thread_multiple() {
+		return fmt.Errorf("mpi: MPI was initialised elsewhere with thread level %d, not MPI_THREAD_MULTIPLE", int(got))
+	}
+	if rc := C.hv_errors_return_self(); rc != 0 {
+		return newError("MPI_Comm_set_errhandler", rc)
+	}
+	if rc := C.hv_errors_return(C.hv_world()); rc != 0 {
+		return newError("MPI_Comm_set_errhandler", rc)
+	}
+	if err := CheckLaunch(DetectLaunch(os.Getenv), true, Library, gompi.WorldSize()); err != nil {
+		C.hv_finalize()
+		state.done = true
+		return err
+	}
+	var call *C.char
+	if rc := C.hv_setup(&call); rc != 0 {
+		return newError(C.GoString(call), rc)
+	}
+	state.up = true
+	return nil
+}
+
+// Initialized reports whether Init has succeeded and Finalize has not run.
+func Initialized() bool {
+	state.Lock()
+	defer state.Unlock()
+	return state.up
+}
+
+// Finalize frees the half-precision types and operations and finalises MPI
+// (gompi.Stop). Every rank must call it, after freeing the communicators it
+// split or duplicated. It is a no-op when MPI is not running.
+func Finalize() error {
+	state.Lock()
+	defer state.Unlock()
+	if !state.up {
+		return nil
+	}
+	C.hv_teardown()
+	state.up = false
+	state.done = true
+	gompi.Stop()
+	return nil
+}
+
+// Time returns MPI_Wtime, seconds since an arbitrary point in the past.
+func Time() float64 { return gompi.WorldTime() }
+
+// LibraryVersion returns MPI_Get_library_version's text (it needs no Init).
+func LibraryVersion() string {
+	buf := make([]byte, 8192)
+	C.hv_library((*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf)))
+	return unpackC(buf)
+}
+
+func unpackC(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+func newError(call string, rc C.int) error {
+	buf := make([]byte, 1024)
+	var cls C.int
+	C.hv_error(rc, (*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf)), &cls)
+	return &Error{Call: call, Code: int(rc), Class: int(cls), Text: unpackC(buf)}
+}
+
+// Comm is an MPI communicator. Its collectives are called by every rank of
+// the group, in the same order. A Comm is used by one goroutine at a time.
+type Comm struct {
+	h     C.MPI_Comm
+	rank  int
+	size  int
+	world bool
+	freed bool
+	noChk bool // agreement check off
+	limit int  // largest element count of one MPI call (maxCount; tests lower it)
+}
+
+// World returns the world communicator (MPI_COMM_WORLD). Freeing it only
+// retires this handle; MPI keeps the world until Finalize.
+func World() (*Comm, error) {
+	if !Initialized() {
+		return nil, ErrNotInitialized
+	}
+	return wrap(C.hv_world(), true)
+}
+
+func wrap(h C.MPI_Comm, world bool) (*Comm, error) {
+	c := &Comm{h: h, world: world, limit: maxCount}
+	if rc := C.hv_errors_return(h); rc != 0 {
+		return nil, newError("MPI_Comm_set_errhandler", rc)
+	}
+	var r, s C.int
+	if rc := C.hv_rank(h, &r); rc != 0 {
+		return nil, newError("MPI_Comm_rank", rc)
+	}
+	if rc := C.hv_size(h, &s); rc != 0 {
+		return nil, newError("MPI_Comm_size", rc)
+	}
+	c.rank, c.size = int(r), int(s)
+	return c, nil
+}
+
+// Rank is this process's index in the group.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the number of ranks in the group.
+func (c *Comm) Size() int { return c.size }
+
+// SetCheck turns the agreement check of the collectives on (the default) or
+// off. Every rank must make the same choice. With the check off, arguments
+// that disagree across ranks are the MPI library's undefined behaviour, and
+// a rank that finds its own arguments invalid returns at once, leaving the
+// others waiting in the collective.
+func (c *Comm) SetCheck(on bool) { c.noChk = !on }
+
+// Check reports whether the agreement check is on.
+func (c *Comm) Check() bool { return !c.noChk }
+
+func (c *Comm) usable() error {
+	if c == nil || c.freed {
+		return ErrFreed
+	}
+	if !Initialized() {
+		return ErrNotInitialized
+	}
+	return nil
+}
+
+// agree runs the agreement check (when on): one allreduce MAX over the
+// fields and a local-error flag; on a local error, the lowest rank that
+// found one broadcasts its message. Every rank returns the same error.
+func (c *Comm) agree(op string, fields []field, local error) error {
+	if c.noChk {
+		if local != nil {
+			if m, ok := local.(*MismatchError); ok {
+				return m
+			}
+			return &ArgError{Op: op, Rank: c.rank, Msg: local.Error()}
+		}
+		return nil
+	}
+	vec := agreementVector(fields, local != nil, c.rank, c.size)
+	if rc := C.hv_allreduce_i64_max((*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec)), c.h); rc != 0 {
+		return newError("MPI_Allreduce", rc)
+	}
+	mismatch, bad := verdict(op, fields, vec, c.size)
+	if mismatch != nil {
+		return mismatch
+	}
+	if bad < 0 {
+		return nil
+	}
+	var msg []byte
+	if bad == c.rank {
+		msg = packMsg(local)
+	} else {
+		msg = make([]byte, msgLen)
+	}
+	if rc := C.hv_bcast_bytes(unsafe.Pointer(&msg[0]), C.int(msgLen), C.int(bad), c.h); rc != 0 {
+		return newError("MPI_Bcast", rc)
+	}
+	return unpackMsg(op, bad, msg)
+}
+
+// ptr returns the address of a host buffer, nil when it is empty.
+func ptr(t *tensor.Tensor) unsafe.Pointer {
+	if t == nil {
+		return nil
+	}
+	b := t.Bytes()
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
+}
+
+func dtypeOf(t *tensor.Tensor) tensor.DType {
+	if t == nil {
+		return tensor.Invalid
+	}
+	return t.DType()
+}
+
+func lenOf(t *tensor.Tensor) int {
+	if t == nil {
+		return 0
+	}
+	return t.Len()
+}
+
+// Allreduce combines buf elementwise across ranks with op, in place
+// (MPI_IN_PLACE). Every rank passes the same element count and dtype.
+// Buffers beyond 2^31-1 elements are reduced in chunks.
+func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
+	const name = "allreduce"
+	if err := c.usable(); err != nil {
+		return err
+	}
+	local := checkTensor("buffer", buf, tensor.Invalid)
+	if local == nil && !op.Supports(buf.DType()) {
+		local = fmt.Errorf("reduction %v is not defined on %v", op, buf.DType())
+	}
+	dt, n := dtypeOf(buf), lenOf(buf)
+	if err := c.agree(name, []field{collectiveField(opAllreduce), {name: "element count", v: int64(n)},
+		dtypeField(dt), reduceOpField(op)}, local); err != nil {
+		return err
+	}
+	return c.chunked(buf, func(p unsafe.Pointer, k int) C.int {
+		return C.hv_allreduce(p, C.int(k), C.int(dt), C.int(op), c.h)
+	}, "MPI_Allreduce")
+}
+
+// chunked calls fn over buf in pieces of at most c.limit elements.
+func (c *Comm) chunked(buf *tensor.Tensor, fn func(p unsafe.Pointer, n int) C.int, call string) error {
+	n := buf.Len()
+	if n <= c.limit {
+		if rc := fn(ptr(buf), n); rc != 0 {
+			return newError(call, rc)
+		}
+		return nil
+	}
+	base, es := ptr(buf), buf.DType().Size()
+	for _, s := range spans(n, c.limit) {
+		if rc := fn(unsafe.Add(base, s.off*es), s.n); rc != 0 {
+			return newError(call, rc)
+		}
+	}
+	return nil
+}
+
+// Bcast copies buf from root to every rank. Buffers beyond 2^31-1 elements
+// travel in chunks.
+func (c *Comm) Bcast(buf *tensor.Tensor, root int) error {
+	const name = "bcast"
+	if err := c.usable(); err != nil {
+		return err
+	}
+	local := checkTensor("buffer", buf, tensor.Invalid)
+	if local == nil {
+		local = checkRoot(root, c.size)
+	}
+	dt, n := dtypeOf(buf), lenOf(buf)
+	if err := c.agree(name, []field{collectiveField(opBcast), {name: "element count", v: int64(n)},
+		dtypeField(dt), {name: "root", v: int64(root)}}, local); err != nil {
+		return err
+	}
+	return c.chunked(buf, func(p unsafe.Pointer, k int) C.int {
+		return C.hv_bcast(p, C.int(k), C.int(dt), C.int(root), c.h)
+	}, "MPI_Bcast")
+}
+
+// cInts converts counts to C ints and computes their displacements. The
+// counts have been checked to fit.
+func cInts(counts []int) (cs, ds []C.int) {
+	cs = make([]C.int, len(counts))
+	ds = make([]C.int, len(counts))
+	off := 0
+	for i, n := range counts {
+		cs[i], ds[i] = C.int(n), C.int(off)
+		off += n
+	}
+	return cs, ds
+}
+
+func cptr(s []C.int) *C.int {
+	if len(s) == 0 {
+		return nil
+	}
+	return &s[0]
+}
+
+// Allgatherv concatenates, in rank order, counts[r] elements from each rank
+// r into recv on every rank. send holds exactly counts[Rank()] elements and
+// recv at least the sum of counts. Every rank passes the same counts.
+func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
+	const name = "allgatherv"
+	if err := c.usable(); err != nil {
+		return err
+	}
+	local := c.checkGather(send, recv, counts, true)
+	fields := append([]field{collectiveField(opAllgatherv), dtypeField(dtypeOf(send))}, countFields("counts", counts, c.size)...)
+	if err := c.agree(name, fields, local); err != nil {
+		return err
+	}
+	cs, ds := cInts(counts)
+	if rc := C.hv_allgatherv(ptr(send), C.int(counts[c.rank]), ptr(recv), cptr(cs), cptr(ds), C.int(send.DType()), c.h); rc != 0 {
+		return newError("MPI_Allgatherv", rc)
+	}
+	return nil
+}
+
+// checkGather validates the arguments of allgatherv and gatherv on one rank.
+func (c *Comm) checkGather(send, recv *tensor.Tensor, counts []int, needRecv bool) error {
+	total, err := checkCounts("counts", counts, c.size, c.limit)
+	if err != nil {
+		return err
+	}
+	if err := checkTensor("send", send, tensor.Invalid); err != nil {
+		return err
+	}
+	if send.Len() != counts[c.rank] {
+		return fmt.Errorf("send buffer holds %d elements, counts[%d] is %d", send.Len(), c.rank, counts[c.rank])
+	}
+	if !needRecv {
+		return nil
+	}
+	if err := checkTensor("receive", recv, send.DType()); err != nil {
+		return err
+	}
+	if recv.Len() < total {
+		return fmt.Errorf("receive buffer holds %d elements, want at least %d", recv.Len(), total)
+	}
+	return nil
+}
+
+// Gatherv is Allgatherv with the result on root only; recv is ignored on the
+// other ranks (it may be nil there).
+func (c *Comm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
+	const name = "gatherv"
+	if err := c.usable(); err != nil {
+		return err
+	}
+	local := checkRoot(root, c.size)
+	if local == nil {
+		local = c.checkGather(send, recv, counts, c.rank == root)
+	}
+	fields := append([]field{collectiveField(opGatherv), dtypeField(dtypeOf(send)), {name: "root", v: int64(root)}},
+		countFields("counts", counts, c.size)...)
+	if err := c.agree(name, fields, local); err != nil {
+		return err
+	}
+	var rp unsafe.Pointer
+	var cs, ds []C.int
+	if c.rank == root {
+		rp = ptr(recv)
+		cs, ds = cInts(counts)
+	}
+	if rc := C.hv_gatherv(ptr(send), C.int(counts[c.rank]), rp, cptr(cs), cptr(ds), C.int(send.DType()), C.int(root), c.h); rc != 0 {
+		return newError("MPI_Gatherv", rc)
+	}
+	return nil
+}
+
+// Alltoallv sends sendCounts[r] elements of send (block r, blocks contiguous
+// in rank order) to rank r and receives recvCounts[r] elements from rank r
+// into block r of recv. send and recv hold at least the sums of their
+// counts. What rank a sends to b must be what b expects from a; the check
+// compares them with an alltoall of the send counts.
+func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
+	const name = "alltoallv"
+	if err := c.usable(); err != nil {
+		return err
+	}
+	local := c.checkAlltoallv(send, sendCounts, recv, recvCounts)
+	dt := dtypeOf(send)
+	if !c.noChk {
+		// Tell every rank how much this one sends it, and in which dtype.
+		out := make([]int64, 2*c.size)
+		in := make([]int64, 2*c.size)
+		if len(sendCounts) == c.size {
+			for r, n := range sendCounts {
+				out[2*r], out[2*r+1] = int64(n), int64(dt)
+			}
+		}
+		if rc := C.hv_alltoall_i64((*C.int64_t)(unsafe.Pointer(&out[0])), (*C.int64_t)(unsafe.Pointer(&in[0])), 2, c.h); rc != 0 {
+			return newError("MPI_Alltoall", rc)
+		}
+		if local == nil {
+			for r := range c.size {
+				if in[2*r] != int64(recvCounts[r]) {
+					local = &MismatchError{Op: name, Detail: fmt.Sprintf("rank %d sends %d elements to rank %d, which expects %d",
+						r, in[2*r], c.rank, recvCounts[r])}
+					break
+				}
+			}
+		}
+	}
+	if err := c.agree(name, []field{collectiveField(opAlltoallv), dtypeField(dt)}, local); err != nil {
+		return err
+	}
+	scs, sds := cInts(sendCounts)
+	rcs, rds := cInts(recvCounts)
+	if rc := C.hv_alltoallv(ptr(send), cptr(scs), cptr(sds), ptr(recv), cptr(rcs), cptr(rds), C.int(dt), c.h); rc != 0 {
+		return newError("MPI_Alltoallv", rc)
+	}
+	return nil
+}
+
+func (c *Comm) checkAlltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
+	st, err := checkCounts("send counts", sendCounts, c.size, c.limit)
+	if err != nil {
+		return err
+	}
+	rt, err := checkCounts("receive counts", recvCounts, c.size, c.limit)
+	if err != nil {
+		return err
+	}
+	if err := checkTensor("send", send, tensor.Invalid); err != nil {
+		return err
+	}
+	if err := checkTensor("receive", recv, send.DType()); err != nil {
+		return err
+	}
+	if send.Len() < st {
+		return fmt.Errorf("send buffer holds %d elements, send counts total %d", send.Len(), st)
+	}
+	if recv.Len() < rt {
+		return fmt.Errorf("receive buffer holds %d elements, receive counts total %d", recv.Len(), rt)
+	}
+	return nil
+}
+
+// ReduceScatter combines send (the sum of counts elements) across ranks with
+// op and leaves block Rank() of the result, counts[Rank()] elements, in recv
+// (MPI_Reduce_scatter). Every rank passes the same counts.
+func (c *Comm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
+	const name = "reducescatter"
+	if err := c.usable(); err != nil {
+		return err
+	}
+	local := func() error {
+		total, err := checkCounts("counts", counts, c.size, c.limit)
+		if err != nil {
+			return err
+		}
+		if err := checkTensor("send", send, tensor.Invalid); err != nil {
+			return err
+		}
+		if err := checkTensor("receive", recv, send.DType()); err != nil {
+			return err
+		}
+		if !op.Supports(send.DType()) {
+			return fmt.Errorf("reduction %v is not defined on %v", op, send.DType())
+		}
+		if send.Len() != total {
+			return fmt.Errorf("send buffer holds %d elements, counts total %d", send.Len(), total)
+		}
+		if recv.Len() < counts[c.rank] {
+			return fmt.Errorf("receive buffer holds %d elements, counts[%d] is %d", recv.Len(), c.rank, counts[c.rank])
+		}
+		return nil
+	}()
+	dt := dtypeOf(send)
+	fields := append([]field{collectiveField(opReduceScatter), dtypeField(dt), reduceOpField(op)},
+		countFields("counts", counts, c.size)...)
+	if err := c.agree(name, fields, local); err != nil {
+		return err
+	}
+	cs, _ := cInts(counts)
+	if rc := C.hv_reduce_scatter(ptr(send), ptr(recv), cptr(cs), C.int(dt), C.int(op), c.h); rc != 0 {
+		return newError("MPI_Reduce_scatter", rc)
+	}
+	return nil
+}
+
+// Barrier returns once every rank has entered it.
+func (c *Comm) Barrier() error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if rc := C.hv_barrier(c.h); rc != 0 {
+		return newError("MPI_Barrier", rc)
+	}
+	return nil
+}
+
+// Split partitions the group by color (MPI_Comm_split): ranks with the same
+// color form a new communicator, ordered by key and then by rank. A negative
+// color takes part in the split but gets no communicator, and an error.
+// The new communicator inherits the agreement-check setting.
+func (c *Comm) Split(color, key int) (*Comm, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	col := C.int(color)
+	if color < 0 {
+		col = C.hv_undefined()
+	}
+	var out C.MPI_Comm
+	if rc := C.hv_split(c.h, col, C.int(key), &out); rc != 0 {
+		return nil, newError("MPI_Comm_split", rc)
+	}
+	if color < 0 || C.hv_is_null(out) != 0 {
+		return nil, fmt.Errorf("mpi: split: color %d is negative; this rank joins no communicator", color)
+	}
+	return c.derived(out)
+}
+
+// SplitShared returns the communicator of the ranks that share this rank's
+// node memory (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED), ordered by
+// rank in c.
+func (c *Comm) SplitShared() (*Comm, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	var out C.MPI_Comm
+	if rc := C.hv_split_shared(c.h, C.int(c.rank), &out); rc != 0 {
+		return nil, newError("MPI_Comm_split_type", rc)
+	}
+	return c.derived(out)
+}
+
+// Dup returns a duplicate of c (MPI_Comm_dup): the same group, a separate
+// communication context.
+func (c *Comm) Dup() (*Comm, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	var out C.MPI_Comm
+	if rc := C.hv_dup(c.h, &out); rc != 0 {
+		return nil, newError("MPI_Comm_dup", rc)
+	}
+	return c.derived(out)
+}
+
+func (c *Comm) derived(h C.MPI_Comm) (*Comm, error) {
+	d, err := wrap(h, false)
+	if err != nil {
+		C.hv_free(&h)
+		return nil, err
+	}
+	d.noChk, d.limit = c.noChk, c.limit
+	return d, nil
+}
+
+// Free releases the communicator (MPI_Comm_free, collective). Later calls on
+// c return ErrFreed. Freeing the world communicator only retires the handle.
+// Free after Finalize only marks the handle freed.
+func (c *Comm) Free() error {
+	if c == nil || c.freed {
+		return ErrFreed
+	}
+	c.freed = true
+	if c.world || !Initialized() {
+		return nil
+	}
+	if rc := C.hv_free(&c.h); rc != 0 {
+		return newError("MPI_Comm_free", rc)
+	}
+	return nil
+}
+
+// Hooks for the package's multi-process tests (cgo cannot be used in test
+// files).
+
+// typeSize returns MPI_Type_size of the datatype that carries dt.
+func typeSize(dt tensor.DType) int { return int(C.hv_type_size(C.int(dt))) }
+
+// reduceLocal applies the MPI operation for (dt, op) to n elements with
+// MPI_Reduce_local: inout = in op inout.
+func reduceLocal(dt tensor.DType, op tensor.ReduceOp, in, inout []byte) error {
+	n := len(inout) / dt.Size()
+	var pi, po unsafe.Pointer
+	if n > 0 {
+		pi, po = unsafe.Pointer(&in[0]), unsafe.Pointer(&inout[0])
+	}
+	if rc := C.hv_reduce_local(pi, po, C.int(n), C.int(dt), C.int(op)); rc != 0 {
+		return newError("MPI_Reduce_local", rc)
+	}
+	return nil
+}
+
+// rawBcast calls MPI_Bcast with no checks at all, to provoke MPI's own
+// argument errors.
+func (c *Comm) rawBcast(buf []byte, root int) error {
+	if rc := C.hv_bcast_bytes(unsafe.Pointer(&buf[0]), C.int(len(buf)), C.int(root), c.h); rc != 0 {
+		return newError("MPI_Bcast", rc)
+	}
+	return nil
+}
