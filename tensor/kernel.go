@@ -26,6 +26,14 @@ func Reduce(dt DType, op ReduceOp, dst, src []byte) {
 		reduceF16(op, fromBytes[uint16](dst), fromBytes[uint16](src))
 	case BFloat16:
 		reduceBF16(op, fromBytes[uint16](dst), fromBytes[uint16](src))
+	default:
+		reduceInt(dt, op, dst, src)
+	}
+}
+
+// reduceIntBytesGo runs the portable integer kernels on byte storage.
+func reduceIntBytesGo(dt DType, op ReduceOp, dst, src []byte) {
+	switch dt {
 	case Int8:
 		reduceIntGo(op, fromBytes[int8](dst), fromBytes[int8](src))
 	case Uint8:

@@ -225,3 +225,62 @@ func f32tobf16(dst []uint16, src []float32) {
 	}
 	f32tobf16Go(dst, src)
 }
+
+// Integer kernels count bytes; n is a multiple of 32.
+
+//go:noescape
+func addI8(dst, src *byte, n int)
+
+//go:noescape
+func addI32(dst, src *byte, n int)
+
+//go:noescape
+func addI64(dst, src *byte, n int)
+
+//go:noescape
+func mulI32(dst, src *byte, n int)
+
+//go:noescape
+func minI8(dst, src *byte, n int)
+
+//go:noescape
+func maxI8(dst, src *byte, n int)
+
+//go:noescape
+func minU8(dst, src *byte, n int)
+
+//go:noescape
+func maxU8(dst, src *byte, n int)
+
+//go:noescape
+func minI32(dst, src *byte, n int)
+
+//go:noescape
+func maxI32(dst, src *byte, n int)
+
+//go:noescape
+func andBytes(dst, src *byte, n int)
+
+//go:noescape
+func orBytes(dst, src *byte, n int)
+
+// intKernels lists the vector integer kernels; nil where AVX2 has no
+// instruction (64-bit min, max and multiply, 8-bit multiply).
+var intKernels = [numDTypes][numReduceOps]func(dst, src *byte, n int){
+	Int8:   {Sum: addI8, Min: minI8, Max: maxI8, BitAnd: andBytes, BitOr: orBytes},
+	Uint8:  {Sum: addI8, Min: minU8, Max: maxU8, BitAnd: andBytes, BitOr: orBytes},
+	Int32:  {Sum: addI32, Product: mulI32, Min: minI32, Max: maxI32, BitAnd: andBytes, BitOr: orBytes},
+	Int64:  {Sum: addI64, BitAnd: andBytes, BitOr: orBytes},
+	Uint64: {Sum: addI64, BitAnd: andBytes, BitOr: orBytes},
+}
+
+func reduceInt(dt DType, op ReduceOp, dst, src []byte) {
+	if f := intKernels[dt][op]; hasVector && f != nil {
+		if n := len(dst) &^ 31; n > 0 {
+			src = src[:len(dst)]
+			f(&dst[0], &src[0], n)
+			dst, src = dst[n:], src[n:]
+		}
+	}
+	reduceIntBytesGo(dt, op, dst, src)
+}

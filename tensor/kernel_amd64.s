@@ -250,3 +250,57 @@ TEXT ·xgetbv0(SB), NOSPLIT, $0-4
 	XGETBV
 	MOVL AX, ret+0(FP)
 	RET
+
+// Integers: byte-counted loops (n is a multiple of 32 bytes), 128 bytes per
+// unrolled step. Wrapping add, low-half multiply, signed or unsigned min/max
+// and the bitwise ops, each one instruction.
+#define INT(OP, doff, soff, A, B, C, D, XA, XD) VMOVDQU doff(DI), A; VMOVDQU soff(SI), B; OP B, A, C; VMOVDQU C, doff(DI)
+#define BININT(OP) ARGS2; LOOP(UNR4(INT, OP, 32, 32, 64, 64, 96, 96), 128, 128, 128, UNR1(INT, OP), 32, 32, 32)
+
+// func addI8(dst, src *byte, n int)
+TEXT ·addI8(SB), NOSPLIT, $0-24
+	BININT(VPADDB)
+
+// func addI32(dst, src *byte, n int)
+TEXT ·addI32(SB), NOSPLIT, $0-24
+	BININT(VPADDD)
+
+// func addI64(dst, src *byte, n int)
+TEXT ·addI64(SB), NOSPLIT, $0-24
+	BININT(VPADDQ)
+
+// func mulI32(dst, src *byte, n int)
+TEXT ·mulI32(SB), NOSPLIT, $0-24
+	BININT(VPMULLD)
+
+// func minI8(dst, src *byte, n int)
+TEXT ·minI8(SB), NOSPLIT, $0-24
+	BININT(VPMINSB)
+
+// func maxI8(dst, src *byte, n int)
+TEXT ·maxI8(SB), NOSPLIT, $0-24
+	BININT(VPMAXSB)
+
+// func minU8(dst, src *byte, n int)
+TEXT ·minU8(SB), NOSPLIT, $0-24
+	BININT(VPMINUB)
+
+// func maxU8(dst, src *byte, n int)
+TEXT ·maxU8(SB), NOSPLIT, $0-24
+	BININT(VPMAXUB)
+
+// func minI32(dst, src *byte, n int)
+TEXT ·minI32(SB), NOSPLIT, $0-24
+	BININT(VPMINSD)
+
+// func maxI32(dst, src *byte, n int)
+TEXT ·maxI32(SB), NOSPLIT, $0-24
+	BININT(VPMAXSD)
+
+// func andBytes(dst, src *byte, n int)
+TEXT ·andBytes(SB), NOSPLIT, $0-24
+	BININT(VPAND)
+
+// func orBytes(dst, src *byte, n int)
+TEXT ·orBytes(SB), NOSPLIT, $0-24
+	BININT(VPOR)

@@ -29,3 +29,5 @@ func f16to32(dst []float32, src []uint16)   { f16to32Go(dst, src) }
 func f32to16(dst []uint16, src []float32)   { f32to16Go(dst, src) }
 func bf16to32(dst []float32, src []uint16)  { bf16to32Go(dst, src) }
 func f32tobf16(dst []uint16, src []float32) { f32tobf16Go(dst, src) }
+
+func reduceInt(dt DType, op ReduceOp, dst, src []byte) { reduceIntBytesGo(dt, op, dst, src) }
