@@ -642,8 +642,8 @@ func (c *Comm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error 
 
 // Alltoallv sends sendCounts[r] elements of send (block r, blocks contiguous
 // in rank order) to rank r and receives recvCounts[r] elements from rank r
-// into block r of recv. send and recv hold at least the sums of their
-// counts. What rank a sends to b must be what b expects from a; the check
+// into block r of recv. send holds exactly the sum of sendCounts, recv at
+// least the sum of recvCounts. What rank a sends to b must be what b expects from a; the check
 // compares them with an alltoall of the send counts.
 func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
 	const name = "alltoallv"
@@ -700,7 +700,7 @@ func (c *Comm) checkAlltoallv(send *tensor.Tensor, sendCounts []int, recv *tenso
 	if err := checkTensor("receive", recv, send.DType()); err != nil {
 		return err
 	}
-	if send.Len() < st {
+	if send.Len() != st {
 		return fmt.Errorf("send buffer holds %d elements, send counts total %d", send.Len(), st)
 	}
 	if recv.Len() < rt {

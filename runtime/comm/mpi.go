@@ -1,0 +1,177 @@
+package comm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gohorovod/gohorovod/mpi"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// NewMPI initialises MPI if need be (mpi.Init: MPI_THREAD_MULTIPLE, errors
+// returned rather than fatal) and returns this process's member of the world
+// group, over a duplicate of MPI_COMM_WORLD so that the runtime's traffic
+// never meets the application's. Every process of the job calls it. Without
+// the "mpi" build tag it returns an error wrapping mpi.ErrNotBuiltIn, which
+// says how to rebuild (and, under a multi-rank mpirun, that the binary must
+// not run as separate single-rank jobs).
+//
+// Close the communicators it returns (and those split from them), then call
+// FinalizeMPI once, before the process exits.
+func NewMPI() (Communicator, error) {
+	if err := mpi.Init(); err != nil {
+		return nil, err
+	}
+	w, err := mpi.World()
+	if err != nil {
+		return nil, err
+	}
+	d, err := w.Dup()
+	if err != nil {
+		return nil, err
+	}
+	return &mpiComm{c: d}, nil
+}
+
+// FinalizeMPI finalises MPI (mpi.Finalize). Every process calls it once, after
+// closing its MPI communicators; it does nothing when MPI is not running.
+func FinalizeMPI() error { return mpi.Finalize() }
+
+// AgreementChecker is implemented by communicators whose collectives first
+// check, with one extra small collective, that the ranks' arguments agree
+// (the MPI adapter; the check is on by default). The runtime turns the check
+// off on paths where negotiation already guarantees agreement, such as the
+// per-cycle bit-vector allreduce. Every rank must make the same choice.
+type AgreementChecker interface {
+	SetCheck(on bool)
+	Check() bool
+}
+
+// mpiComm adapts *mpi.Comm to Communicator.
+type mpiComm struct {
+	c      *mpi.Comm
+	closed bool
+}
+
+var _ AgreementChecker = (*mpiComm)(nil)
+
+// mpiErr translates the binding's errors into the package's: a
+// *mpi.MismatchError becomes a *MismatchError, a freed communicator
+// ErrClosed; the rest pass through (*mpi.ArgError, *mpi.Error).
+func mpiErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var me *mpi.MismatchError
+	if errors.As(err, &me) {
+		return &MismatchError{Op: me.Op, Detail: me.Detail}
+	}
+	if errors.Is(err, mpi.ErrFreed) {
+		return fmt.Errorf("%w (%w)", ErrClosed, err)
+	}
+	return err
+}
+
+func (m *mpiComm) live() error {
+	if m.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Rank returns this process's rank in the group.
+func (m *mpiComm) Rank() int { return m.c.Rank() }
+
+// Size returns the number of ranks in the group.
+func (m *mpiComm) Size() int { return m.c.Size() }
+
+// SetCheck turns the agreement check on or off (see AgreementChecker).
+func (m *mpiComm) SetCheck(on bool) { m.c.SetCheck(on) }
+
+// Check reports whether the agreement check is on.
+func (m *mpiComm) Check() bool { return m.c.Check() }
+
+func (m *mpiComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
+	if err := m.live(); err != nil {
+		return err
+	}
+	return mpiErr(m.c.Allreduce(buf, op))
+}
+
+func (m *mpiComm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
+	if err := m.live(); err != nil {
+		return err
+	}
+	return mpiErr(m.c.Allgatherv(send, recv, counts))
+}
+
+func (m *mpiComm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
+	if err := m.live(); err != nil {
+		return err
+	}
+	return mpiErr(m.c.Gatherv(send, recv, counts, root))
+}
+
+func (m *mpiComm) Bcast(buf *tensor.Tensor, root int) error {
+	if err := m.live(); err != nil {
+		return err
+	}
+	return mpiErr(m.c.Bcast(buf, root))
+}
+
+func (m *mpiComm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
+	if err := m.live(); err != nil {
+		return err
+	}
+	return mpiErr(m.c.Alltoallv(send, sendCounts, recv, recvCounts))
+}
+
+func (m *mpiComm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
+	if err := m.live(); err != nil {
+		return err
+	}
+	return mpiErr(m.c.ReduceScatter(send, recv, counts, op))
+}
+
+func (m *mpiComm) Barrier() error {
+	if err := m.live(); err != nil {
+		return err
+	}
+	return mpiErr(m.c.Barrier())
+}
+
+// Split partitions the group with MPI_Comm_split. A negative color is an
+// error on the ranks that pass it (the others still get their groups).
+func (m *mpiComm) Split(color, key int) (Communicator, error) {
+	if err := m.live(); err != nil {
+		return nil, err
+	}
+	s, err := m.c.Split(color, key)
+	if err != nil {
+		return nil, mpiErr(err)
+	}
+	return &mpiComm{c: s}, nil
+}
+
+// SplitLocal returns the ranks that share this node's memory
+// (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED), ordered by rank.
+func (m *mpiComm) SplitLocal() (Communicator, error) {
+	if err := m.live(); err != nil {
+		return nil, err
+	}
+	s, err := m.c.SplitShared()
+	if err != nil {
+		return nil, mpiErr(err)
+	}
+	return &mpiComm{c: s}, nil
+}
+
+// Close frees the MPI communicator (collective: every member closes it). It
+// is idempotent; other calls after Close return ErrClosed.
+func (m *mpiComm) Close() error {
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	return mpiErr(m.c.Free())
+}

@@ -1,0 +1,42 @@
+//go:build !mpi
+
+package comm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gohorovod/gohorovod/mpi"
+)
+
+func TestNewMPINotBuiltIn(t *testing.T) {
+	tests := []struct {
+		name  string
+		env   map[string]string
+		words []string
+	}{
+		{"alone", map[string]string{"OMPI_COMM_WORLD_SIZE": "", "PMI_SIZE": ""}, []string{"not built in", "-tags mpi"}},
+		{"under a 3-rank mpirun", map[string]string{"OMPI_COMM_WORLD_SIZE": "3"}, []string{"OMPI_COMM_WORLD_SIZE=3", "-tags mpi"}},
+		{"under hydra", map[string]string{"OMPI_COMM_WORLD_SIZE": "", "PMI_SIZE": "2"}, []string{"PMI_SIZE=2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			c, err := NewMPI()
+			if c != nil || !errors.Is(err, mpi.ErrNotBuiltIn) {
+				t.Fatalf("NewMPI = %v, %v; want ErrNotBuiltIn", c, err)
+			}
+			for _, w := range tt.words {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	if err := FinalizeMPI(); err != nil {
+		t.Errorf("FinalizeMPI without MPI = %v", err)
+	}
+}
