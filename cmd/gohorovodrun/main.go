@@ -1,0 +1,43 @@
+// Command gohorovodrun starts a gohorovod training job, as horovodrun
+// does: gohorovodrun -np 4 ./train on one machine, or
+// gohorovodrun -np 16 -H h1:4,h2:4,h3:4,h4:4 ./train on a cluster. It runs
+// the job under mpirun (Open MPI, MPICH or Intel MPI), passes the
+// HOROVOD_* knobs to every worker, and exits with the first failing
+// rank's status. Run gohorovodrun --help for the flags; the logic is in
+// internal/launch.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gohorovod/gohorovod/cuda"
+	"github.com/gohorovod/gohorovod/internal/launch"
+	"github.com/gohorovod/gohorovod/mpi"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	l := launch.NewLauncher(launch.BuildInfo{
+		MPIBuiltIn: mpi.Built,
+		MPILibrary: mpi.Library,
+		MPIVersion: mpi.LibraryVersion,
+		GPU:        cuda.Describe,
+	})
+	err := l.Run(ctx, os.Args[1:])
+	if errors.Is(err, pflag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gohorovodrun: %v\n", err)
+	}
+	stop()
+	os.Exit(launch.ExitCode(err))
+}

@@ -1,0 +1,120 @@
+package launch
+
+import (
+	"regexp"
+	"strconv"
+)
+
+// failureScanner reads mpirun's stderr, line by line, for the report of the
+// first failing process (Open MPI and Hydra word it differently).
+type failureScanner struct {
+	rank   int
+	code   int
+	signal string
+	seen   bool
+}
+
+var (
+	// Open MPI: "  Process name: [[8718,1],1]" then "  Exit code:    3".
+	ompiName = regexp.MustCompile(`Process name:\s*\[\[\d+,\d+\],(\d+)\]`)
+	ompiCode = regexp.MustCompile(`^\s*Exit code:\s*(-?\d+)`)
+	// Open MPI: "mpirun noticed that process rank 1 with PID 0 on node vm
+	// exited on signal 9 (Killed)."
+	ompiSignal = regexp.MustCompile(`process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)(?: \(([^)]*)\))?`)
+	// Open MPI: "mpirun has exited due to process rank 1 with PID 123 on node x exiting improperly."
+	ompiImproper = regexp.MustCompile(`exited due to process rank (\d+) with PID`)
+	// Hydra: "=   RANK 1 PID 4242 RUNNING AT host" then "=   EXIT CODE: 3"
+	// or "=   KILLED BY SIGNAL: 9 (Killed)".
+	hydraRank   = regexp.MustCompile(`RANK (\d+) PID \d+ RUNNING AT`)
+	hydraCode   = regexp.MustCompile(`EXIT CODE: (\d+)`)
+	hydraSignal = regexp.MustCompile(`KILLED BY SIGNAL: (\d+)(?: \(([^)]*)\))?`)
+)
+
+func newFailureScanner() *failureScanner { return &failureScanner{rank: -1, code: -1} }
+
+// Line feeds one line of mpirun's stderr. The first rank reported wins.
+func (f *failureScanner) Line(s string) {
+	if m := ompiName.FindStringSubmatch(s); m != nil && f.rank < 0 {
+		f.rank, _ = strconv.Atoi(m[1])
+		f.seen = true
+		return
+	}
+	if m := ompiCode.FindStringSubmatch(s); m != nil && f.seen && f.code < 0 {
+		f.code, _ = strconv.Atoi(m[1])
+		return
+	}
+	if m := ompiSignal.FindStringSubmatch(s); m != nil && f.rank < 0 {
+		f.rank, _ = strconv.Atoi(m[1])
+		f.signal = signalName(m[2], m[3])
+		f.seen = true
+		return
+	}
+	if m := ompiImproper.FindStringSubmatch(s); m != nil && f.rank < 0 {
+		f.rank, _ = strconv.Atoi(m[1])
+		f.seen = true
+		return
+	}
+	if m := hydraRank.FindStringSubmatch(s); m != nil && f.rank < 0 {
+		f.rank, _ = strconv.Atoi(m[1])
+		f.seen = true
+		return
+	}
+	if m := hydraCode.FindStringSubmatch(s); m != nil && f.code < 0 {
+		f.code, _ = strconv.Atoi(m[1])
+		return
+	}
+	if m := hydraSignal.FindStringSubmatch(s); m != nil && f.signal == "" && f.code < 0 {
+		f.signal = signalName(m[1], m[2])
+	}
+}
+
+func signalName(num, name string) string {
+	if name != "" {
+		return num + " (" + name + ")"
+	}
+	return num
+}
+
+// result turns what was seen, and mpirun's own exit status, into the
+// error the launcher reports.
+func (f *failureScanner) result(mpirunStatus int) *WorkerError {
+	e := &WorkerError{Rank: f.rank, Code: f.code, Signal: f.signal}
+	if e.Code < 0 {
+		e.Code = mpirunStatus
+	}
+	return e
+}
+
+// lineTap passes everything written to w and hands each complete line to
+// onLine.
+type lineTap struct {
+	w      interface{ Write([]byte) (int, error) }
+	onLine func(string)
+	buf    []byte
+}
+
+func (t *lineTap) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	t.buf = append(t.buf, p...)
+	for {
+		i := indexByte(t.buf, '\n')
+		if i < 0 {
+			break
+		}
+		t.onLine(string(t.buf[:i]))
+		t.buf = t.buf[i+1:]
+	}
+	if len(t.buf) > 1<<16 { // a line this long is not mpirun's report
+		t.buf = t.buf[:0]
+	}
+	return n, err
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,266 @@
+package launch
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gohorovod/gohorovod/runtime/config"
+)
+
+// EnvStartTimeout is the launcher's own variable: the default for
+// --start-timeout, in seconds, as in horovodrun.
+const EnvStartTimeout = "HOROVOD_START_TIMEOUT"
+
+// DefaultStartTimeout bounds the checks before launch (ssh reachability,
+// mpirun --version) when neither --start-timeout nor HOROVOD_START_TIMEOUT
+// says otherwise.
+const DefaultStartTimeout = 30 * time.Second
+
+// Options is the parsed command line.
+type Options struct {
+	NP             int
+	Hosts          string
+	Hostfile       string
+	MPIArgs        string
+	OutputFilename string
+	Verbose        bool
+	DryRun         bool
+	CheckBuild     bool
+	Version        bool
+	SSHPort        int
+	SSHIdentity    string
+	NICs           []string
+	StartTimeout   float64 // seconds; 0 means the default
+
+	// The knobs, in horovodrun's units.
+	FusionThresholdMB     float64
+	CycleTimeMS           float64
+	CacheCapacity         int
+	TimelineFilename      string
+	TimelineMarkCycles    bool
+	NoStallCheck          bool
+	StallWarningSeconds   float64
+	StallShutdownSeconds  float64
+	LogLevel              string
+	LogWithoutTimestamp   bool
+	MPIThreadsDisable     bool
+	HierarchicalAllreduce bool
+	HierarchicalAllgather bool
+	Autotune              bool
+	AutotuneLogFile       string
+
+	// Command is the worker program and its arguments.
+	Command []string
+
+	set map[string]bool // flags given on the command line
+}
+
+// IsSet reports whether the flag named (long name) was given.
+func (o *Options) IsSet(name string) bool { return o.set[name] }
+
+// singleDash maps horovodrun's single-dash long flags to their pflag names.
+var singleDash = map[string]string{
+	"-np":                  "--num-proc",
+	"-cb":                  "--check-build",
+	"-hostfile":            "--hostfile",
+	"-prefix-timestamp":    "--prefix-timestamp",
+	"--np":                 "--num-proc",
+	"--network-interfaces": "--network-interface",
+}
+
+func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
+	d := config.Default()
+	fs := pflag.NewFlagSet("gohorovodrun", pflag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.SetInterspersed(false) // everything after the program is the program's
+	fs.SortFlags = false
+	fs.IntVar(&o.NP, "num-proc", 0, "number of processes (also -np)")
+	fs.StringVarP(&o.Hosts, "hosts", "H", "", "hosts and slots, host:slots[,host:slots...] (default localhost:<np>, or the SLURM allocation)")
+	fs.StringVar(&o.Hostfile, "hostfile", "", "file of `host slots=N` lines (not with -H)")
+	fs.IntVarP(&o.SSHPort, "ssh-port", "p", 0, "ssh port on the remote hosts")
+	fs.StringVarP(&o.SSHIdentity, "ssh-identity-file", "i", "", "ssh identity (private key) file")
+	fs.StringSliceVar(&o.NICs, "network-interface", nil, "network interface(s) for MPI and NCCL traffic (repeatable, or comma-separated)")
+	fs.Float64Var(&o.StartTimeout, "start-timeout", 0, "seconds allowed for the checks before launch (default $HOROVOD_START_TIMEOUT or 30)")
+	fs.StringVar(&o.MPIArgs, "mpi-args", "", "extra mpirun arguments, e.g. --mpi-args=\"--mca btl self,vader\"")
+	fs.StringVar(&o.OutputFilename, "output-filename", "", "directory for each rank's stdout and stderr")
+	fs.BoolVar(&o.Verbose, "verbose", false, "print the checks and the mpirun command")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "print the mpirun command and environment, start nothing")
+	fs.BoolVar(&o.CheckBuild, "check-build", false, "print what this build supports and exit (also -cb)")
+	fs.BoolVarP(&o.Version, "version", "v", false, "print the version and exit")
+
+	fs.Float64Var(&o.FusionThresholdMB, "fusion-threshold-mb", float64(d.FusionThreshold)/(1<<20), "fusion buffer size in MiB (0 disables fusion)")
+	fs.Float64Var(&o.CycleTimeMS, "cycle-time-ms", float64(d.CycleTime)/float64(time.Millisecond), "background cycle time in milliseconds")
+	fs.IntVar(&o.CacheCapacity, "cache-capacity", d.CacheCapacity, "response cache entries (0 disables the cache)")
+	fs.StringVar(&o.TimelineFilename, "timeline-filename", "", "write a Chrome-trace timeline to this file")
+	fs.BoolVar(&o.TimelineMarkCycles, "timeline-mark-cycles", false, "mark background cycles in the timeline")
+	fs.BoolVar(&o.NoStallCheck, "no-stall-check", false, "disable the stall inspector")
+	fs.Float64Var(&o.StallWarningSeconds, "stall-check-warning-time-seconds", d.StallCheckTime.Seconds(), "warn when ranks wait this long for the others")
+	fs.Float64Var(&o.StallShutdownSeconds, "stall-check-shutdown-time-seconds", d.StallShutdownTime.Seconds(), "shut the job down after a stall this long (0: never)")
+	fs.StringVar(&o.LogLevel, "log-level", d.LogLevel.String(), "TRACE, DEBUG, INFO, WARNING, ERROR or FATAL")
+	fs.BoolVar(&o.LogWithoutTimestamp, "log-without-timestamp", false, "leave timestamps out of log lines")
+	fs.BoolVar(&o.MPIThreadsDisable, "mpi-threads-disable", false, "ask MPI for MPI_THREAD_SINGLE")
+	fs.BoolVar(&o.HierarchicalAllreduce, "hierarchical-allreduce", false, "hierarchical allreduce (no effect on one node)")
+	fs.BoolVar(&o.HierarchicalAllgather, "hierarchical-allgather", false, "hierarchical allgather (no effect on one node)")
+	fs.BoolVar(&o.Autotune, "autotune", false, "tune fusion threshold and cycle time while training")
+	fs.StringVar(&o.AutotuneLogFile, "autotune-log-file", "", "CSV log of the autotuning samples")
+	return fs
+}
+
+// normalize rewrites horovodrun's single-dash long flags (-np 4, -np=4,
+// -cb, -hostfile F) into pflag's form. It stops at the program: the
+// program's own arguments are left as they are.
+func normalize(fs *pflag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			return append(out, args[i:]...)
+		}
+		name, val, hasVal := strings.Cut(a, "=")
+		if long, ok := singleDash[name]; ok {
+			name = long
+			a = name
+			if hasVal {
+				a += "=" + val
+			}
+		}
+		out = append(out, a)
+		if hasVal {
+			continue
+		}
+		// Does this flag take the next argument as its value?
+		var f *pflag.Flag
+		if strings.HasPrefix(name, "--") {
+			f = fs.Lookup(name[2:])
+		} else if len(name) == 2 {
+			f = fs.ShorthandLookup(name[1:])
+		}
+		if f != nil && f.NoOptDefVal == "" && i+1 < len(args) {
+			i++
+			out = append(out, args[i])
+		}
+	}
+	return out
+}
+
+// Parse reads the command line (without the program name). Help (-h)
+// is printed to out and returned as pflag.ErrHelp.
+func Parse(args []string, out io.Writer) (*Options, error) {
+	o := &Options{set: map[string]bool{}}
+	fs := newFlagSet(o, out)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: gohorovodrun -np N [-H host:slots,...] [options] program [args...]\n\nOptions:\n%s", fs.FlagUsages())
+	}
+	if err := fs.Parse(normalize(fs, args)); err != nil {
+		if err == pflag.ErrHelp {
+			return nil, err
+		}
+		return nil, usagef("%v (see gohorovodrun --help)", err)
+	}
+	fs.Visit(func(f *pflag.Flag) { o.set[f.Name] = true })
+	o.Command = fs.Args()
+	return o, o.check()
+}
+
+// check refuses values that no run can use, naming the flag.
+func (o *Options) check() error {
+	if o.Version || o.CheckBuild {
+		return nil
+	}
+	nonNeg := []struct {
+		name string
+		v    float64
+	}{
+		{"num-proc", float64(o.NP)},
+		{"fusion-threshold-mb", o.FusionThresholdMB},
+		{"cycle-time-ms", o.CycleTimeMS},
+		{"cache-capacity", float64(o.CacheCapacity)},
+		{"stall-check-warning-time-seconds", o.StallWarningSeconds},
+		{"stall-check-shutdown-time-seconds", o.StallShutdownSeconds},
+		{"start-timeout", o.StartTimeout},
+		{"ssh-port", float64(o.SSHPort)},
+	}
+	for _, f := range nonNeg {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return usagef("--%s=%v must be >= 0", f.name, f.v)
+		}
+	}
+	if o.set["num-proc"] && o.NP == 0 {
+		return usagef("-np must be at least 1")
+	}
+	if o.Hosts != "" && o.Hostfile != "" {
+		return usagef("-H/--hosts and --hostfile both given: use one of them")
+	}
+	if _, err := config.ParseLogLevel(o.LogLevel); err != nil {
+		return usagef("--log-level=%s: %v", o.LogLevel, err)
+	}
+	if len(o.Command) == 0 {
+		return usagef("no program given: gohorovodrun -np 4 ./train [args...]")
+	}
+	return nil
+}
+
+// ApplyTo overrides c's knobs with the flags that were given; knobs not
+// given on the command line keep c's values (from the environment).
+func (o *Options) ApplyTo(c config.Config) (config.Config, error) {
+	if o.set["fusion-threshold-mb"] {
+		c.FusionThreshold = int64(math.Round(o.FusionThresholdMB * (1 << 20)))
+	}
+	if o.set["cycle-time-ms"] {
+		c.CycleTime = time.Duration(math.Round(o.CycleTimeMS * float64(time.Millisecond)))
+	}
+	if o.set["cache-capacity"] {
+		c.CacheCapacity = o.CacheCapacity
+	}
+	if o.set["timeline-filename"] {
+		c.Timeline = o.TimelineFilename
+	}
+	if o.set["timeline-mark-cycles"] {
+		c.TimelineMarkCycles = o.TimelineMarkCycles
+	}
+	if o.set["no-stall-check"] {
+		c.StallCheckDisable = o.NoStallCheck
+	}
+	if o.set["stall-check-warning-time-seconds"] {
+		c.StallCheckTime = seconds(o.StallWarningSeconds)
+	}
+	if o.set["stall-check-shutdown-time-seconds"] {
+		c.StallShutdownTime = seconds(o.StallShutdownSeconds)
+	}
+	if o.set["log-level"] {
+		l, err := config.ParseLogLevel(o.LogLevel)
+		if err != nil {
+			return c, usagef("--log-level=%s: %v", o.LogLevel, err)
+		}
+		c.LogLevel = l
+	}
+	if o.set["log-without-timestamp"] {
+		c.LogHideTime = o.LogWithoutTimestamp
+	}
+	if o.set["mpi-threads-disable"] {
+		c.MPIThreadsDisable = o.MPIThreadsDisable
+	}
+	if o.set["hierarchical-allreduce"] {
+		c.HierarchicalAllreduce = o.HierarchicalAllreduce
+	}
+	if o.set["hierarchical-allgather"] {
+		c.HierarchicalAllgather = o.HierarchicalAllgather
+	}
+	if o.set["autotune"] {
+		c.Autotune = o.Autotune
+	}
+	if o.set["autotune-log-file"] {
+		c.AutotuneLog = o.AutotuneLogFile
+	}
+	if err := c.Validate(); err != nil {
+		return c, usagef("%v", err)
+	}
+	return c, nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }

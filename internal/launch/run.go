@@ -1,0 +1,395 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gohorovod/gohorovod/runtime/config"
+)
+
+// Version is gohorovodrun's version.
+const Version = "0.1.0"
+
+// ErrInterrupted is returned when the launcher was told to stop (Ctrl-C,
+// SIGTERM) and stopped the job.
+var ErrInterrupted = errors.New("launch: interrupted; the workers were stopped")
+
+// StopGrace is how long mpirun has to stop the workers after SIGTERM
+// before it is killed.
+const StopGrace = 10 * time.Second
+
+// BuildInfo says what the binary was built with, for --check-build.
+type BuildInfo struct {
+	MPIBuiltIn bool
+	MPILibrary string        // the MPI the binary links, e.g. "Open MPI"
+	MPIVersion func() string // MPI_Get_library_version; nil: unknown
+	// GPU describes the CUDA runtime and NCCL found at run time; nil when
+	// this build has no GPU support.
+	GPU func() string
+}
+
+// Launcher runs gohorovodrun. Its fields are the outside world, injected so
+// that tests can replace them; NewLauncher fills them from the process.
+type Launcher struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Environ        []string
+	LookPath       func(string) (string, error)
+	IsLocal        func(string) bool
+	SSH            SSHRunner
+	CPUs           int
+	Root           bool
+	Build          BuildInfo
+}
+
+// NewLauncher returns a Launcher over this process's streams, environment,
+// PATH, host names and ssh.
+func NewLauncher(build BuildInfo) *Launcher {
+	return &Launcher{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Environ:  os.Environ(),
+		LookPath: exec.LookPath,
+		IsLocal:  NewLocality().IsLocal,
+		SSH:      ExecRunner,
+		CPUs:     runtime.NumCPU(),
+		Root:     os.Geteuid() == 0,
+		Build:    build,
+	}
+}
+
+// ExitCode maps Run's error to the process exit status: 0 for nil, 2 for
+// bad input, the failing rank's status for a worker failure, 130 after an
+// interrupt, 1 otherwise.
+func ExitCode(err error) int {
+	var we *WorkerError
+	switch {
+	case err == nil:
+		return 0
+	case IsUsage(err):
+		return 2
+	case errors.As(err, &we):
+		return we.ExitCode()
+	case errors.Is(err, ErrInterrupted):
+		return 130
+	}
+	return 1
+}
+
+// Run parses args (without the program name) and does what they say. It
+// returns when the job has ended and nothing it started is left running;
+// cancelling ctx stops the job.
+func (l *Launcher) Run(ctx context.Context, args []string) error {
+	o, err := Parse(args, l.Stdout)
+	if err != nil {
+		return err
+	}
+	if o.Version {
+		fmt.Fprintf(l.Stdout, "gohorovodrun %s\n", Version)
+		return nil
+	}
+	if o.CheckBuild {
+		l.checkBuild(ctx)
+		return nil
+	}
+	spec, err := l.Spec(ctx, o)
+	if err != nil {
+		return err
+	}
+	plan, err := BuildPlan(spec)
+	if err != nil {
+		return err
+	}
+	if o.DryRun || o.Verbose {
+		l.printPlan(spec, plan)
+	}
+	if o.DryRun {
+		return nil
+	}
+	if err := l.checkHosts(ctx, o, spec); err != nil {
+		return err
+	}
+	if o.OutputFilename != "" && spec.Flavor != OpenMPI {
+		if err := os.MkdirAll(o.OutputFilename, 0o755); err != nil {
+			return fmt.Errorf("--output-filename: %w", err)
+		}
+	}
+	return l.execute(ctx, plan)
+}
+
+func (l *Launcher) startTimeout(o *Options) (time.Duration, error) {
+	if o.StartTimeout > 0 {
+		return seconds(o.StartTimeout), nil
+	}
+	if v, ok := config.Lookup(l.Environ)(EnvStartTimeout); ok && v != "" {
+		s, err := strconv.ParseFloat(v, 64)
+		if err != nil || s <= 0 {
+			return 0, usagef("%s=%q must be a positive number of seconds", EnvStartTimeout, v)
+		}
+		return seconds(s), nil
+	}
+	return DefaultStartTimeout, nil
+}
+
+// Spec gathers what the plan needs: the hosts (from -H, --hostfile, the
+// SLURM allocation, or localhost), the knobs (environment, then flags),
+// the program, and the MPI flavour (running `mpirun --version`).
+func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
+	lookup := config.Lookup(l.Environ)
+	cfg, err := config.FromEnv(lookup)
+	if err != nil {
+		return Spec{}, usagef("%v (in the launcher's environment)", err)
+	}
+	if cfg, err = o.ApplyTo(cfg); err != nil {
+		return Spec{}, err
+	}
+	var hosts []Host
+	switch {
+	case o.Hosts != "":
+		if hosts, err = ParseHosts(o.Hosts); err != nil {
+			return Spec{}, err
+		}
+	case o.Hostfile != "":
+		f, err := os.Open(o.Hostfile)
+		if err != nil {
+			return Spec{}, usagef("cannot read --hostfile: %v", err)
+		}
+		hosts, err = ParseHostfile(f, o.Hostfile)
+		f.Close()
+		if err != nil {
+			return Spec{}, err
+		}
+	default:
+		var inSlurm bool
+		hosts, inSlurm, err = SlurmHosts(lookup)
+		if err != nil {
+			return Spec{}, usagef("SLURM allocation: %v (or give -H)", err)
+		}
+		if !inSlurm {
+			if o.NP <= 0 {
+				return Spec{}, usagef("-np is required: gohorovodrun -np 4 %s", strings.Join(o.Command, " "))
+			}
+			hosts = []Host{{Name: "localhost", Slots: o.NP}}
+		}
+	}
+	np := o.NP
+	if np <= 0 {
+		if o.Hosts != "" || o.Hostfile != "" {
+			return Spec{}, usagef("-np is required: gohorovodrun -np %d ...", TotalSlots(hosts))
+		}
+		np = TotalSlots(hosts) // the whole SLURM allocation
+	}
+	if _, err := Assign(hosts, np); err != nil {
+		return Spec{}, err
+	}
+	if err := l.checkProgram(o.Command[0]); err != nil {
+		return Spec{}, err
+	}
+	mpiArgs, err := SplitArgs(o.MPIArgs)
+	if err != nil {
+		return Spec{}, usagef("--mpi-args: %v", err)
+	}
+	mpirun, err := l.LookPath("mpirun")
+	if err != nil {
+		return Spec{}, fmt.Errorf("mpirun not found on PATH: install Open MPI or MPICH (make deps installs Open MPI): %w", err)
+	}
+	timeout, err := l.startTimeout(o)
+	if err != nil {
+		return Spec{}, err
+	}
+	flavor, err := detect(ctx, mpirun, timeout)
+	if err != nil {
+		return Spec{}, err
+	}
+	return Spec{
+		MPIRun: mpirun, Flavor: flavor, NP: np, Hosts: hosts, Command: o.Command,
+		Config: cfg, Environ: l.Environ, Root: l.Root, CPUs: l.CPUs, IsLocal: l.IsLocal,
+		SSHPort: o.SSHPort, SSHIdentity: o.SSHIdentity, NICs: o.NICs,
+		OutputFilename: o.OutputFilename, MPIArgs: mpiArgs,
+	}, nil
+}
+
+// checkProgram refuses a program that cannot be run: a path that is not
+// an executable file, or a name not found on PATH.
+func (l *Launcher) checkProgram(prog string) error {
+	if !strings.ContainsRune(prog, '/') {
+		if _, err := l.LookPath(prog); err != nil {
+			return usagef("program %q not found on PATH (give a path, e.g. ./%s)", prog, prog)
+		}
+		return nil
+	}
+	st, err := os.Stat(prog)
+	switch {
+	case err != nil:
+		return usagef("program %s does not exist (build it first, e.g. go build -tags mpi -o %s .)", prog, prog)
+	case st.IsDir():
+		return usagef("program %s is a directory", prog)
+	case st.Mode()&0o111 == 0:
+		return usagef("program %s is not executable (chmod +x %s)", prog, prog)
+	}
+	return nil
+}
+
+func detect(ctx context.Context, mpirun string, timeout time.Duration) (Flavor, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, mpirun, "--version").CombinedOutput()
+	if f, derr := DetectFlavor(string(out)); derr == nil {
+		return f, nil
+	} else if err != nil {
+		return FlavorUnknown, fmt.Errorf("%s --version failed: %v: %s", mpirun, err, bytes.TrimSpace(out))
+	} else {
+		return FlavorUnknown, derr
+	}
+}
+
+func (l *Launcher) printPlan(s Spec, p Plan) {
+	var knobs []string
+	def := config.Default().Environ()
+	for i, kv := range s.Config.Environ() {
+		if i >= len(def) || kv != def[i] {
+			knobs = append(knobs, quote(kv))
+		}
+	}
+	prefix := ""
+	if len(knobs) > 0 {
+		prefix = strings.Join(knobs, " ") + " "
+	}
+	fmt.Fprintf(l.Stdout, "%s%s\n", prefix, ShellQuote(p.Argv))
+}
+
+// checkHosts probes the remote hosts the job uses with ssh.
+func (l *Launcher) checkHosts(ctx context.Context, o *Options, s Spec) error {
+	var remote []string
+	for _, h := range usedHosts(s.Hosts, s.NP) {
+		if l.IsLocal == nil || !l.IsLocal(h.Name) {
+			remote = append(remote, h.Name)
+		}
+	}
+	if len(remote) == 0 {
+		return nil
+	}
+	timeout, err := l.startTimeout(o)
+	if err != nil {
+		return err
+	}
+	if o.Verbose {
+		fmt.Fprintf(l.Stderr, "gohorovodrun: checking ssh to %s\n", strings.Join(remote, ", "))
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	chk := SSHCheck{Port: o.SSHPort, Identity: o.SSHIdentity, Run: l.SSH}
+	if err := chk.Check(ctx, remote); err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return fmt.Errorf("timed out waiting for ssh checks. Please check connectivity between servers; "+
+				"you may need to increase --start-timeout (now %v) if you have many servers: %w", timeout, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// execute runs the plan and turns mpirun's end into Run's result.
+func (l *Launcher) execute(ctx context.Context, p Plan) error {
+	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
+	cmd.Env = p.Env
+	cmd.Stdin, cmd.Stdout = l.Stdin, l.Stdout
+	scan := newFailureScanner()
+	cmd.Stderr = &lineTap{w: l.Stderr, onLine: scan.Line}
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.WaitDelay = StopGrace
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", p.Argv[0], err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	interrupted := false
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		interrupted = true
+		// mpirun stops every worker on SIGTERM; after StopGrace, kill it.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		t := time.NewTimer(StopGrace)
+		select {
+		case err = <-done:
+		case <-t.C:
+			_ = cmd.Process.Kill()
+			err = <-done
+		}
+		t.Stop()
+	}
+	if interrupted {
+		return ErrInterrupted
+	}
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		status := ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			status = 128 + int(ws.Signal())
+		}
+		return scan.result(status)
+	}
+	return fmt.Errorf("%s: %w", filepath.Base(p.Argv[0]), err)
+}
+
+func (l *Launcher) checkBuild(ctx context.Context) {
+	b := l.Build
+	mark := func(ok bool) string {
+		if ok {
+			return "[X]"
+		}
+		return "[ ]"
+	}
+	w := l.Stdout
+	fmt.Fprintf(w, "gohorovod v%s (%s):\n\n", Version, runtime.Version())
+	fmt.Fprintf(w, "Available controllers:\n")
+	if b.MPIBuiltIn {
+		fmt.Fprintf(w, "    %s MPI (links %s)\n", mark(true), b.MPILibrary)
+	} else {
+		fmt.Fprintf(w, "    %s MPI (not built in: rebuild with -tags mpi)\n", mark(false))
+	}
+	fmt.Fprintf(w, "    %s Gloo (not implemented)\n", mark(false))
+	fmt.Fprintf(w, "\nAvailable tensor operations:\n")
+	fmt.Fprintf(w, "    %s MPI\n", mark(b.MPIBuiltIn))
+	if b.GPU == nil {
+		fmt.Fprintf(w, "    %s NCCL (not built)\n", mark(false))
+	} else {
+		d := strings.TrimSpace(b.GPU())
+		ok := strings.Contains(d, "NCCL") && !strings.Contains(d, "NCCL: unavailable")
+		if ok {
+			fmt.Fprintf(w, "    %s NCCL (found at run time)\n", mark(true))
+		} else {
+			fmt.Fprintf(w, "    %s NCCL (built in; not found at run time)\n", mark(false))
+		}
+		fmt.Fprintf(w, "\nGPU libraries at run time:\n    %s\n", strings.ReplaceAll(d, "\n", "\n    "))
+	}
+	if b.MPIBuiltIn && b.MPIVersion != nil {
+		v, _, _ := strings.Cut(strings.TrimSpace(b.MPIVersion()), "\n")
+		fmt.Fprintf(w, "\nMPI library: %s\n", strings.TrimSpace(v))
+	}
+	if p, err := l.LookPath("mpirun"); err != nil {
+		fmt.Fprintf(w, "mpirun: not found on PATH\n")
+	} else if f, err := detect(ctx, p, 10*time.Second); err != nil {
+		fmt.Fprintf(w, "mpirun: %s (%v)\n", p, err)
+	} else {
+		fmt.Fprintf(w, "mpirun: %s (%s)\n", p, f)
+		if b.MPIBuiltIn && !strings.EqualFold(f.String(), b.MPILibrary) {
+			fmt.Fprintf(w, "WARNING: this build links %s but mpirun is %s: workers would each run as rank 0 of 1\n", b.MPILibrary, f)
+		}
+	}
+}
