@@ -10,6 +10,11 @@
 // loop can hand its own gradient slices to the runtime and read the reduced
 // values in place.
 //
+// The kernels run 256-bit AVX2/F16C loops on amd64 CPUs that have them
+// (build with -tags purego for the portable Go loops alone). FromDense,
+// FromVecDense, ToDense and ToVecDense share storage with gonum matrices and
+// vectors when it is contiguous; FromMatrix copies.
+//
 // Hot kernels panic, with a "tensor: " prefix, on programmer errors such as
 // mismatched lengths; functions that validate input from elsewhere return
 // errors.

@@ -3,10 +3,23 @@ package tensor
 import "fmt"
 
 // Reduce combines src into dst elementwise, dst[i] = op(dst[i], src[i]), for
-// elements of type dt stored in the two byte slices. Half-precision values
-// are combined in float32 and rounded once per element. It panics if the
-// slices differ in length, the length is not a whole number of elements, or
-// op is not defined on dt.
+// elements of type dt stored in the two byte slices (native byte order; the
+// storage need not be aligned).
+//
+// Floating-point sums and products are IEEE operations in the element's
+// precision. Half-precision values (Float16, BFloat16) are widened to
+// float32, combined, and rounded once to nearest even. Min and Max follow
+// Go's builtins: a NaN on either side gives NaN, and -0 counts as less than
+// +0. Integer sums and products wrap around. BitAnd and BitOr are defined on
+// integer types only.
+//
+// On amd64 with AVX2 and F16C the work runs in 256-bit vector loops (the
+// purego build tag turns them off); results are bit-identical to the Go
+// loops, except that a NaN's payload may differ.
+//
+// It panics if the slices differ in length, the length is not a whole
+// number of elements, or op is not defined on dt: these are programmer
+// errors in a hot loop. ReduceInto checks the same things and returns errors.
 func Reduce(dt DType, op ReduceOp, dst, src []byte) {
 	if len(dst) != len(src) {
 		panic(fmt.Sprintf("tensor: Reduce of %d bytes into %d bytes", len(src), len(dst)))
@@ -67,9 +80,14 @@ func ReduceInto(dst, src *Tensor, op ReduceOp) error {
 }
 
 // Scale multiplies every element of buf (elements of type dt) by factor.
-// Floating types scale in their own precision (half precision through
-// float32); integers are scaled in float64 and truncated toward zero, as
-// Horovod does for Average on integer tensors.
+// Float32 scales by float32(factor) in float32, Float64 in float64, and the
+// half-precision types through float32 with one rounding per element.
+// Integers are multiplied in float64 and truncated toward zero, as Horovod's
+// Average does on integer tensors; 64-bit values beyond 2^53 lose precision
+// in the float64 product, and a result outside the type's range is
+// unspecified. A factor of 1 leaves buf
+// untouched. It panics if dt is invalid or buf is not a whole number of
+// elements.
 func Scale(dt DType, buf []byte, factor float64) {
 	if len(buf)%max(dt.Size(), 1) != 0 || !dt.Valid() {
 		panic(fmt.Sprintf("tensor: Scale of %d bytes of %v", len(buf), dt))
