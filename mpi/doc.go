@@ -45,7 +45,10 @@
 // ints).
 //
 // float16 and bfloat16 reduce through user-defined MPI operations that
-// combine in float32 and round to nearest even, like tensor.Reduce.
+// combine in float32 and round to nearest even, like tensor.Reduce (min and
+// max propagate NaN and order -0 below +0, as Go's builtins do). For the
+// other float types, min and max are MPI_MIN and MPI_MAX, whose NaN and
+// signed-zero behaviour is the MPI library's.
 // Integer types support BitAnd and BitOr (the runtime uses them on uint64 bit
 // vectors).
 package mpi

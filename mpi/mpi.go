@@ -59,9 +59,20 @@ static inline uint16_t hv_f32_to_bf16(float f) {
 	return (uint16_t)(b >> 16);
 }
 
-// min and max propagate NaN from either side.
-static inline float hv_fmin(float a, float b) { return a != a ? a : b != b ? b : (b < a ? b : a); }
-static inline float hv_fmax(float a, float b) { return a != a ? a : b != b ? b : (b > a ? b : a); }
+// min and max propagate NaN from either side and order -0 below +0, like
+// Go's builtin min and max (and so tensor.Reduce).
+static inline float hv_fmin(float a, float b) {
+	if (a != a) return a;
+	if (b != b) return b;
+	if (a == b) return (hv_f32_bits(a) >> 31) ? a : b;
+	return b < a ? b : a;
+}
+static inline float hv_fmax(float a, float b) {
+	if (a != a) return a;
+	if (b != b) return b;
+	if (a == b) return (hv_f32_bits(a) >> 31) ? b : a;
+	return b > a ? b : a;
+}
 
 #define HV_HALF_OP(name, TO, FROM, EXPR)                                                 \
 	static void name(void *in, void *inout, int *len, MPI_Datatype *dt) {               \
