@@ -1,0 +1,172 @@
+package gpucheck
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/gohorovod/gohorovod/cuda"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// pattern fills b with a sequence that differs at every offset mod 251.
+func pattern(b []byte, seed int) {
+	for i := range b {
+		b[i] = byte((i + seed) % 251)
+	}
+}
+
+// CheckDevice runs the Device contract against d and returns the first
+// violation. It frees everything it allocates.
+func CheckDevice(d cuda.Device) (err error) {
+	var ptrs []uintptr
+	var hosts [][]byte
+	defer func() {
+		for _, p := range ptrs {
+			if ferr := d.Free(p); ferr != nil && err == nil {
+				err = fmt.Errorf("free: %w", ferr)
+			}
+		}
+		for _, h := range hosts {
+			if ferr := d.FreeHost(h); ferr != nil && err == nil {
+				err = fmt.Errorf("free host: %w", ferr)
+			}
+		}
+	}()
+	alloc := func(n int) (uintptr, error) {
+		p, err := d.Alloc(n)
+		if err == nil && p != 0 {
+			ptrs = append(ptrs, p)
+		}
+		return p, err
+	}
+	sync := func(what string) error {
+		if err := d.Sync(); err != nil {
+			return fmt.Errorf("%s: sync: %w", what, err)
+		}
+		return nil
+	}
+
+	// Zero sizes are no-ops.
+	if p, err := d.Alloc(0); err != nil || p != 0 {
+		return fmt.Errorf("Alloc(0) = %#x, %v; want 0, nil", p, err)
+	}
+	if err := d.Free(0); err != nil {
+		return fmt.Errorf("Free(0): %v", err)
+	}
+
+	// Round trip of an odd size through device memory.
+	const n = 1<<20 + 3
+	a, err := alloc(n)
+	if err != nil {
+		return fmt.Errorf("alloc: %w", err)
+	}
+	if a%256 != 0 {
+		return fmt.Errorf("Alloc returned %#x, not aligned to 256 bytes", a)
+	}
+	in := make([]byte, n)
+	pattern(in, 1)
+	out := make([]byte, n)
+	if err := d.CopyHtoD(a, in); err != nil {
+		return fmt.Errorf("copy host to device: %w", err)
+	}
+	if err := d.CopyDtoH(out, a); err != nil {
+		return fmt.Errorf("copy device to host: %w", err)
+	}
+	if err := sync("round trip"); err != nil {
+		return err
+	}
+	if !bytes.Equal(in, out) {
+		return fmt.Errorf("round trip host->device->host changed the data")
+	}
+
+	// Device to device at unaligned offsets, queued behind the copy that
+	// fills the source and ahead of the one that reads the result: one
+	// sync at the end must see them in order.
+	b, err := alloc(n)
+	if err != nil {
+		return fmt.Errorf("alloc: %w", err)
+	}
+	pattern(in, 7)
+	if err := d.CopyHtoD(a, in); err != nil {
+		return err
+	}
+	if err := d.CopyDtoD(b+7, a+100, 5000); err != nil {
+		return fmt.Errorf("copy device to device: %w", err)
+	}
+	got := make([]byte, 5000)
+	if err := d.CopyDtoH(got, b+7); err != nil {
+		return err
+	}
+	if err := sync("device to device"); err != nil {
+		return err
+	}
+	if !bytes.Equal(got, in[100:5100]) {
+		return fmt.Errorf("device-to-device copy at offsets: wrong data (stream order not kept?)")
+	}
+
+	// Memset of a middle range.
+	if err := d.Memset(b+10, 0xab, 300); err != nil {
+		return fmt.Errorf("memset: %w", err)
+	}
+	ms := make([]byte, 320)
+	if err := d.CopyDtoH(ms, b); err != nil {
+		return err
+	}
+	if err := sync("memset"); err != nil {
+		return err
+	}
+	for i, v := range ms {
+		inside := i >= 10 && i < 310
+		if inside && v != 0xab || !inside && v == 0xab {
+			return fmt.Errorf("memset: byte %d is %#x", i, v)
+		}
+	}
+
+	// Pinned host buffers, the staging path's.
+	h1, err := d.AllocHost(n)
+	if err != nil {
+		return fmt.Errorf("alloc host: %w", err)
+	}
+	hosts = append(hosts, h1)
+	h2, err := d.AllocHost(n)
+	if err != nil {
+		return fmt.Errorf("alloc host: %w", err)
+	}
+	hosts = append(hosts, h2)
+	pattern(h1, 3)
+	if err := d.CopyHtoD(b, h1); err != nil {
+		return err
+	}
+	if err := d.CopyDtoH(h2, b); err != nil {
+		return err
+	}
+	if err := sync("pinned"); err != nil {
+		return err
+	}
+	if !bytes.Equal(h1, h2) {
+		return fmt.Errorf("round trip through pinned buffers changed the data")
+	}
+
+	// Tensors to the device and back.
+	src := tensor.FromFloat32([]float32{1, -2, 3.5, 4e10, 5, 6}, 2, 3)
+	dt, err := cuda.ToDevice(d, src)
+	if err != nil {
+		return fmt.Errorf("ToDevice: %w", err)
+	}
+	back, err := cuda.ToHost(d, dt)
+	if ferr := cuda.FreeTensor(d, dt); ferr != nil && err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return fmt.Errorf("ToHost: %w", err)
+	}
+	if !back.Shape().Equal(src.Shape()) || !bytes.Equal(back.Bytes(), src.Bytes()) {
+		return fmt.Errorf("tensor round trip: got %v %v, want %v %v", back, back.Float32s(), src, src.Float32s())
+	}
+
+	// Misuse is an error, not a crash.
+	if err := d.FreeHost(make([]byte, 64)); err == nil {
+		return fmt.Errorf("FreeHost of Go memory succeeded")
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+// A stand-in for libcudart, built by the cuda package's tests, so that the
+// dlopen shim and its C calls are exercised on machines without a GPU.
+// "Device memory" is calloc'd host memory recorded with the device that was
+// current when it was allocated; like the real runtime, the current device is per
+// thread, and every call that touches device memory checks that the
+// caller made the right device current on this thread.
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NDEV 2
+static __thread int cur = -1; // unset, as on a fresh thread
+
+int cudaGetDeviceCount(int *n) { *n = NDEV; return 0; }
+int cudaSetDevice(int d) { if (d < 0 || d >= NDEV) return 101; cur = d; return 0; }
+int cudaRuntimeGetVersion(int *v) { *v = 12040; return 0; }
+int cudaDriverGetVersion(int *v) { *v = 12060; return 0; }
+const char *cudaGetErrorString(int e) {
+	switch (e) {
+	case 0: return "no error";
+	case 1: return "invalid argument";
+	case 2: return "out of memory";
+	case 101: return "invalid device ordinal";
+	case 600: return "device not ready";
+	case 900: return "mock: wrong current device";
+	}
+	return "unknown error";
+}
+const char *cudaGetErrorName(int e) {
+	switch (e) {
+	case 0: return "cudaSuccess";
+	case 1: return "cudaErrorInvalidValue";
+	case 2: return "cudaErrorMemoryAllocation";
+	case 101: return "cudaErrorInvalidDevice";
+	case 600: return "cudaErrorNotReady";
+	case 900: return "cudaErrorMockWrongDevice";
+	}
+	return "cudaErrorUnknown";
+}
+
+// Allocations are recorded so that an address inside one can be checked.
+#define MAXA 4096
+static struct { char *base; size_t n; int dev; } allocs[MAXA];
+
+static int find(const void *p, size_t n) {
+	for (int i = 0; i < MAXA; i++)
+		if (allocs[i].base && (const char *)p >= allocs[i].base && (const char *)p + n <= allocs[i].base + allocs[i].n)
+			return allocs[i].dev;
+	return -1;
+}
+
+int cudaMalloc(void **p, size_t n) {
+	if (cur < 0) return 900;
+	if (n > ((size_t)1 << 40)) return 2;
+	for (int i = 0; i < MAXA; i++) {
+		if (!allocs[i].base) {
+			size_t r = (n + 255) & ~(size_t)255; // cudaMalloc aligns to 256 bytes
+			allocs[i].base = aligned_alloc(256, r);
+			if (!allocs[i].base) return 2;
+			memset(allocs[i].base, 0, r);
+			allocs[i].n = n;
+			allocs[i].dev = cur;
+			*p = allocs[i].base;
+			return 0;
+		}
+	}
+	return 2;
+}
+
+int cudaFree(void *p) {
+	if (!p) return 0;
+	for (int i = 0; i < MAXA; i++) {
+		if (allocs[i].base == p) {
+			if (allocs[i].dev != cur) return 900;
+			free(p);
+			allocs[i].base = NULL;
+			return 0;
+		}
+	}
+	return 1;
+}
+
+int cudaMallocHost(void **p, size_t n) { *p = malloc(n); return *p ? 0 : 2; }
+int cudaFreeHost(void *p) { free(p); return 0; }
+
+static int check(void *dst, const void *src, size_t n, int kind) {
+	if (kind == 1 || kind == 3) { int d = find(dst, n); if (d < 0) return 1; if (d != cur) return 900; }
+	if (kind == 2 || kind == 3) { int d = find(src, n); if (d < 0) return 1; if (d != cur) return 900; }
+	return 0;
+}
+
+int cudaMemcpy(void *dst, const void *src, size_t n, int kind) {
+	int e = check(dst, src, n, kind);
+	if (e) return e;
+	memmove(dst, src, n);
+	return 0;
+}
+
+int cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *stream) {
+	if (!stream) return 1; // the package always passes its own stream
+	return cudaMemcpy(dst, src, n, kind);
+}
+
+int cudaMemset(void *dst, int v, size_t n) {
+	int d = find(dst, n);
+	if (d < 0) return 1;
+	if (d != cur) return 900;
+	memset(dst, v, n);
+	return 0;
+}
+
+int cudaMemsetAsync(void *dst, int v, size_t n, void *stream) { return cudaMemset(dst, v, n); }
+
+int cudaStreamCreateWithFlags(void **s, unsigned flags) {
+	if (cur < 0) return 900;
+	if (flags != 1) return 1;
+	*s = malloc(16);
+	return 0;
+}
+int cudaStreamSynchronize(void *s) { return s ? 0 : 1; }
+int cudaStreamDestroy(void *s) { free(s); return 0; }
+int cudaEventCreateWithFlags(void **e, unsigned flags) { *e = calloc(1, 16); return 0; }
+int cudaEventRecord(void *e, void *s) { ((int *)e)[0]++; return 0; }
+int cudaEventSynchronize(void *e) { return 0; }
+int cudaEventQuery(void *e) { return ((int *)e)[0] > 0 ? 0 : 600; }
+int cudaEventElapsedTime(float *ms, void *a, void *b) { *ms = 1.5f; return 0; }
+int cudaEventDestroy(void *e) { free(e); return 0; }
+int cudaDeviceSynchronize(void) { return cur < 0 ? 900 : 0; }
+int cudaMemGetInfo(size_t *f, size_t *t) { *f = (size_t)70 << 30; *t = (size_t)80 << 30; return 0; }
+int cudaDeviceGetAttribute(int *v, int attr, int dev) {
+	if (dev < 0 || dev >= NDEV) return 101;
+	switch (attr) {
+	case 16: *v = 132; return 0;
+	case 75: *v = 9; return 0;
+	case 76: *v = 0; return 0;
+	}
+	return 1;
+}
+int cudaDeviceGetPCIBusId(char *buf, int n, int dev) {
+	if (dev < 0 || dev >= NDEV) return 101;
+	buf[0] = 0;
+	strncpy(buf, dev == 0 ? "0000:19:00.0" : "0000:3b:00.0", n - 1);
+	return 0;
+}
