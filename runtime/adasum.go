@@ -1,0 +1,87 @@
+package runtime
+
+import (
+	"math"
+	"time"
+
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// adasum performs an Adasum allreduce of each tensor of resp: every rank's
+// vector is gathered and combined pairwise up a binary tree (ranks r and
+// r+1, then pairs of pairs, ...), so every rank computes the same result:
+//
+//	adasum(a, b) = (1 - a·b/(2‖a‖²))·a + (1 - a·b/(2‖b‖²))·b
+//
+// with dot products and norms in float64, per tensor (layer), and a
+// coefficient of 1 when a squared norm is below sqrt(DBL_MIN). The rank
+// count is a power of two (checked at enqueue).
+func (l *loop) adasum(resp *wire.Response) error {
+	if err := l.entries(resp); err != nil {
+		return err
+	}
+	start := time.Now()
+	l.tlStart(l.ents, "ADASUM", start)
+	for _, e := range l.ents {
+		if e.out != e.in {
+			copy(e.out.Bytes(), e.in.Bytes())
+		}
+		tensor.ScaleTensor(e.out, resp.Prescale)
+		n := e.out.Len()
+		all := tensor.New(e.out.DType(), n*l.size)
+		for r := range l.counts {
+			l.counts[r] = n
+		}
+		if err := l.com.Allgatherv(e.out, all, l.counts); err != nil {
+			return collectiveErr(l.ents, err)
+		}
+		switch e.out.DType() {
+		case tensor.Float32:
+			copy(e.out.Float32s(), adasumTree(all.Float32s(), n, l.size))
+		case tensor.Float64:
+			copy(e.out.Float64s(), adasumTree(all.Float64s(), n, l.size))
+		}
+		tensor.ScaleTensor(e.out, resp.Postscale)
+	}
+	end := time.Now()
+	l.tlActivity(l.ents, actAdasum, start, end)
+	l.tlEnd(l.ents, end)
+	finish(l.ents)
+	return nil
+}
+
+// adasumTree combines size vectors of n elements laid out contiguously in
+// all (modified in place) and returns the result (the first vector).
+func adasumTree[T float32 | float64](all []T, n, size int) []T {
+	for step := 1; step < size; step *= 2 {
+		for r := 0; r+step < size; r += 2 * step {
+			AdasumPair(all[r*n:(r+1)*n], all[(r+step)*n:(r+step+1)*n])
+		}
+	}
+	return all[:n]
+}
+
+// AdasumPair combines b into a with the Adasum formula: a becomes
+// (1 - a·b/(2‖a‖²))·a + (1 - a·b/(2‖b‖²))·b. It reduces to a+b for
+// orthogonal vectors and to a for equal ones.
+func AdasumPair[T float32 | float64](a, b []T) {
+	var dot, na, nb float64
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		dot += x * y
+		na += x * x
+		nb += y * y
+	}
+	tiny := math.Sqrt(2.2250738585072014e-308) // sqrt(DBL_MIN)
+	ca, cb := 1.0, 1.0
+	if na >= tiny {
+		ca = 1 - dot/(2*na)
+	}
+	if nb >= tiny {
+		cb = 1 - dot/(2*nb)
+	}
+	for i := range a {
+		a[i] = T(ca*float64(a[i]) + cb*float64(b[i]))
+	}
+}

@@ -1,0 +1,154 @@
+package runtime
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// std is the default Runtime behind the package-level functions.
+var std atomic.Pointer[Runtime]
+
+func init() { std.Store(new(Runtime)) }
+
+// Default returns the Runtime that the package-level functions use.
+func Default() *Runtime { return std.Load() }
+
+// SetDefault makes r the Runtime behind the package-level functions and
+// returns the previous one. Swap it before Init, not while operations are in
+// flight.
+func SetDefault(r *Runtime) *Runtime { return std.Swap(r) }
+
+// Init initialises the default Runtime (see Runtime.Init).
+func Init(opts ...Option) error { return Default().Init(opts...) }
+
+// Shutdown shuts the default Runtime down (see Runtime.Shutdown).
+func Shutdown() error { return Default().Shutdown() }
+
+// IsInitialized reports whether the default Runtime is running.
+func IsInitialized() bool { return Default().IsInitialized() }
+
+// Rank returns the default Runtime's rank.
+func Rank() (int, error) { return Default().Rank() }
+
+// Size returns the default Runtime's number of ranks.
+func Size() (int, error) { return Default().Size() }
+
+// LocalRank returns the default Runtime's rank on its node.
+func LocalRank() (int, error) { return Default().LocalRank() }
+
+// LocalSize returns the number of ranks on the default Runtime's node.
+func LocalSize() (int, error) { return Default().LocalSize() }
+
+// CrossRank returns the default Runtime's node index among the ranks with
+// its local rank.
+func CrossRank() (int, error) { return Default().CrossRank() }
+
+// CrossSize returns the number of nodes with a rank of the default
+// Runtime's local rank.
+func CrossSize() (int, error) { return Default().CrossSize() }
+
+// GetConfig returns the default Runtime's configuration.
+func GetConfig() config.Config { return Default().Config() }
+
+// MPIEnabled reports whether the default Runtime runs over MPI.
+func MPIEnabled() bool { return Default().MPIEnabled() }
+
+// MPIThreadsSupported reports whether MPI runs with MPI_THREAD_MULTIPLE.
+func MPIThreadsSupported() (bool, error) { return Default().MPIThreadsSupported() }
+
+// Allreduce: see Runtime.Allreduce.
+func Allreduce(ctx context.Context, t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*tensor.Tensor, error) {
+	return Default().Allreduce(ctx, t, name, op, opts...)
+}
+
+// AllreduceInPlace: see Runtime.AllreduceInPlace.
+func AllreduceInPlace(ctx context.Context, t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) error {
+	return Default().AllreduceInPlace(ctx, t, name, op, opts...)
+}
+
+// AllreduceAsync: see Runtime.AllreduceAsync.
+func AllreduceAsync(t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
+	return Default().AllreduceAsync(t, name, op, opts...)
+}
+
+// AllreduceAsyncInPlace: see Runtime.AllreduceAsyncInPlace.
+func AllreduceAsyncInPlace(t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
+	return Default().AllreduceAsyncInPlace(t, name, op, opts...)
+}
+
+// GroupedAllreduce: see Runtime.GroupedAllreduce.
+func GroupedAllreduce(ctx context.Context, ts []*tensor.Tensor, name string, op ReduceOp, opts ...CallOption) ([]*tensor.Tensor, error) {
+	return Default().GroupedAllreduce(ctx, ts, name, op, opts...)
+}
+
+// GroupedAllreduceAsync: see Runtime.GroupedAllreduceAsync.
+func GroupedAllreduceAsync(ts []*tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
+	return Default().GroupedAllreduceAsync(ts, name, op, opts...)
+}
+
+// GroupedAllreduceAsyncInPlace: see Runtime.GroupedAllreduceAsyncInPlace.
+func GroupedAllreduceAsyncInPlace(ts []*tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
+	return Default().GroupedAllreduceAsyncInPlace(ts, name, op, opts...)
+}
+
+// Allgather: see Runtime.Allgather.
+func Allgather(ctx context.Context, t *tensor.Tensor, name string) (*tensor.Tensor, error) {
+	return Default().Allgather(ctx, t, name)
+}
+
+// AllgatherAsync: see Runtime.AllgatherAsync.
+func AllgatherAsync(t *tensor.Tensor, name string) (*Handle, error) {
+	return Default().AllgatherAsync(t, name)
+}
+
+// Broadcast: see Runtime.Broadcast.
+func Broadcast(ctx context.Context, t *tensor.Tensor, root int, name string) (*tensor.Tensor, error) {
+	return Default().Broadcast(ctx, t, root, name)
+}
+
+// BroadcastInPlace: see Runtime.BroadcastInPlace.
+func BroadcastInPlace(ctx context.Context, t *tensor.Tensor, root int, name string) error {
+	return Default().BroadcastInPlace(ctx, t, root, name)
+}
+
+// BroadcastAsync: see Runtime.BroadcastAsync.
+func BroadcastAsync(t *tensor.Tensor, root int, name string) (*Handle, error) {
+	return Default().BroadcastAsync(t, root, name)
+}
+
+// BroadcastAsyncInPlace: see Runtime.BroadcastAsyncInPlace.
+func BroadcastAsyncInPlace(t *tensor.Tensor, root int, name string) (*Handle, error) {
+	return Default().BroadcastAsyncInPlace(t, root, name)
+}
+
+// Alltoall: see Runtime.Alltoall.
+func Alltoall(ctx context.Context, t *tensor.Tensor, splits []int, name string) (*tensor.Tensor, []int, error) {
+	return Default().Alltoall(ctx, t, splits, name)
+}
+
+// AlltoallAsync: see Runtime.AlltoallAsync.
+func AlltoallAsync(t *tensor.Tensor, splits []int, name string) (*Handle, error) {
+	return Default().AlltoallAsync(t, splits, name)
+}
+
+// Reducescatter: see Runtime.Reducescatter.
+func Reducescatter(ctx context.Context, t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*tensor.Tensor, error) {
+	return Default().Reducescatter(ctx, t, name, op, opts...)
+}
+
+// ReducescatterAsync: see Runtime.ReducescatterAsync.
+func ReducescatterAsync(t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
+	return Default().ReducescatterAsync(t, name, op, opts...)
+}
+
+// Barrier: see Runtime.Barrier.
+func Barrier(ctx context.Context) error { return Default().Barrier(ctx) }
+
+// Join: see Runtime.Join.
+func Join(ctx context.Context) (int, error) { return Default().Join(ctx) }
+
+// JoinAsync: see Runtime.JoinAsync.
+func JoinAsync() (*Handle, error) { return Default().JoinAsync() }

@@ -1,0 +1,32 @@
+// Package runtime is gohorovod's public API: Horovod's init, rank and size
+// queries and collectives (allreduce, grouped allreduce, allgather,
+// broadcast, alltoall, reducescatter, barrier, join) for Go programs. Import
+// it as hvd:
+//
+//	import hvd "github.com/gohorovod/gohorovod/runtime"
+//
+//	if err := hvd.Init(); err != nil { ... }
+//	defer hvd.Shutdown()
+//	h, err := hvd.AllreduceAsync(grad, "layer1.weight", hvd.Average)
+//	...
+//	err = h.Wait(ctx)
+//
+// One background goroutine per Runtime owns the communicator. Callers only
+// enqueue named requests and get a Handle back. Once per cycle
+// (HOROVOD_CYCLE_TIME, 1 ms by default) the loop negotiates with the other
+// ranks which names every rank has submitted: rank 0 gathers the requests,
+// validates that the ranks agree (Horovod's error texts) and broadcasts the
+// ordered list of operations; in steady state a response cache lets the
+// ranks agree with one bitwise-AND allreduce instead. Ready allreduces are
+// fused into a persistent buffer up to HOROVOD_FUSION_THRESHOLD bytes,
+// reduced with one collective and copied back; then the handles complete.
+//
+// Every call exists as a method on a Runtime; the package-level functions
+// use one default instance (see Default and SetDefault). Several Runtimes
+// can run in one process, each over its own communicator: this is how the
+// tests run N ranks as goroutines over comm.NewGroup.
+//
+// Configuration comes from the HOROVOD_* environment variables, read once by
+// Init through runtime/config (or given with WithConfig). Logging goes
+// through zerolog with a rank field, at HOROVOD_LOG_LEVEL.
+package runtime

@@ -1,0 +1,64 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The texts of Horovod's common errors (horovod/common/common.h).
+const (
+	notInitializedText = "Horovod has not been initialized; use hvd.init()."
+	shutDownText       = "Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution. If the shutdown was caused by an exception, you should see the exception in the log before the first shutdown message."
+	duplicateNameText  = "Requested to allreduce, allgather, or broadcast a tensor with the same name as another tensor that is currently being processed.  If you want to request another tensor, use a different tensor name."
+	adasumPow2Text     = "Running Adasum with non-power of 2 ranks is not supported yet."
+	reducescatterText  = "Reducescatter currently only supports AVERAGE and SUM."
+)
+
+var (
+	// ErrNotInitialized is returned by calls made before Init.
+	ErrNotInitialized = errors.New("hvd: " + notInitializedText)
+	// ErrShutdown is returned by calls made after Shutdown, and delivered to
+	// pending handles when any rank shuts down, the communicator fails or a
+	// stall shuts the job down. Errors that carry a cause wrap it too.
+	ErrShutdown = errors.New("hvd: " + shutDownText)
+	// ErrDuplicateName is returned at enqueue time when a name is already
+	// in flight on this rank.
+	ErrDuplicateName = errors.New("hvd: " + duplicateNameText)
+	// ErrAlreadyInitialized is returned by a second Init of a running
+	// Runtime.
+	ErrAlreadyInitialized = errors.New("hvd: already initialized")
+	// ErrInvalidArgument is wrapped by errors for arguments that one rank
+	// can check alone (unsupported op, bad splits, bad root).
+	ErrInvalidArgument = errors.New("hvd: invalid argument")
+)
+
+// OpError is a negotiation error: the ranks disagree about an operation.
+// Every rank's handle for the tensor gets the same OpError; the runtime
+// keeps working.
+type OpError struct {
+	Name    string // the tensor name
+	Message string // Horovod's text, naming the field and the values
+}
+
+func (e *OpError) Error() string { return fmt.Sprintf("hvd: %s: %s", e.Name, e.Message) }
+
+// shutdownError is ErrShutdown with the cause that led to it.
+type shutdownError struct{ cause error }
+
+func (e *shutdownError) Error() string {
+	if e.cause == nil {
+		return ErrShutdown.Error()
+	}
+	return ErrShutdown.Error() + " Cause: " + e.cause.Error()
+}
+
+func (e *shutdownError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrShutdown}
+	}
+	return []error{ErrShutdown, e.cause}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,103 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// counting wraps a Communicator and counts the collectives the loop issues.
+type counting struct {
+	comm.Communicator
+	dataAllreduce atomic.Int64 // allreduces other than the bit-vector agreement
+	gathers       atomic.Int64
+}
+
+func (c *counting) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
+	if op != tensor.BitAnd && op != tensor.BitOr {
+		c.dataAllreduce.Add(1)
+	}
+	return c.Communicator.Allreduce(buf, op)
+}
+
+func (c *counting) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
+	c.gathers.Add(1)
+	return c.Communicator.Gatherv(send, recv, counts, root)
+}
+
+func testConfig() config.Config {
+	cfg := config.Default()
+	cfg.CycleTime = time.Millisecond
+	cfg.FusionThreshold = 1 << 20
+	return cfg
+}
+
+type cluster struct {
+	rts    []*Runtime
+	counts []*counting
+}
+
+// startCluster runs n runtimes over one in-memory group.
+func startCluster(t *testing.T, n int, cfg config.Config) *cluster {
+	t.Helper()
+	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
+	c := &cluster{rts: make([]*Runtime, n), counts: make([]*counting, n)}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		c.rts[i] = new(Runtime)
+		c.counts[i] = &counting{Communicator: group[i]}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = c.rts[i].Init(WithCommunicator(c.counts[i]), WithConfig(cfg), WithLogger(zerolog.Nop()))
+		}(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d init: %v", i, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, r := range c.rts {
+			r.Shutdown()
+		}
+		group[0].Close()
+	})
+	return c
+}
+
+// each runs fn on every rank concurrently and reports errors.
+func (c *cluster) each(t *testing.T, fn func(r *Runtime, rank int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.rts))
+	for i, r := range c.rts {
+		wg.Add(1)
+		go func(i int, r *Runtime) {
+			defer wg.Done()
+			errs[i] = fn(r, i)
+		}(i, r)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", i, err)
+		}
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,384 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/cache"
+	"github.com/gohorovod/gohorovod/runtime/internal/fusion"
+	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
+	"github.com/gohorovod/gohorovod/runtime/internal/stall"
+	"github.com/gohorovod/gohorovod/runtime/internal/timeline"
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// loop is the background goroutine's state: it alone touches the
+// communicator, the cache, the coordinator and the fusion buffer.
+type loop struct {
+	r          *Runtime
+	com        comm.Communicator
+	rank, size int
+	cfg        config.Config
+	log        zerolog.Logger
+	stopReq    <-chan struct{}
+
+	cache    *cache.Cache
+	sync     cache.Sync
+	coord    *negotiate.Coordinator // rank 0 only
+	planner  fusion.Planner
+	stall    *stall.Inspector
+	tl       *timeline.Timeline // rank 0 with HOROVOD_TIMELINE only
+	fusion   []byte             // persistent fusion buffer, grown up to the threshold
+	chunk    int                // bytes per collective call on large buffers; 0: no chunking
+	joined   bool
+	stallErr error
+	invalid  map[string]bool // cached names to force through negotiation
+	checker  comm.AgreementChecker
+
+	// Reused from cycle to cycle.
+	msgs, hits, uncached, back []*entry
+	hitBits, common, inv       []int
+	responses                  []wire.Response
+	ents                       []*entry
+	reqList                    wire.RequestList
+	sendBuf, recvBuf           []byte
+	syncT, invT                *tensor.Tensor
+	lenMine, lens              []int64
+	ones                       []int
+	counts                     []int
+}
+
+func newLoop(r *Runtime) (*loop, error) {
+	l := &loop{
+		r: r, com: r.com, rank: r.rank, size: r.size, cfg: r.cfg, log: r.log, stopReq: r.stopReq,
+		cache:   cache.New(r.cfg.CacheCapacity, r.rank),
+		invalid: make(map[string]bool),
+		chunk:   defaultChunkBytes,
+		lenMine: make([]int64, 1),
+		lens:    make([]int64, r.size),
+		ones:    make([]int, r.size),
+		counts:  make([]int, r.size),
+	}
+	for i := range l.ones {
+		l.ones[i] = 1
+	}
+	// Negotiation guarantees that the ranks' arguments agree, so the
+	// transport's own agreement check (one extra collective per call) is
+	// off, except while negotiating.
+	if c, ok := l.com.(comm.AgreementChecker); ok {
+		l.checker = c
+		c.SetCheck(false)
+	}
+	if l.rank == 0 {
+		l.coord = negotiate.New(l.size)
+	}
+	s, warning := stall.New(stall.Config{Disabled: r.cfg.StallCheckDisable, Warn: r.cfg.StallCheckTime,
+		Shutdown: r.cfg.StallShutdownTime})
+	if warning != "" && l.rank == 0 {
+		l.log.Warn().Msg(warning)
+	}
+	l.stall = s
+	if r.cfg.Timeline != "" && l.rank == 0 {
+		tl, err := timeline.Open(r.cfg.Timeline, time.Now(), r.cfg.TimelineMarkCycles)
+		if err != nil {
+			return nil, err
+		}
+		l.tl = tl
+	}
+	return l, nil
+}
+
+// defaultChunkBytes is the largest buffer handed to one collective call;
+// larger fused buffers and tensors are reduced in chunks of this size so
+// that the transport's temporaries stay in cache (chosen from the sweep in
+// cmd/hvdbench; see the package README of cmd/hvdbench).
+const defaultChunkBytes = 0
+
+func (l *loop) run() {
+	var cause error
+	defer func() {
+		if l.tl != nil {
+			if err := l.tl.Close(); err != nil {
+				l.log.Error().Err(err).Msg("closing the timeline")
+			}
+		}
+		if cause == nil {
+			cause = l.stallErr
+		}
+		l.r.loopExited(cause)
+		l.r.q.close(&shutdownError{cause: cause})
+		close(l.r.stopped)
+	}()
+	next := time.Now()
+	for {
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d)
+		}
+		next = time.Now().Add(l.cfg.CycleTime)
+		stop, err := l.cycle()
+		if err != nil {
+			l.log.Error().Err(err).Msg("Horovod background loop uncaught exception")
+			cause = err
+			return
+		}
+		if stop {
+			l.log.Debug().Msg("background loop stopping: shutdown requested")
+			return
+		}
+	}
+}
+
+func (l *loop) shutdownRequested() bool {
+	select {
+	case <-l.stopReq:
+		return true
+	default:
+		return false
+	}
+}
+
+// words wraps a []uint64 in a reusable tensor.
+func wordsTensor(t **tensor.Tensor, w []uint64) *tensor.Tensor {
+	if *t == nil || (*t).Len() != len(w) || &(*t).Uint64s()[0] != &w[0] {
+		*t = tensor.FromUint64(w)
+	}
+	return *t
+}
+
+// cycle runs one negotiation and performs what is ready. It returns true
+// when every rank must stop.
+func (l *loop) cycle() (bool, error) {
+	now := time.Now()
+	if l.tl != nil {
+		l.tl.MarkCycle(now)
+	}
+	l.msgs = l.r.q.pop(l.msgs[:0])
+	l.sync.Reset(l.cache.Bits())
+	l.hits, l.uncached, l.back, l.hitBits = l.hits[:0], l.uncached[:0], l.back[:0], l.hitBits[:0]
+	useCache := l.cache.Capacity() > 0
+	for _, e := range l.msgs {
+		switch e.req.Type {
+		case wire.Join:
+			l.joined = true
+			l.uncached = append(l.uncached, e)
+			continue
+		case wire.Barrier:
+			l.uncached = append(l.uncached, e)
+			continue
+		}
+		if !useCache {
+			l.uncached = append(l.uncached, e)
+			continue
+		}
+		st, bit := l.cache.Lookup(&e.req)
+		if st == cache.Hit && len(l.invalid) > 0 && l.invalid[e.req.Name] {
+			delete(l.invalid, e.req.Name)
+			st = cache.Invalid
+		}
+		switch st {
+		case cache.Hit:
+			l.sync.Hit(bit)
+			l.hits = append(l.hits, e)
+			l.hitBits = append(l.hitBits, bit)
+		case cache.Invalid:
+			l.sync.MarkInvalid(bit)
+			l.uncached = append(l.uncached, e)
+		default:
+			l.uncached = append(l.uncached, e)
+		}
+	}
+	if l.joined {
+		l.sync.HitAll()
+	}
+	if l.shutdownRequested() || l.stallErr != nil {
+		l.sync.SetShutdown()
+	}
+	if len(l.uncached) > 0 {
+		l.sync.SetUncached()
+	}
+	if l.stall.Enabled() {
+		for _, name := range l.stall.StaleCached(now) {
+			l.invalid[name] = true
+		}
+		if l.coord != nil && l.stall.Due(now) {
+			if rep, ok := l.stall.Check(now, l.size, l.coord.Pending()); ok {
+				if rep.Shutdown {
+					l.log.Error().Msg(rep.Message)
+					l.stallErr = errors.New("hvd: stall inspector: " + rep.Message)
+					l.sync.SetShutdown()
+				} else {
+					l.log.Warn().Msg(rep.Message)
+				}
+			}
+		}
+	}
+
+	// The agreement: one bitwise-AND allreduce, plus an OR when some rank
+	// found a cached entry with changed parameters.
+	if err := l.com.Allreduce(wordsTensor(&l.syncT, l.sync.Words()), tensor.BitAnd); err != nil {
+		return false, fmt.Errorf("cache agreement: %w", err)
+	}
+	if l.sync.Invalid() {
+		if err := l.com.Allreduce(wordsTensor(&l.invT, l.sync.InvalidWords()), tensor.BitOr); err != nil {
+			return false, fmt.Errorf("cache invalidation: %w", err)
+		}
+		l.inv = l.sync.AppendInvalid(l.inv[:0])
+		for _, bit := range l.inv {
+			l.cache.Erase(bit)
+		}
+	}
+	l.common = l.sync.AppendCommonHits(l.common[:0])
+	for i, e := range l.hits {
+		bit := l.hitBits[i]
+		if l.sync.IsHit(bit) && l.cache.Has(bit) {
+			l.stall.RemoveCached(e.req.Name)
+			continue
+		}
+		l.back = append(l.back, e)
+		l.stall.ObserveCached(e.req.Name, now)
+	}
+	l.responses = l.responses[:0]
+	for _, bit := range l.common {
+		if l.cache.Has(bit) {
+			l.responses = append(l.responses, *l.cache.Get(bit))
+		}
+	}
+	shutdown := l.sync.Shutdown()
+	if l.sync.Uncached() {
+		list, err := l.negotiate()
+		if err != nil {
+			return false, err
+		}
+		for i := range list.Responses {
+			if l.cache.Put(&list.Responses[i]) {
+				l.log.Warn().Msg(cache.EvictionWarning)
+			}
+		}
+		l.responses = append(l.responses, list.Responses...)
+		shutdown = shutdown || list.Shutdown
+	}
+	l.r.q.pushFront(l.back)
+	clear(l.msgs)
+	if shutdown {
+		// Every rank stops; pending operations fail with ErrShutdown.
+		return true, nil
+	}
+	for _, resp := range l.planner.Plan(l.responses, l.cfg.FusionThreshold) {
+		if err := l.perform(&resp); err != nil {
+			return false, err
+		}
+	}
+	if l.tl != nil {
+		if err := l.tl.Flush(); err != nil {
+			l.log.Error().Err(err).Msg("timeline")
+		}
+	}
+	return false, nil
+}
+
+// negotiate is the slow path: every rank sends its uncached requests to rank
+// 0, which validates them and broadcasts the ordered responses.
+func (l *loop) negotiate() (wire.ResponseList, error) {
+	if l.checker != nil {
+		l.checker.SetCheck(true)
+		defer l.checker.SetCheck(false)
+	}
+	l.reqList.Requests = l.reqList.Requests[:0]
+	for _, e := range l.uncached {
+		l.reqList.Requests = append(l.reqList.Requests, e.req)
+	}
+	l.reqList.Shutdown = l.shutdownRequested()
+	l.sendBuf = wire.AppendRequestList(l.sendBuf[:0], &l.reqList)
+	l.lenMine[0] = int64(len(l.sendBuf))
+	if err := l.com.Allgatherv(tensor.FromInt64(l.lenMine), tensor.FromInt64(l.lens), l.ones); err != nil {
+		return wire.ResponseList{}, fmt.Errorf("gathering request sizes: %w", err)
+	}
+	total := 0
+	for r, n := range l.lens {
+		l.counts[r] = int(n)
+		total += int(n)
+	}
+	send, err := tensor.FromBytes(tensor.Uint8, l.sendBuf)
+	if err != nil {
+		return wire.ResponseList{}, err
+	}
+	var recv *tensor.Tensor
+	if l.rank == 0 {
+		if cap(l.recvBuf) < total {
+			l.recvBuf = make([]byte, total)
+		}
+		if recv, err = tensor.FromBytes(tensor.Uint8, l.recvBuf[:total]); err != nil {
+			return wire.ResponseList{}, err
+		}
+	}
+	if err := l.com.Gatherv(send, recv, l.counts, 0); err != nil {
+		return wire.ResponseList{}, fmt.Errorf("gathering requests: %w", err)
+	}
+	var body []byte
+	var out wire.ResponseList
+	if l.rank == 0 {
+		off := 0
+		for r := 0; r < l.size; r++ {
+			list, err := wire.DecodeRequestList(l.recvBuf[off : off+l.counts[r]])
+			if err != nil {
+				return out, fmt.Errorf("requests from rank %d: %w", r, err)
+			}
+			off += l.counts[r]
+			if err := l.coord.Add(r, &list); err != nil {
+				return out, err
+			}
+		}
+		out = l.coord.Responses()
+		now := time.Now()
+		for _, ev := range l.coord.Events() {
+			switch ev.Kind {
+			case negotiate.Started:
+				l.stall.Observe(ev.Name, now)
+				if l.tl != nil {
+					l.tl.NegotiateStart(ev.Name, ev.Type.String(), now)
+				}
+			case negotiate.RankReady:
+				if l.tl != nil {
+					l.tl.NegotiateRankReady(ev.Name, int(ev.Rank), now)
+				}
+			case negotiate.Finished:
+				l.stall.Remove(ev.Name)
+				if l.tl != nil {
+					l.tl.NegotiateEnd(ev.Name, now)
+				}
+			}
+		}
+		body = wire.AppendResponseList(l.sendBuf[:0], &out)
+		l.sendBuf = body
+		l.lenMine[0] = int64(len(body))
+	}
+	if err := l.com.Bcast(tensor.FromInt64(l.lenMine), 0); err != nil {
+		return out, fmt.Errorf("broadcasting response size: %w", err)
+	}
+	n := int(l.lenMine[0])
+	if l.rank != 0 {
+		if cap(l.recvBuf) < n {
+			l.recvBuf = make([]byte, n)
+		}
+		body = l.recvBuf[:n]
+	}
+	bt, err := tensor.FromBytes(tensor.Uint8, body)
+	if err != nil {
+		return out, err
+	}
+	if err := l.com.Bcast(bt, 0); err != nil {
+		return out, fmt.Errorf("broadcasting responses: %w", err)
+	}
+	if l.rank != 0 {
+		if out, err = wire.DecodeResponseList(body); err != nil {
+			return out, fmt.Errorf("responses from rank 0: %w", err)
+		}
+	}
+	return out, nil
+}

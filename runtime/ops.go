@@ -1,0 +1,448 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"time"
+
+	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// CallOption adjusts one collective call.
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	prescale, postscale float64
+}
+
+// Prescale multiplies the input by f before the reduction.
+func Prescale(f float64) CallOption { return func(o *callOptions) { o.prescale = f } }
+
+// Postscale multiplies the result by f after the reduction.
+func Postscale(f float64) CallOption { return func(o *callOptions) { o.postscale = f } }
+
+func callOpts(opts []CallOption) callOptions {
+	o := callOptions{prescale: 1, postscale: 1}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// opName prefixes a user's tensor name with the operation, as Horovod's
+// bindings do ("allreduce.<name>"), or makes an automatic name; ranks must
+// issue unnamed operations in the same order.
+func (r *Runtime) opName(prefix, name string) string {
+	if name != "" {
+		return prefix + "." + name
+	}
+	r.mu.Lock()
+	r.counter++
+	n := r.counter
+	r.mu.Unlock()
+	return prefix + ".noname." + strconv.FormatUint(n, 10)
+}
+
+func shapeOf(t *tensor.Tensor) []int64 {
+	s := t.Shape()
+	out := make([]int64, len(s))
+	for i, d := range s {
+		out[i] = int64(d)
+	}
+	return out
+}
+
+func deviceOf(t *tensor.Tensor) int32 {
+	d := t.Device()
+	if d.Kind == tensor.CPU {
+		return wire.CPU
+	}
+	return int32(d.Index)
+}
+
+func (r *Runtime) newEntry(typ wire.RequestType, name string, in, out *tensor.Tensor, h *Handle, idx int) *entry {
+	return &entry{
+		req: wire.Request{Rank: int32(r.rank), Type: typ, DType: in.DType(), Name: name, Device: deviceOf(in),
+			Shape: shapeOf(in), Prescale: 1, Postscale: 1},
+		in: in, out: out, h: h, idx: idx, enqueued: time.Now(),
+	}
+}
+
+func checkTensor(t *tensor.Tensor) error {
+	if t == nil {
+		return invalid("nil tensor")
+	}
+	if t.Device().Kind != tensor.CPU {
+		return invalid("tensor on %v: only host tensors are supported by this runtime", t.Device())
+	}
+	return nil
+}
+
+func (r *Runtime) checkReduce(op ReduceOp, dt tensor.DType) error {
+	if !op.Valid() {
+		return invalid("unknown reduction %v", op)
+	}
+	if op == Adasum {
+		if r.size&(r.size-1) != 0 || bits.OnesCount(uint(r.size)) != 1 {
+			return fmt.Errorf("%w: %s", ErrInvalidArgument, adasumPow2Text)
+		}
+		if dt != tensor.Float32 && dt != tensor.Float64 {
+			return invalid("Adasum supports float32 and float64 tensors, not %v", dt)
+		}
+	}
+	return nil
+}
+
+func (r *Runtime) enqueue(es ...*entry) error {
+	if err := r.checkRunning(); err != nil {
+		return err
+	}
+	return r.q.add(es...)
+}
+
+func (r *Runtime) allreduceAsync(ts []*tensor.Tensor, name string, op ReduceOp, inPlace bool, opts []CallOption) (*Handle, error) {
+	if err := r.checkRunning(); err != nil {
+		return nil, err
+	}
+	o := callOpts(opts)
+	h := newHandle(len(ts))
+	es := make([]*entry, len(ts))
+	base := r.opName("allreduce", name)
+	for i, t := range ts {
+		if err := checkTensor(t); err != nil {
+			return nil, err
+		}
+		if err := r.checkReduce(op, t.DType()); err != nil {
+			return nil, err
+		}
+		out := t
+		if !inPlace {
+			out = tensor.New(t.DType(), t.Shape()...)
+		}
+		n := base
+		if len(ts) > 1 {
+			n = fmt.Sprintf("%s_%dof%d", base, i+1, len(ts))
+		}
+		typ := wire.Allreduce
+		if op == Adasum {
+			typ = wire.Adasum
+		}
+		e := r.newEntry(typ, n, t, out, h, i)
+		e.req.Op, e.req.Prescale, e.req.Postscale = op, o.prescale, o.postscale
+		es[i] = e
+	}
+	if err := r.enqueue(es...); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// AllreduceAsync enqueues an allreduce of t under name and returns its
+// handle; the result is a new tensor (Handle.Output). An empty name gets an
+// automatic one (ranks must then call in the same order).
+func (r *Runtime) AllreduceAsync(t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
+	return r.allreduceAsync([]*tensor.Tensor{t}, name, op, false, opts)
+}
+
+// AllreduceAsyncInPlace is AllreduceAsync that leaves the result in t.
+func (r *Runtime) AllreduceAsyncInPlace(t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
+	return r.allreduceAsync([]*tensor.Tensor{t}, name, op, true, opts)
+}
+
+// Allreduce combines t across ranks with op and returns the result in a new
+// tensor.
+func (r *Runtime) Allreduce(ctx context.Context, t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*tensor.Tensor, error) {
+	h, err := r.AllreduceAsync(t, name, op, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Wait(ctx); err != nil {
+		return nil, err
+	}
+	return h.Output(), nil
+}
+
+// AllreduceInPlace combines t across ranks with op, in place.
+func (r *Runtime) AllreduceInPlace(ctx context.Context, t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) error {
+	h, err := r.AllreduceAsyncInPlace(t, name, op, opts...)
+	if err != nil {
+		return err
+	}
+	return h.Wait(ctx)
+}
+
+// GroupedAllreduceAsync enqueues the allreduce of several tensors under one
+// handle; they are negotiated separately (named "<name>_<i>of<n>") and fused
+// where they fit. Results are new tensors (Handle.Outputs).
+func (r *Runtime) GroupedAllreduceAsync(ts []*tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
+	if len(ts) == 0 {
+		return nil, invalid("grouped allreduce of no tensors")
+	}
+	return r.allreduceAsync(ts, name, op, false, opts)
+}
+
+// GroupedAllreduceAsyncInPlace is GroupedAllreduceAsync leaving the results
+// in the input tensors.
+func (r *Runtime) GroupedAllreduceAsyncInPlace(ts []*tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
+	if len(ts) == 0 {
+		return nil, invalid("grouped allreduce of no tensors")
+	}
+	return r.allreduceAsync(ts, name, op, true, opts)
+}
+
+// GroupedAllreduce reduces several tensors and returns new result tensors.
+func (r *Runtime) GroupedAllreduce(ctx context.Context, ts []*tensor.Tensor, name string, op ReduceOp, opts ...CallOption) ([]*tensor.Tensor, error) {
+	h, err := r.GroupedAllreduceAsync(ts, name, op, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Wait(ctx); err != nil {
+		return nil, err
+	}
+	return h.Outputs(), nil
+}
+
+// AllgatherAsync enqueues an allgather: the result concatenates every
+// rank's t along the first dimension, in rank order. The first dimension may
+// differ across ranks; the others must agree.
+func (r *Runtime) AllgatherAsync(t *tensor.Tensor, name string) (*Handle, error) {
+	if err := r.checkRunning(); err != nil {
+		return nil, err
+	}
+	if err := checkTensor(t); err != nil {
+		return nil, err
+	}
+	h := newHandle(1)
+	if err := r.enqueue(r.newEntry(wire.Allgather, r.opName("allgather", name), t, nil, h, 0)); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Allgather is the blocking form of AllgatherAsync.
+func (r *Runtime) Allgather(ctx context.Context, t *tensor.Tensor, name string) (*tensor.Tensor, error) {
+	h, err := r.AllgatherAsync(t, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Wait(ctx); err != nil {
+		return nil, err
+	}
+	return h.Output(), nil
+}
+
+func (r *Runtime) broadcastAsync(t *tensor.Tensor, root int, name string, inPlace bool) (*Handle, error) {
+	if err := r.checkRunning(); err != nil {
+		return nil, err
+	}
+	if err := checkTensor(t); err != nil {
+		return nil, err
+	}
+	if root < 0 || root >= r.size {
+		return nil, invalid("broadcast received invalid root rank %d for provided process set", root)
+	}
+	out := t
+	if !inPlace {
+		out = tensor.New(t.DType(), t.Shape()...)
+	}
+	h := newHandle(1)
+	e := r.newEntry(wire.Broadcast, r.opName("broadcast", name), t, out, h, 0)
+	e.req.Root = int32(root)
+	if err := r.enqueue(e); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// BroadcastAsync enqueues a broadcast of root's t; the result is a new
+// tensor on every rank (t is not modified).
+func (r *Runtime) BroadcastAsync(t *tensor.Tensor, root int, name string) (*Handle, error) {
+	return r.broadcastAsync(t, root, name, false)
+}
+
+// BroadcastAsyncInPlace enqueues a broadcast that overwrites t with root's.
+func (r *Runtime) BroadcastAsyncInPlace(t *tensor.Tensor, root int, name string) (*Handle, error) {
+	return r.broadcastAsync(t, root, name, true)
+}
+
+// Broadcast returns root's t on every rank, in a new tensor.
+func (r *Runtime) Broadcast(ctx context.Context, t *tensor.Tensor, root int, name string) (*tensor.Tensor, error) {
+	h, err := r.BroadcastAsync(t, root, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Wait(ctx); err != nil {
+		return nil, err
+	}
+	return h.Output(), nil
+}
+
+// BroadcastInPlace overwrites t with root's t.
+func (r *Runtime) BroadcastInPlace(ctx context.Context, t *tensor.Tensor, root int, name string) error {
+	h, err := r.BroadcastAsyncInPlace(t, root, name)
+	if err != nil {
+		return err
+	}
+	return h.Wait(ctx)
+}
+
+// AlltoallAsync enqueues an alltoall: rows splits[i] of t (in order along
+// the first dimension) go to rank i; with nil splits the first dimension is
+// divided equally. The result concatenates the rows received from each
+// rank, in rank order; Handle.ReceivedSplits says how many came from each.
+func (r *Runtime) AlltoallAsync(t *tensor.Tensor, splits []int, name string) (*Handle, error) {
+	if err := r.checkRunning(); err != nil {
+		return nil, err
+	}
+	if err := checkTensor(t); err != nil {
+		return nil, err
+	}
+	if len(t.Shape()) == 0 {
+		return nil, invalid("alltoall of a rank-zero tensor")
+	}
+	rows := t.Shape()[0]
+	if splits == nil {
+		if rows%r.size != 0 {
+			return nil, invalid("splits not provided, but first dimension of tensor is not an even multiple of the number of workers.")
+		}
+		splits = make([]int, r.size)
+		for i := range splits {
+			splits[i] = rows / r.size
+		}
+	} else {
+		if len(splits) != r.size {
+			return nil, invalid("Number of entries in splits does not equal number of workers.")
+		}
+		sum := 0
+		for _, s := range splits {
+			if s < 0 {
+				return nil, invalid("negative entry in splits")
+			}
+			sum += s
+		}
+		if sum > rows {
+			return nil, invalid("Sum of splits entries is greater than the first dimension of tensor.")
+		}
+		splits = append([]int(nil), splits...)
+	}
+	h := newHandle(1)
+	e := r.newEntry(wire.Alltoall, r.opName("alltoall", name), t, nil, h, 0)
+	e.splits = splits
+	if err := r.enqueue(e); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Alltoall is the blocking form of AlltoallAsync; it returns the received
+// tensor and the received splits.
+func (r *Runtime) Alltoall(ctx context.Context, t *tensor.Tensor, splits []int, name string) (*tensor.Tensor, []int, error) {
+	h, err := r.AlltoallAsync(t, splits, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := h.Wait(ctx); err != nil {
+		return nil, nil, err
+	}
+	return h.Output(), h.ReceivedSplits(), nil
+}
+
+// ReducescatterRows returns how many rows of a first dimension of dim0 rank
+// receives from a reducescatter over size ranks: the first dim0%size ranks
+// get one extra row.
+func ReducescatterRows(dim0, size, rank int) int {
+	n := dim0 / size
+	if rank < dim0%size {
+		n++
+	}
+	return n
+}
+
+// ReducescatterAsync enqueues a reducescatter: t is reduced across ranks
+// (Sum or Average) and each rank receives its share of the first dimension
+// (see ReducescatterRows) in a new tensor.
+func (r *Runtime) ReducescatterAsync(t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
+	if err := r.checkRunning(); err != nil {
+		return nil, err
+	}
+	if err := checkTensor(t); err != nil {
+		return nil, err
+	}
+	if op != Sum && op != Average {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidArgument, reducescatterText)
+	}
+	o := callOpts(opts)
+	if op == Average {
+		o.postscale /= float64(r.size)
+	}
+	var out *tensor.Tensor
+	if s := t.Shape(); len(s) > 0 {
+		shape := append([]int(nil), s...)
+		shape[0] = ReducescatterRows(s[0], r.size, r.rank)
+		out = tensor.New(t.DType(), shape...)
+	}
+	h := newHandle(1)
+	e := r.newEntry(wire.Reducescatter, r.opName("reducescatter", name), t, out, h, 0)
+	e.req.Op, e.req.Prescale, e.req.Postscale = op, o.prescale, o.postscale
+	if err := r.enqueue(e); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Reducescatter is the blocking form of ReducescatterAsync.
+func (r *Runtime) Reducescatter(ctx context.Context, t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*tensor.Tensor, error) {
+	h, err := r.ReducescatterAsync(t, name, op, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Wait(ctx); err != nil {
+		return nil, err
+	}
+	return h.Output(), nil
+}
+
+func (r *Runtime) control(typ wire.RequestType, name string) (*Handle, error) {
+	if err := r.checkRunning(); err != nil {
+		return nil, err
+	}
+	h := newHandle(1)
+	e := &entry{req: wire.Request{Rank: int32(r.rank), Type: typ, Name: name, Device: wire.CPU, Prescale: 1, Postscale: 1},
+		h: h, enqueued: time.Now()}
+	if err := r.enqueue(e); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Barrier returns once every rank has called it.
+func (r *Runtime) Barrier(ctx context.Context) error {
+	h, err := r.control(wire.Barrier, negotiate.BarrierName)
+	if err != nil {
+		return err
+	}
+	return h.Wait(ctx)
+}
+
+// JoinAsync is the asynchronous form of Join; Handle.LastJoinedRank gives
+// the result.
+func (r *Runtime) JoinAsync() (*Handle, error) { return r.control(wire.Join, negotiate.JoinName) }
+
+// Join tells the other ranks that this rank has run out of data: until every
+// rank has joined, their allreduces complete with zeros from this rank, and
+// allgather, broadcast, alltoall and reducescatter fail. It returns, on
+// every rank, the rank that joined last.
+func (r *Runtime) Join(ctx context.Context) (int, error) {
+	h, err := r.JoinAsync()
+	if err != nil {
+		return -1, err
+	}
+	if err := h.Wait(ctx); err != nil {
+		return -1, err
+	}
+	return h.LastJoinedRank(), nil
+}

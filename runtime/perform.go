@@ -1,0 +1,358 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// Timeline activity names (Horovod's).
+const (
+	actQueue      = "QUEUE"
+	actMemcpyIn   = "MEMCPY_IN_FUSION_BUFFER"
+	actMemcpyOut  = "MEMCPY_OUT_FUSION_BUFFER"
+	actAllreduce  = "MPI_ALLREDUCE"
+	actAllgather  = "MPI_ALLGATHER"
+	actBcast      = "MPI_BCAST"
+	actAlltoall   = "MPI_ALLTOALL"
+	actReduceScat = "MPI_REDUCESCATTER"
+	actBarrier    = "MPI_BARRIER"
+	actAdasum     = "MPI_ADASUM"
+)
+
+func toTensorOp(op wire.ReduceOp) tensor.ReduceOp {
+	switch op {
+	case wire.Min:
+		return tensor.Min
+	case wire.Max:
+		return tensor.Max
+	case wire.Product:
+		return tensor.Product
+	}
+	return tensor.Sum
+}
+
+func intShape(s []int64) []int {
+	out := make([]int, len(s))
+	for i, d := range s {
+		out[i] = int(d)
+	}
+	return out
+}
+
+func rowElems(shape []int64) int {
+	n := 1
+	for _, d := range shape[1:] {
+		n *= int(d)
+	}
+	return n
+}
+
+// tlStart opens the timeline spans of the entries of one response.
+func (l *loop) tlStart(ents []*entry, op string, now time.Time) {
+	if l.tl == nil {
+		return
+	}
+	for _, e := range ents {
+		l.tl.Start(e.req.Name, op, now)
+		if !e.enqueued.IsZero() {
+			l.tl.ActivityStart(e.req.Name, actQueue, e.enqueued)
+			l.tl.ActivityEnd(e.req.Name, now)
+		}
+	}
+}
+
+func (l *loop) tlActivity(ents []*entry, act string, start, end time.Time) {
+	if l.tl == nil {
+		return
+	}
+	for _, e := range ents {
+		l.tl.ActivityStart(e.req.Name, act, start)
+		l.tl.ActivityEnd(e.req.Name, end)
+	}
+}
+
+func (l *loop) tlEnd(ents []*entry, now time.Time) {
+	if l.tl == nil {
+		return
+	}
+	for _, e := range ents {
+		l.tl.End(e.req.Name, e.req.DType.String(), wire.FormatShape(e.req.Shape), now)
+	}
+}
+
+// finish completes the entries of a performed response.
+func finish(ents []*entry) {
+	for _, e := range ents {
+		if e.h == nil {
+			continue
+		}
+		e.h.outs[e.idx] = e.out
+		e.h.finishOne()
+	}
+}
+
+// collectiveErr decides what a communicator error means: arguments that
+// disagree are the operation's error, anything else stops the runtime.
+func collectiveErr(ents []*entry, err error) error {
+	var mm *comm.MismatchError
+	if errors.As(err, &mm) {
+		for _, e := range ents {
+			if e.h != nil {
+				e.h.fail(fmt.Errorf("hvd: %s: %w", e.req.Name, err))
+			}
+		}
+		return nil
+	}
+	return err
+}
+
+// perform executes one response. It returns an error only when the
+// communicator has failed and the runtime must stop.
+func (l *loop) perform(resp *wire.Response) error {
+	switch wire.RequestType(resp.Type) {
+	case wire.Allreduce:
+		return l.allreduce(resp)
+	case wire.Adasum:
+		return l.adasum(resp)
+	}
+	if resp.Type == wire.Error {
+		for _, name := range resp.Names {
+			if e := l.r.q.take(name); e != nil {
+				e.h.fail(&OpError{Name: name, Message: resp.Error})
+			}
+		}
+		return nil
+	}
+	e := l.r.q.take(resp.Names[0])
+	if e == nil {
+		return fmt.Errorf("internal: response %v for %q, which this rank did not submit", resp.Type, resp.Names[0])
+	}
+	l.ents = append(l.ents[:0], e)
+	start := time.Now()
+	l.tlStart(l.ents, resp.Type.String(), start)
+	var err error
+	act := ""
+	switch wire.RequestType(resp.Type) {
+	case wire.Allgather:
+		act = actAllgather
+		err = l.allgather(e, resp)
+	case wire.Broadcast:
+		act = actBcast
+		if l.rank == int(e.req.Root) && e.out != e.in {
+			copy(e.out.Bytes(), e.in.Bytes())
+		}
+		err = l.com.Bcast(e.out, int(e.req.Root))
+	case wire.Alltoall:
+		act = actAlltoall
+		err = l.alltoall(e)
+	case wire.Reducescatter:
+		act = actReduceScat
+		err = l.reducescatter(e, resp)
+	case wire.Barrier:
+		act = actBarrier
+		err = l.com.Barrier()
+	case wire.Join:
+		l.joined = false
+		e.h.joinRank = int(resp.LastJoinedRank)
+	default:
+		err = fmt.Errorf("internal: unknown response type %v", resp.Type)
+	}
+	end := time.Now()
+	if act != "" {
+		l.tlActivity(l.ents, act, start, end)
+	}
+	l.tlEnd(l.ents, end)
+	if err != nil {
+		return collectiveErr(l.ents, err)
+	}
+	finish(l.ents)
+	return nil
+}
+
+// entries takes the entries of an allreduce-like response; a joined rank
+// contributes zeros for names it never submitted.
+func (l *loop) entries(resp *wire.Response) error {
+	l.ents = l.ents[:0]
+	for i, name := range resp.Names {
+		e := l.r.q.take(name)
+		if e == nil {
+			if !l.joined {
+				return fmt.Errorf("internal: response for %q, which this rank did not submit", name)
+			}
+			z := tensor.New(resp.DType, intShape(resp.Shapes[i])...)
+			e = &entry{req: wire.Request{Name: name, Type: wire.RequestType(resp.Type), DType: resp.DType, Shape: resp.Shapes[i]},
+				in: z, out: z}
+		}
+		l.ents = append(l.ents, e)
+	}
+	return nil
+}
+
+func (l *loop) postscale(resp *wire.Response) float64 {
+	post := resp.Postscale
+	if resp.Op == wire.Average {
+		post /= float64(l.size)
+	}
+	return post
+}
+
+// reduceBytes allreduces b (elements of dt) in place, in chunks of at most
+// l.chunk bytes when chunking is on.
+func (l *loop) reduceBytes(b []byte, dt tensor.DType, op tensor.ReduceOp) error {
+	step := len(b)
+	if l.chunk > 0 && l.chunk < step {
+		step = l.chunk - l.chunk%dt.Size()
+	}
+	for off := 0; off < len(b); off += step {
+		end := min(off+step, len(b))
+		t, err := tensor.FromBytes(dt, b[off:end])
+		if err != nil {
+			return err
+		}
+		if err := l.com.Allreduce(t, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fusionBuffer returns the persistent fusion buffer with room for n bytes,
+// growing it (pre-faulted) when needed.
+func (l *loop) fusionBuffer(n int) []byte {
+	if len(l.fusion) < n {
+		size := max(n, min(2*len(l.fusion), int(l.cfg.FusionThreshold)))
+		l.fusion = make([]byte, size)
+		for i := 0; i < size; i += 4096 {
+			l.fusion[i] = 0 // fault every page in now, not inside the collective
+		}
+	}
+	return l.fusion[:n]
+}
+
+func (l *loop) allreduce(resp *wire.Response) error {
+	if err := l.entries(resp); err != nil {
+		return err
+	}
+	dt, op := resp.DType, toTensorOp(resp.Op)
+	pre, post := resp.Prescale, l.postscale(resp)
+	start := time.Now()
+	l.tlStart(l.ents, "ALLREDUCE", start)
+	if len(l.ents) == 1 {
+		e := l.ents[0]
+		if e.out != e.in {
+			copy(e.out.Bytes(), e.in.Bytes())
+		}
+		b := e.out.Bytes()
+		tensor.Scale(dt, b, pre)
+		if err := l.reduceBytes(b, dt, op); err != nil {
+			return collectiveErr(l.ents, err)
+		}
+		tensor.Scale(dt, b, post)
+		end := time.Now()
+		l.tlActivity(l.ents, actAllreduce, start, end)
+		l.tlEnd(l.ents, end)
+		finish(l.ents)
+		return nil
+	}
+	total := 0
+	for _, e := range l.ents {
+		total += len(e.in.Bytes())
+	}
+	buf := l.fusionBuffer(total)
+	off := 0
+	for _, e := range l.ents {
+		off += copy(buf[off:], e.in.Bytes())
+	}
+	tensor.Scale(dt, buf, pre)
+	t1 := time.Now()
+	if err := l.reduceBytes(buf, dt, op); err != nil {
+		return collectiveErr(l.ents, err)
+	}
+	t2 := time.Now()
+	tensor.Scale(dt, buf, post)
+	off = 0
+	for _, e := range l.ents {
+		off += copy(e.out.Bytes(), buf[off:])
+	}
+	end := time.Now()
+	if l.tl != nil {
+		l.tlActivity(l.ents, actMemcpyIn, start, t1)
+		l.tlActivity(l.ents, actAllreduce, t1, t2)
+		l.tlActivity(l.ents, actMemcpyOut, t2, end)
+		l.tlEnd(l.ents, end)
+	}
+	finish(l.ents)
+	return nil
+}
+
+func (l *loop) allgather(e *entry, resp *wire.Response) error {
+	row := rowElems(e.req.Shape)
+	rows := 0
+	for r := 0; r < l.size; r++ {
+		l.counts[r] = int(resp.Sizes[r]) * row
+		rows += int(resp.Sizes[r])
+	}
+	shape := intShape(e.req.Shape)
+	shape[0] = rows
+	e.out = tensor.New(e.req.DType, shape...)
+	return l.com.Allgatherv(e.in, e.out, l.counts)
+}
+
+func (l *loop) alltoall(e *entry) error {
+	n := l.size
+	mine := make([]int64, n)
+	for i, s := range e.splits {
+		mine[i] = int64(s)
+	}
+	all := make([]int64, n*n)
+	counts := make([]int, n)
+	for i := range counts {
+		counts[i] = n
+	}
+	if err := l.com.Allgatherv(tensor.FromInt64(mine), tensor.FromInt64(all), counts); err != nil {
+		return err
+	}
+	row := rowElems(e.req.Shape)
+	recvSplits := make([]int, n)
+	sendCounts := make([]int, n)
+	recvCounts := make([]int, n)
+	sent, rows := 0, 0
+	for r := 0; r < n; r++ {
+		recvSplits[r] = int(all[r*n+l.rank])
+		rows += recvSplits[r]
+		sent += e.splits[r]
+		sendCounts[r] = e.splits[r] * row
+		recvCounts[r] = recvSplits[r] * row
+	}
+	shape := intShape(e.req.Shape)
+	shape[0] = rows
+	e.out = tensor.New(e.req.DType, shape...)
+	if err := l.com.Alltoallv(e.in.Rows(0, sent), sendCounts, e.out, recvCounts); err != nil {
+		return err
+	}
+	e.h.splits = recvSplits
+	return nil
+}
+
+func (l *loop) reducescatter(e *entry, resp *wire.Response) error {
+	shape := resp.Shapes[0]
+	row := rowElems(shape)
+	for r := 0; r < l.size; r++ {
+		l.counts[r] = ReducescatterRows(int(shape[0]), l.size, r) * row
+	}
+	send := e.in
+	if resp.Prescale != 1 {
+		send = e.in.Clone()
+		tensor.ScaleTensor(send, resp.Prescale)
+	}
+	if err := l.com.ReduceScatter(send, e.out, l.counts, tensor.Sum); err != nil {
+		return err
+	}
+	tensor.ScaleTensor(e.out, resp.Postscale)
+	return nil
+}

@@ -1,0 +1,106 @@
+package runtime
+
+import (
+	"sync"
+	"time"
+
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// entry is one tensor of an enqueued operation (Horovod's TensorTableEntry).
+type entry struct {
+	req      wire.Request
+	in, out  *tensor.Tensor
+	splits   []int // alltoall: rows to send to each rank, or nil
+	h        *Handle
+	idx      int // index of this tensor in h.outs
+	enqueued time.Time
+}
+
+// queue is the tensor queue: the table of in-flight names and the FIFO of
+// requests the loop has not yet taken.
+type queue struct {
+	mu     sync.Mutex
+	table  map[string]*entry
+	fifo   []*entry
+	closed error // non-nil once the loop has stopped
+}
+
+func (q *queue) reset() {
+	q.mu.Lock()
+	q.table = make(map[string]*entry)
+	q.fifo = nil
+	q.closed = nil
+	q.mu.Unlock()
+}
+
+// add inserts entries atomically: all names must be free.
+func (q *queue) add(es ...*entry) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed != nil {
+		return q.closed
+	}
+	for i, e := range es {
+		if _, ok := q.table[e.req.Name]; ok {
+			return ErrDuplicateName
+		}
+		for _, f := range es[:i] {
+			if f.req.Name == e.req.Name {
+				return ErrDuplicateName
+			}
+		}
+	}
+	for _, e := range es {
+		q.table[e.req.Name] = e
+		q.fifo = append(q.fifo, e)
+	}
+	return nil
+}
+
+// pop moves the FIFO's entries to dst.
+func (q *queue) pop(dst []*entry) []*entry {
+	q.mu.Lock()
+	dst = append(dst, q.fifo...)
+	clear(q.fifo)
+	q.fifo = q.fifo[:0]
+	q.mu.Unlock()
+	return dst
+}
+
+// pushFront returns entries the loop could not perform yet to the head of
+// the FIFO, in order.
+func (q *queue) pushFront(es []*entry) {
+	if len(es) == 0 {
+		return
+	}
+	q.mu.Lock()
+	q.fifo = append(es[:len(es):len(es)], q.fifo...)
+	q.mu.Unlock()
+}
+
+// take removes name from the table and returns its entry (nil if absent).
+func (q *queue) take(name string) *entry {
+	q.mu.Lock()
+	e := q.table[name]
+	delete(q.table, name)
+	q.mu.Unlock()
+	return e
+}
+
+// close fails every in-flight entry with err and rejects later adds.
+func (q *queue) close(err error) {
+	q.mu.Lock()
+	q.closed = err
+	es := make([]*entry, 0, len(q.table))
+	for _, e := range q.table {
+		es = append(es, e)
+	}
+	q.table = make(map[string]*entry)
+	q.fifo = nil
+	q.mu.Unlock()
+	for _, e := range es {
+		e.h.fail(err)
+	}
+}

@@ -1,0 +1,310 @@
+package runtime
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
+)
+
+// ReduceOp is the reduction of an allreduce or reducescatter, with Horovod's
+// names and numbering.
+type ReduceOp = wire.ReduceOp
+
+// The reductions.
+const (
+	Average = wire.Average // sum, then divide by the number of ranks
+	Sum     = wire.Sum
+	Adasum  = wire.AdasumOp // adaptive summation (power-of-two rank counts)
+	Min     = wire.Min
+	Max     = wire.Max
+	Product = wire.Product
+)
+
+// Option configures Init.
+type Option func(*options)
+
+type options struct {
+	comm    comm.Communicator
+	cfg     *config.Config
+	logger  *zerolog.Logger
+	keepMPI bool
+}
+
+// WithCommunicator runs the runtime over c (for example one member of
+// comm.NewGroup, to run N ranks in one process) instead of MPI. The runtime
+// does not close c at Shutdown.
+func WithCommunicator(c comm.Communicator) Option { return func(o *options) { o.comm = c } }
+
+// WithConfig uses cfg instead of reading the HOROVOD_* environment.
+func WithConfig(cfg config.Config) Option { return func(o *options) { o.cfg = &cfg } }
+
+// WithLogger logs through l (a rank field is added) instead of the default
+// logger, which writes to standard error at HOROVOD_LOG_LEVEL.
+func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.logger = &l } }
+
+// WithoutMPIFinalize keeps MPI initialised at Shutdown (MPI cannot be
+// initialised twice in a process), so that a later Init can run over MPI
+// again; the program then calls comm.FinalizeMPI itself before exiting.
+func WithoutMPIFinalize() Option { return func(o *options) { o.keepMPI = true } }
+
+// newMPI opens the MPI communicator; a variable so that builds without MPI
+// report a clear error (see comm.NewMPI).
+var newMPI = func() (comm.Communicator, error) { return openMPI() }
+
+type state uint8
+
+const (
+	stateNew state = iota
+	stateRunning
+	stateStopped
+)
+
+// Runtime is one member of a data-parallel job: it owns a communicator and
+// the background loop that negotiates and performs collectives over it. The
+// zero value is ready for Init. Its methods are safe for concurrent use.
+type Runtime struct {
+	mu       sync.Mutex
+	st       state
+	stopErr  error // why the loop stopped (nil: clean shutdown)
+	cfg      config.Config
+	log      zerolog.Logger
+	com      comm.Communicator
+	ownsComm bool
+	keepMPI  bool
+
+	rank, size           int
+	localRank, localSize int
+	crossRank, crossSize int
+
+	q       queue
+	stopReq chan struct{} // closed by Shutdown
+	stopped chan struct{} // closed when the loop has exited
+	loop    *loop
+	counter uint64 // for automatic names
+}
+
+// Init starts the runtime: it reads the configuration (once), opens the
+// communicator (MPI unless WithCommunicator is given), learns the local and
+// cross placement and starts the background loop. Every rank must call it.
+func (r *Runtime) Init(opts ...Option) error {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.st == stateRunning {
+		return ErrAlreadyInitialized
+	}
+	cfg := config.Default()
+	if o.cfg != nil {
+		cfg = *o.cfg
+	} else {
+		c, err := config.FromEnv(os.LookupEnv)
+		if err != nil {
+			return fmt.Errorf("hvd: Horovod initialization failed: %w", err)
+		}
+		cfg = c
+	}
+	com := o.comm
+	owns := false
+	if com == nil {
+		c, err := newMPI()
+		if err != nil {
+			return fmt.Errorf("hvd: Horovod initialization failed: %w", err)
+		}
+		com, owns = c, true
+	}
+	rank, size := com.Rank(), com.Size()
+	var log zerolog.Logger
+	if o.logger != nil {
+		log = o.logger.With().Int("rank", rank).Logger()
+	} else {
+		w := zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}
+		if cfg.LogHideTime {
+			w.PartsExclude = []string{zerolog.TimestampFieldName}
+		}
+		log = zerolog.New(w).With().Timestamp().Int("rank", rank).Logger().Level(zlevel(cfg.LogLevel))
+	}
+	local, err := com.SplitLocal()
+	if err != nil {
+		return r.initFailed(com, owns, fmt.Errorf("local communicator: %w", err))
+	}
+	cross, err := com.Split(local.Rank(), rank)
+	if err != nil {
+		local.Close()
+		return r.initFailed(com, owns, fmt.Errorf("cross communicator: %w", err))
+	}
+	r.localRank, r.localSize = local.Rank(), local.Size()
+	r.crossRank, r.crossSize = cross.Rank(), cross.Size()
+	local.Close()
+	cross.Close()
+
+	r.cfg, r.log, r.com, r.ownsComm, r.keepMPI = cfg, log, com, owns, o.keepMPI
+	r.rank, r.size = rank, size
+	r.stopErr = nil
+	r.q.reset()
+	r.stopReq = make(chan struct{})
+	r.stopped = make(chan struct{})
+	l, err := newLoop(r)
+	if err != nil {
+		return r.initFailed(com, owns, err)
+	}
+	r.loop = l
+	r.st = stateRunning
+	go l.run()
+	log.Debug().Int("size", size).Int("local_rank", r.localRank).Int("local_size", r.localSize).
+		Int("cross_rank", r.crossRank).Int("cross_size", r.crossSize).
+		Int64("fusion_threshold", cfg.FusionThreshold).Dur("cycle_time", cfg.CycleTime).
+		Int("cache_capacity", cfg.CacheCapacity).Msg("hvd initialized")
+	return nil
+}
+
+func (r *Runtime) initFailed(com comm.Communicator, owns bool, err error) error {
+	if owns {
+		com.Close()
+	}
+	return fmt.Errorf("hvd: Horovod initialization failed: %w", err)
+}
+
+func zlevel(l config.LogLevel) zerolog.Level {
+	switch l {
+	case config.LevelTrace:
+		return zerolog.TraceLevel
+	case config.LevelDebug:
+		return zerolog.DebugLevel
+	case config.LevelInfo:
+		return zerolog.InfoLevel
+	case config.LevelError:
+		return zerolog.ErrorLevel
+	case config.LevelFatal:
+		return zerolog.FatalLevel
+	}
+	return zerolog.WarnLevel
+}
+
+// Shutdown stops the runtime on every rank: the loop tells the other ranks,
+// all loops stop, and every pending operation on every rank fails with
+// ErrShutdown. It waits for this rank's loop to exit, then closes the
+// communicator if Init opened it. Shutdown of a runtime that is not running
+// returns nil.
+func (r *Runtime) Shutdown() error {
+	r.mu.Lock()
+	if r.st != stateRunning {
+		r.mu.Unlock()
+		return nil
+	}
+	stopReq, stopped := r.stopReq, r.stopped
+	r.mu.Unlock()
+	select {
+	case <-stopReq:
+	default:
+		close(stopReq)
+	}
+	<-stopped
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.st != stateRunning {
+		return nil
+	}
+	r.st = stateStopped
+	if r.ownsComm {
+		if err := r.com.Close(); err != nil {
+			return fmt.Errorf("hvd: shutdown: %w", err)
+		}
+		if !r.keepMPI {
+			if err := comm.FinalizeMPI(); err != nil {
+				return fmt.Errorf("hvd: shutdown: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// loopExited is called by the loop when it stops, with the cause (nil for a
+// clean shutdown requested by some rank).
+func (r *Runtime) loopExited(cause error) {
+	r.mu.Lock()
+	r.stopErr = cause
+	r.mu.Unlock()
+}
+
+// IsInitialized reports whether Init has succeeded and the loop is running.
+func (r *Runtime) IsInitialized() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.st != stateRunning {
+		return false
+	}
+	select {
+	case <-r.stopped:
+		return false
+	default:
+		return true
+	}
+}
+
+func (r *Runtime) placement(v *int) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.st == stateNew {
+		return -1, ErrNotInitialized
+	}
+	return *v, nil
+}
+
+// Rank returns this process's rank in [0, Size()).
+func (r *Runtime) Rank() (int, error) { return r.placement(&r.rank) }
+
+// Size returns the number of ranks.
+func (r *Runtime) Size() (int, error) { return r.placement(&r.size) }
+
+// LocalRank returns this process's rank among the processes on its node.
+func (r *Runtime) LocalRank() (int, error) { return r.placement(&r.localRank) }
+
+// LocalSize returns the number of processes on this node.
+func (r *Runtime) LocalSize() (int, error) { return r.placement(&r.localSize) }
+
+// CrossRank returns the index of this node among the nodes that have a
+// process with this local rank.
+func (r *Runtime) CrossRank() (int, error) { return r.placement(&r.crossRank) }
+
+// CrossSize returns the number of nodes that have a process with this local
+// rank.
+func (r *Runtime) CrossSize() (int, error) { return r.placement(&r.crossSize) }
+
+// Config returns the configuration Init read.
+func (r *Runtime) Config() config.Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg
+}
+
+// checkRunning returns the error for an operation on a runtime that is not
+// running.
+func (r *Runtime) checkRunning() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch r.st {
+	case stateNew:
+		return ErrNotInitialized
+	case stateStopped:
+		return &shutdownError{cause: r.stopErr}
+	}
+	select {
+	case <-r.stopped:
+		return &shutdownError{cause: r.stopErr}
+	default:
+	}
+	return nil
+}
+
+// cycleTime returns the loop period.
+func (r *Runtime) cycleTime() time.Duration { return r.cfg.CycleTime }
