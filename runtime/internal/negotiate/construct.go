@@ -21,7 +21,11 @@ func errorResponse(name string, format string, args ...any) wire.Response {
 // construct validates the requests for one ready name (Horovod's
 // Controller::ConstructResponse: first failing check wins) and builds its
 // response.
+//
+// Requests are compared in rank order, so the texts are the same whatever
+// order the ranks' requests arrived in.
 func (c *Coordinator) construct(name string, reqs []wire.Request) wire.Response {
+	slices.SortFunc(reqs, func(a, b wire.Request) int { return int(a.Rank) - int(b.Rank) })
 	first := &reqs[0]
 	for i := 1; i < len(reqs); i++ {
 		if reqs[i].DType != first.DType {
