@@ -9,7 +9,12 @@
 #include <string.h>
 
 #define NDEV 2
-static __thread int cur = -1; // unset, as on a fresh thread
+// The current device is per thread, as in CUDA. Stricter than CUDA, every
+// call that uses it also forgets it, as if the next call might come from
+// another thread (a goroutine may move): so the package must make the
+// device current in the same C call, every time.
+static __thread int cur = -1;
+static int take(void) { int d = cur; cur = -1; return d; }
 
 int cudaGetDeviceCount(int *n) { *n = NDEV; return 0; }
 int cudaSetDevice(int d) { if (d < 0 || d >= NDEV) return 101; cur = d; return 0; }
@@ -50,6 +55,7 @@ static int find(const void *p, size_t n) {
 }
 
 int cudaMalloc(void **p, size_t n) {
+	int cur = take();
 	if (cur < 0) return 900;
 	if (n > ((size_t)1 << 40)) return 2;
 	for (int i = 0; i < MAXA; i++) {
@@ -68,6 +74,7 @@ int cudaMalloc(void **p, size_t n) {
 }
 
 int cudaFree(void *p) {
+	int cur = take();
 	if (!p) return 0;
 	for (int i = 0; i < MAXA; i++) {
 		if (allocs[i].base == p) {
@@ -84,6 +91,7 @@ int cudaMallocHost(void **p, size_t n) { *p = malloc(n); return *p ? 0 : 2; }
 int cudaFreeHost(void *p) { free(p); return 0; }
 
 static int check(void *dst, const void *src, size_t n, int kind) {
+	int cur = take();
 	if (kind == 1 || kind == 3) { int d = find(dst, n); if (d < 0) return 1; if (d != cur) return 900; }
 	if (kind == 2 || kind == 3) { int d = find(src, n); if (d < 0) return 1; if (d != cur) return 900; }
 	return 0;
@@ -102,6 +110,7 @@ int cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *stream
 }
 
 int cudaMemset(void *dst, int v, size_t n) {
+	int cur = take();
 	int d = find(dst, n);
 	if (d < 0) return 1;
 	if (d != cur) return 900;
@@ -112,7 +121,7 @@ int cudaMemset(void *dst, int v, size_t n) {
 int cudaMemsetAsync(void *dst, int v, size_t n, void *stream) { return cudaMemset(dst, v, n); }
 
 int cudaStreamCreateWithFlags(void **s, unsigned flags) {
-	if (cur < 0) return 900;
+	if (take() < 0) return 900;
 	if (flags != 1) return 1;
 	*s = malloc(16);
 	return 0;
@@ -125,7 +134,7 @@ int cudaEventSynchronize(void *e) { return 0; }
 int cudaEventQuery(void *e) { return ((int *)e)[0] > 0 ? 0 : 600; }
 int cudaEventElapsedTime(float *ms, void *a, void *b) { *ms = 1.5f; return 0; }
 int cudaEventDestroy(void *e) { free(e); return 0; }
-int cudaDeviceSynchronize(void) { return cur < 0 ? 900 : 0; }
+int cudaDeviceSynchronize(void) { return take() < 0 ? 900 : 0; }
 int cudaMemGetInfo(size_t *f, size_t *t) { *f = (size_t)70 << 30; *t = (size_t)80 << 30; return 0; }
 int cudaDeviceGetAttribute(int *v, int attr, int dev) {
 	if (dev < 0 || dev >= NDEV) return 101;

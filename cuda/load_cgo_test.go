@@ -1,0 +1,272 @@
+//go:build cgo
+
+package cuda_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gohorovod/gohorovod/cuda"
+	"github.com/gohorovod/gohorovod/cuda/internal/gpucheck"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// mocks compiles testdata's stand-ins for libcudart and libnccl into dir
+// under their real sonames.
+func mocks(t *testing.T) (cudart, nccl string) {
+	t.Helper()
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc not found: cannot build the mock CUDA libraries")
+	}
+	dir := t.TempDir()
+	cudart = filepath.Join(dir, "libcudart.so.12")
+	nccl = filepath.Join(dir, "libnccl.so.2")
+	for _, b := range [][2]string{{"testdata/mockcudart.c", cudart}, {"testdata/mocknccl.c", nccl}} {
+		if out, err := exec.Command(gcc, "-shared", "-fPIC", "-o", b[1], b[0]).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", b[1], err, out)
+		}
+	}
+	return cudart, nccl
+}
+
+// noCUDA skips when this machine has a real CUDA runtime on the default
+// search path: the not-found tests assume there is none.
+func noCUDA(t *testing.T) {
+	if _, err := cuda.OpenRuntime(cuda.ConfigFromEnv(func(k string) string {
+		if k == cuda.EnvCudartPath || k == cuda.EnvNCCLPath {
+			return ""
+		}
+		return os.Getenv(k)
+	})); err == nil {
+		t.Skip("a CUDA runtime is installed here")
+	}
+}
+
+func TestLoadNotFoundListsEveryAttempt(t *testing.T) {
+	noCUDA(t)
+	empty := t.TempDir()
+	_, err := cuda.OpenRuntime(cuda.LoadConfig{CudartDirs: []string{empty}})
+	var lerr *cuda.LoadError
+	if !errors.As(err, &lerr) {
+		t.Fatalf("OpenRuntime = %v, want a *LoadError", err)
+	}
+	if !errors.Is(err, cuda.ErrUnavailable) {
+		t.Errorf("a load failure must match ErrUnavailable")
+	}
+	msg := err.Error()
+	for _, want := range []string{"CUDA runtime not found", cuda.EnvCudartPath, "tried libcudart.so:", "tried libcudart.so.12:",
+		"tried libcudart.so.11.0:", "cannot open shared object file", "no candidate file in: " + empty} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestLoadOverride(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "libcudart.so.12")
+	tests := []struct {
+		name   string
+		cfg    cuda.LoadConfig
+		nccl   bool
+		want   []string
+		symbol string
+	}{
+		{"missing file", cuda.LoadConfig{CudartPath: missing}, false,
+			[]string{"cannot load the CUDA runtime from GOHOROVOD_CUDART_PATH=" + missing, "No such file or directory"}, ""},
+		{"libm is not the CUDA runtime", cuda.LoadConfig{CudartPath: "libm.so.6"}, false,
+			[]string{"GOHOROVOD_CUDART_PATH=libm.so.6", "lacks symbol cudaGetDeviceCount", "libm.so.6"}, "cudaGetDeviceCount"},
+		{"libc is not NCCL", cuda.LoadConfig{NCCLPath: "libc.so.6"}, true,
+			[]string{"GOHOROVOD_NCCL_PATH=libc.so.6", "lacks symbol ncclGetVersion"}, "ncclGetVersion"},
+		{"empty directory", cuda.LoadConfig{NCCLPath: t.TempDir()}, true,
+			[]string{"libnccl.so.2: cannot open shared object file"}, ""},
+	}
+	cudart, _ := mocks(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			if tc.nccl {
+				rt, rerr := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				_, err = cuda.OpenNCCL(rt, tc.cfg)
+			} else {
+				_, err = cuda.OpenRuntime(tc.cfg)
+			}
+			var lerr *cuda.LoadError
+			if !errors.As(err, &lerr) || !errors.Is(err, cuda.ErrUnavailable) {
+				t.Fatalf("error = %v, want a *LoadError matching ErrUnavailable", err)
+			}
+			if len(lerr.Attempts) == 0 || len(lerr.Searched) != 0 {
+				t.Errorf("an override must be the only thing tried: %+v", lerr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+			var serr *cuda.SymbolError
+			if tc.symbol != "" && (!errors.As(lerr.Attempts[0].Err, &serr) || serr.Symbol != tc.symbol) {
+				t.Errorf("attempt error = %v, want a *SymbolError for %s", lerr.Attempts[0].Err, tc.symbol)
+			}
+		})
+	}
+}
+
+func TestSearchSkipsAnImpostorAndFindsTheLibrary(t *testing.T) {
+	noCUDA(t)
+	cudart, nccl := mocks(t)
+	// The first directory holds libm under the runtime's name; the second
+	// the mock. The search must record the impostor and go on.
+	impostor := t.TempDir()
+	libm := ""
+	for _, d := range []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib/aarch64-linux-gnu"} {
+		if _, err := os.Stat(filepath.Join(d, "libm.so.6")); err == nil {
+			libm = filepath.Join(d, "libm.so.6")
+			break
+		}
+	}
+	if libm == "" {
+		t.Skip("libm.so.6 not found")
+	}
+	if err := os.Symlink(libm, filepath.Join(impostor, "libcudart.so.12")); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartDirs: []string{impostor, filepath.Dir(cudart)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.Path() != cudart || rt.Version() != (cuda.Version{Major: 12, Minor: 4}) {
+		t.Errorf("loaded %s version %v, want %s 12.4", rt.Path(), rt.Version(), cudart)
+	}
+	n, err := cuda.OpenNCCL(rt, cuda.LoadConfig{NCCLDirs: []string{filepath.Dir(nccl)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Path() != nccl || n.Version().String() != "2.21.5" {
+		t.Errorf("NCCL %s %v", n.Path(), n.Version())
+	}
+}
+
+// TestGPUCheckAgainstMocks runs the whole gpucheck program through the real
+// cgo shim against the mock libraries, on device 1 so that a call that
+// forgot to make its device current fails (the mock checks it per thread).
+func TestGPUCheckAgainstMocks(t *testing.T) {
+	cudart, nccl := mocks(t)
+	var out bytes.Buffer
+	cfg := gpucheck.Config{Load: cuda.LoadConfig{CudartPath: cudart, NCCLPath: nccl}, Device: 1, Iters: 2,
+		HostBytes: 1 << 16, NCCL: true, Sizes: []int{1000, 4096, 7}}
+	if err := gpucheck.Run(&out, cfg); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"CUDA runtime 12.4", "driver supports CUDA 12.6", "2 device(s)", "GPU 1 (0000:3b:00.0) sm_90, 132 SMs, 80.0 GiB",
+		"ok   device contract", "fusion copy in (3 tensors)", "ok   NCCL 2.21.5", "PASS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestRuntimeErrorsCarryCUDAStrings(t *testing.T) {
+	cudart, nccl := mocks(t)
+	rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.Malloc(0, 1<<41)
+	var cerr *cuda.Error
+	if !errors.As(err, &cerr) || cerr.Code != 2 || cerr.Name != "cudaErrorMemoryAllocation" || cerr.Msg != "out of memory" {
+		t.Fatalf("Malloc(2 TiB) = %v, want cudaErrorMemoryAllocation", err)
+	}
+	if want := "cuda: cudaMalloc(2199023255552 bytes) on device 0: out of memory (cudaErrorMemoryAllocation, code 2)"; err.Error() != want {
+		t.Errorf("message\n%s\nwant\n%s", err, want)
+	}
+	if _, err := rt.Malloc(7, 8); !errors.As(err, &cerr) || cerr.Name != "cudaErrorInvalidDevice" {
+		t.Errorf("Malloc on device 7 = %v, want cudaErrorInvalidDevice", err)
+	}
+	if _, err := rt.OpenDevice(2); err == nil || !strings.Contains(err.Error(), "device 2 does not exist (2 visible)") {
+		t.Errorf("OpenDevice(2) = %v", err)
+	}
+	if err := rt.FreeHost(make([]byte, 8)); err == nil {
+		t.Errorf("FreeHost of Go memory succeeded")
+	}
+	pinned, err := rt.MallocHost(0, 64)
+	if err != nil || len(pinned) != 64 {
+		t.Fatalf("MallocHost = %d bytes, %v", len(pinned), err)
+	}
+	pinned[63] = 1 // the memory is usable from Go
+	must(t, rt.FreeHost(pinned))
+	if err := rt.FreeHost(pinned); err == nil {
+		t.Errorf("double FreeHost succeeded")
+	}
+
+	// Events: not done before being recorded, done after; elapsed time.
+	s, err := rt.NewStream(0)
+	must(t, err)
+	a, err := rt.NewEvent(0, true)
+	must(t, err)
+	b, err := rt.NewEvent(0, true)
+	must(t, err)
+	if done, err := a.Done(); done || err != nil {
+		t.Errorf("unrecorded event Done = %v, %v; want false, nil (cudaErrorNotReady)", done, err)
+	}
+	must(t, a.Record(s))
+	must(t, b.Record(s))
+	must(t, b.Synchronize())
+	if done, err := b.Done(); !done || err != nil {
+		t.Errorf("recorded event Done = %v, %v", done, err)
+	}
+	if d, err := b.Since(a); err != nil || d != 1500*time.Microsecond {
+		t.Errorf("Since = %v, %v; want 1.5ms", d, err)
+	}
+	must(t, a.Destroy())
+	must(t, b.Destroy())
+	must(t, s.Destroy())
+
+	// NCCL: errors carry NCCL's strings and its last-error detail.
+	n, err := cuda.OpenNCCL(rt, cuda.LoadConfig{NCCLPath: nccl})
+	must(t, err)
+	id, err := n.UniqueID()
+	must(t, err)
+	if string(id[:4]) != "MOCK" || id[127] != 'Z' {
+		t.Errorf("unique id bytes not passed through: %q...%q", id[:4], id[127])
+	}
+	_, err = n.NewComm(0, 1, 0, cuda.UniqueID{})
+	var nerr *cuda.NCCLError
+	if !errors.As(err, &nerr) || nerr.Code != 4 || nerr.Msg != "invalid argument" || nerr.Detail != "mock: last error detail" {
+		t.Errorf("NewComm with a zero id = %v, want ncclInvalidArgument with detail", err)
+	}
+	if _, err := n.NewComm(5, 1, 0, id); !errors.As(err, &cerr) || cerr.Code != 101 {
+		t.Errorf("NewComm on device 5 = %v, want cudaErrorInvalidDevice", err)
+	}
+	c, err := n.NewComm(0, 1, 0, id)
+	must(t, err)
+	p, err := rt.Malloc(0, 64)
+	must(t, err)
+	// A send outside a group is refused by (mock) NCCL, inside one it pairs.
+	if err := c.Send(p, 4, tensor.Float32, 0, nil); !errors.As(err, &nerr) || nerr.Code != 5 {
+		t.Errorf("Send outside a group = %v, want ncclInvalidUsage", err)
+	}
+	if err := c.AllReduce(p, p, 4, tensor.Int32, tensor.BitAnd, nil); err == nil || !strings.Contains(err.Error(), "no band reduction") {
+		t.Errorf("bitwise allreduce = %v", err)
+	}
+	if err := c.Broadcast(p, p, 4, tensor.Int32, 1, nil); err == nil || !strings.Contains(err.Error(), "root 1 is out of range") {
+		t.Errorf("broadcast from rank 1 of 1 = %v", err)
+	}
+	if err := c.AllToAll(p, []int{1, 2}, p, []int{1}, tensor.Int32, nil); err == nil {
+		t.Errorf("AllToAll with the wrong number of counts succeeded")
+	}
+	must(t, c.AsyncError())
+	must(t, c.Destroy())
+	if err := c.AllReduce(p, p, 4, tensor.Float32, tensor.Sum, nil); err == nil || !strings.Contains(err.Error(), "destroyed") {
+		t.Errorf("AllReduce after Destroy = %v", err)
+	}
+	must(t, rt.Free(0, p))
+}
