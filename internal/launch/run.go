@@ -48,6 +48,7 @@ type Launcher struct {
 	LookPath       func(string) (string, error)
 	IsLocal        func(string) bool
 	SSH            SSHRunner
+	SSHRetry       time.Duration // pause between ssh attempts; 0: SSHCheck's default
 	CPUs           int
 	Root           bool
 	Build          BuildInfo
@@ -288,7 +289,7 @@ func (l *Launcher) checkHosts(ctx context.Context, o *Options, s Spec) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	chk := SSHCheck{Port: o.SSHPort, Identity: o.SSHIdentity, Run: l.SSH}
+	chk := SSHCheck{Port: o.SSHPort, Identity: o.SSHIdentity, Run: l.SSH, Retry: l.SSHRetry}
 	if err := chk.Check(ctx, remote); err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
 			return fmt.Errorf("timed out waiting for ssh checks. Please check connectivity between servers; "+

@@ -1,0 +1,16 @@
+// Package launch is gohorovodrun: it turns horovodrun's command line into an
+// mpirun command and runs it.
+//
+// The work is split as DESIGN.md asks: Parse binds the flags (spf13/pflag,
+// horovodrun's names, including the single-dash -np) into Options;
+// Launcher.Spec gathers the facts (hosts from -H, --hostfile or a SLURM
+// allocation; knobs from the environment and the flags through
+// runtime/config; the MPI flavour from `mpirun --version`); BuildPlan, a pure
+// function, computes the exact mpirun argv and environment for Open MPI,
+// MPICH or Intel MPI; Launcher.Run checks ssh reachability of remote hosts,
+// runs the plan, stops the job when the context ends, and reports the first
+// failing rank and its exit status (read from mpirun's report).
+//
+// Bad input is a *UsageError (exit status 2) raised before anything starts.
+// ExitCode maps Run's error to the exit status.
+package launch
