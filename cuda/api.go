@@ -82,30 +82,31 @@ type loader interface {
 	ncclSymbols() []string
 }
 
-// CUDA runtime constants the package uses (values from the CUDA runtime
-// API's enums; they have been stable across CUDA 10 to 13).
+// CUDA runtime and NCCL constants the package uses (values from
+// cuda_runtime_api.h's and nccl.h's enums, stable from CUDA 10 to 13 and
+// NCCL 2.7 on).
 const (
 	cudaSuccess                 = 0
 	cudaErrorMemoryAllocation   = 2
-	cudaErrorInvalidValue       = 1
 	cudaErrorStubLibrary        = 34
 	cudaErrorInsufficientDriver = 35
 	cudaErrorNoDevice           = 100
-	cudaErrorInvalidDevice      = 101
 	cudaErrorNotReady           = 600
 
 	cudaStreamNonBlocking  = 0x1
 	cudaEventDisableTiming = 0x2
 
-	cudaDevAttrMultiProcessorCount     = 16
-	cudaDevAttrComputeCapabilityMajor  = 75
-	cudaDevAttrComputeCapabilityMinor  = 76
-	ncclSuccess                        = 0
-	ncclUnhandledCudaError             = 1
-	ncclInvalidArgument                = 4
-	ncclOptionalSymbolGetLastError     = "ncclGetLastError"
-	ncclMinVersionBFloat16             = 21000 // NCCL 2.10.0
-	ncclMinVersionSendRecv             = 20700 // NCCL 2.7.0
-	ncclVersionNewScheme               = 20900 // codes from 2.9 on are X*10000+Y*100+Z
-	ncclVersionOldSchemeMajorThreshold = 10000
+	cudaDevAttrMultiProcessorCount    = 16
+	cudaDevAttrComputeCapabilityMajor = 75
+	cudaDevAttrComputeCapabilityMinor = 76
+
+	ncclSuccess = 0
+
+	// ncclGetLastError exists from NCCL 2.13; older libraries load without it.
+	ncclOptionalSymbolGetLastError = "ncclGetLastError"
+	ncclMinVersionBFloat16         = 21000 // NCCL 2.10.0, in ncclCode's encoding
+	ncclMinVersionSendRecv         = 20700 // NCCL 2.7.0
+	// ncclVersionNewScheme: codes from NCCL 2.9 on are 10000*major +
+	// 100*minor + patch, so at least this; older ones are 1000*major + ...
+	ncclVersionNewScheme = 10000
 )

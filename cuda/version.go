@@ -35,7 +35,7 @@ func CUDAVersion(code int) Version {
 // it is 10000*major + 100*minor + patch (22105 is 2.21.5), before that
 // 1000*major + 100*minor + patch (2708 is 2.7.8).
 func NCCLVersion(code int) Version {
-	if code >= ncclVersionOldSchemeMajorThreshold {
+	if code >= ncclVersionNewScheme {
 		return Version{Major: code / 10000, Minor: code % 10000 / 100, Patch: code % 100}
 	}
 	return Version{Major: code / 1000, Minor: code % 1000 / 100, Patch: code % 100}
