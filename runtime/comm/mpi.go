@@ -91,6 +91,7 @@ func (m *mpiComm) SetCheck(on bool) { m.c.SetCheck(on) }
 // Check reports whether the agreement check is on.
 func (m *mpiComm) Check() bool { return m.c.Check() }
 
+// Allreduce reduces buf in place across the group (MPI_Allreduce, MPI_IN_PLACE).
 func (m *mpiComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 	if err := m.live(); err != nil {
 		return err
@@ -98,6 +99,7 @@ func (m *mpiComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 	return mpiErr(m.c.Allreduce(buf, op))
 }
 
+// Allgatherv gathers every rank's block on every rank (MPI_Allgatherv).
 func (m *mpiComm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 	if err := m.live(); err != nil {
 		return err
@@ -105,6 +107,7 @@ func (m *mpiComm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 	return mpiErr(m.c.Allgatherv(send, recv, counts))
 }
 
+// Gatherv gathers every rank's block on root (MPI_Gatherv).
 func (m *mpiComm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
 	if err := m.live(); err != nil {
 		return err
@@ -112,6 +115,7 @@ func (m *mpiComm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) err
 	return mpiErr(m.c.Gatherv(send, recv, counts, root))
 }
 
+// Bcast copies buf from root to every rank (MPI_Bcast).
 func (m *mpiComm) Bcast(buf *tensor.Tensor, root int) error {
 	if err := m.live(); err != nil {
 		return err
@@ -119,6 +123,7 @@ func (m *mpiComm) Bcast(buf *tensor.Tensor, root int) error {
 	return mpiErr(m.c.Bcast(buf, root))
 }
 
+// Alltoallv exchanges blocks between every pair of ranks (MPI_Alltoallv).
 func (m *mpiComm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
 	if err := m.live(); err != nil {
 		return err
@@ -126,6 +131,7 @@ func (m *mpiComm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.
 	return mpiErr(m.c.Alltoallv(send, sendCounts, recv, recvCounts))
 }
 
+// ReduceScatter reduces send and scatters its blocks (MPI_Reduce_scatter).
 func (m *mpiComm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
 	if err := m.live(); err != nil {
 		return err
@@ -133,6 +139,7 @@ func (m *mpiComm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tens
 	return mpiErr(m.c.ReduceScatter(send, recv, counts, op))
 }
 
+// Barrier waits for every rank (MPI_Barrier).
 func (m *mpiComm) Barrier() error {
 	if err := m.live(); err != nil {
 		return err
