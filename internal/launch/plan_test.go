@@ -71,7 +71,7 @@ func TestBuildPlanArgv(t *testing.T) {
 		sort.Strings(names)
 		return xs(names...)
 	}
-	ompiLocal := []string{"-mca", "pml", "ob1", "-mca", "btl", "^openib", "-mca", "btl_vader_single_copy_mechanism", "none"}
+	ompiLocal := []string{"-mca", "pml", "ob1", "-mca", "btl", "self,vader", "-mca", "btl_vader_single_copy_mechanism", "none"}
 	tests := []struct {
 		name string
 		mod  func(*Spec)

@@ -1,0 +1,270 @@
+package launch_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gohorovod/gohorovod/runtime/config"
+)
+
+// The end-to-end tests build gohorovodrun and the test worker
+// (testdata/worker) and run them under the real mpirun at np 2 and 4.
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func binaries(t *testing.T) (launcher, worker string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end launch tests skipped in -short mode")
+	}
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("mpirun not on PATH (make deps installs Open MPI): end-to-end launch tests skipped")
+	}
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "gohorovodrun-e2e")
+		if buildErr != nil {
+			return
+		}
+		builds := [][]string{{"gohorovodrun", "../../cmd/gohorovodrun"}, {"worker", "./testdata/worker"}}
+		if _, err := exec.LookPath("mpicc"); err == nil {
+			builds = append(builds, []string{"worker-mpi", "./testdata/worker", "-tags", "mpi"})
+		}
+		for _, b := range builds {
+			args := append([]string{"build", "-o", filepath.Join(binDir, b[0])}, b[2:]...)
+			out, err := exec.Command("go", append(args, b[1])...).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", b[1], err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "gohorovodrun"), filepath.Join(binDir, "worker")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+var nps = []int{2, 4}
+
+func TestE2EKnobsReachWorkers(t *testing.T) {
+	launcher, worker := binaries(t)
+	for _, np := range nps {
+		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
+			cmd := exec.Command(launcher, "-np", strconv.Itoa(np), "--cycle-time-ms", "2.5",
+				"--stall-check-shutdown-time-seconds", "5", "--log-level", "debug", "--timeline-filename", "tl.json", worker, "env")
+			cmd.Env = append(os.Environ(), "HOROVOD_CACHE_CAPACITY=9", "HOROVOD_FUSION_THRESHOLD=123")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("gohorovodrun: %v\nstdout %s\nstderr %s", err, out, stderr.String())
+			}
+			want := config.Default()
+			want.CycleTime, want.StallShutdownTime, want.LogLevel = 2500*time.Microsecond, 5*time.Second, config.LevelDebug
+			want.Timeline, want.CacheCapacity, want.FusionThreshold = "tl.json", 9, 123
+			ranks := map[int]bool{}
+			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				// "[1,R]<stdout>:rank R size N KEY=value ..."
+				_, body, ok := strings.Cut(line, "<stdout>:")
+				f := strings.Fields(body)
+				if !ok || len(f) < 4 || f[0] != "rank" || f[3] != strconv.Itoa(np) {
+					t.Fatalf("unexpected output line %q", line)
+				}
+				r, _ := strconv.Atoi(f[1])
+				ranks[r] = true
+				got, err := config.FromEnv(config.Lookup(f[4:]))
+				if err != nil || got != want {
+					t.Errorf("rank %d read %+v, %v\nwant %+v", r, got, err, want)
+				}
+			}
+			if len(ranks) != np {
+				t.Errorf("heard from ranks %v, want %d ranks", ranks, np)
+			}
+		})
+	}
+}
+
+// TestE2EMPIWorkers runs real MPI programs (the worker built with -tags
+// mpi) through gohorovodrun: the mpirun options it chooses must give
+// working communication among all ranks.
+func TestE2EMPIWorkers(t *testing.T) {
+	launcher, _ := binaries(t)
+	worker := filepath.Join(binDir, "worker-mpi")
+	if _, err := os.Stat(worker); err != nil {
+		t.Skip("mpicc not on PATH: no -tags mpi worker (make deps installs Open MPI)")
+	}
+	for _, np := range nps {
+		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
+			cmd := exec.Command(launcher, "-np", strconv.Itoa(np), worker, "allreduce")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("gohorovodrun: %v\nstdout %s\nstderr %s", err, out, stderr.String())
+			}
+			want := fmt.Sprintf("size %d sum %d", np, np*(np+1)/2)
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			for _, l := range lines {
+				if !strings.Contains(l, want) {
+					t.Errorf("line %q lacks %q", l, want)
+				}
+			}
+			if len(lines) != np {
+				t.Errorf("%d output lines, want %d", len(lines), np)
+			}
+		})
+	}
+}
+
+func TestE2EFailingRank(t *testing.T) {
+	launcher, worker := binaries(t)
+	for _, np := range nps {
+		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
+			dir := t.TempDir()
+			bad := np - 1
+			cmd := exec.Command(launcher, "-np", strconv.Itoa(np), worker, "fail", strconv.Itoa(bad), "3", dir)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+				t.Fatalf("gohorovodrun = %v, want exit status 3\nstderr %s", err, stderr.String())
+			}
+			want := fmt.Sprintf("gohorovodrun: rank %d exited with status 3; the other workers were stopped", bad)
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+			}
+			pids := readPIDs(t, dir)
+			if len(pids) != np-1 {
+				t.Errorf("%d other ranks started, want %d", len(pids), np-1)
+			}
+			assertGone(t, pids)
+		})
+	}
+}
+
+func TestE2ESignalStopsEveryWorker(t *testing.T) {
+	launcher, worker := binaries(t)
+	for i, np := range nps {
+		sig := []syscall.Signal{syscall.SIGINT, syscall.SIGTERM}[i%2]
+		t.Run(fmt.Sprintf("np%d_%v", np, sig), func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(launcher, "-np", strconv.Itoa(np), worker, "hang", dir)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			// Wait until every rank says it is running.
+			sc := bufio.NewScanner(stdout)
+			ready := 0
+			for ready < np && sc.Scan() {
+				if strings.Contains(sc.Text(), "ready") {
+					ready++
+				}
+			}
+			if ready != np {
+				t.Fatalf("%d of %d ranks ready; stderr %s", ready, np, stderr.String())
+			}
+			pids := readPIDs(t, dir)
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			go func() { _, _ = bufio.NewReader(stdout).WriteTo(discard{}) }()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("gohorovodrun still running 30 s after %v", sig)
+			}
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+				t.Errorf("gohorovodrun after %v = %v, want exit status 130\nstderr %s", sig, err, stderr.String())
+			}
+			if len(pids) != np {
+				t.Errorf("found %d pid files, want %d", len(pids), np)
+			}
+			assertGone(t, pids)
+		})
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+func readPIDs(t *testing.T, dir string) []int {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
+	var pids []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		pids = append(pids, p)
+	}
+	return pids
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// assertGone checks that every worker has ended. mpirun reaps its workers
+// before it exits, so they should be gone already; allow a few seconds for
+// the kernel to finish tearing them down.
+func assertGone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, p := range pids {
+		for alive(p) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(p) {
+			t.Errorf("worker pid %d is still running", p)
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+}

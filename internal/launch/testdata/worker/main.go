@@ -1,0 +1,105 @@
+// Command worker is the program the end-to-end tests launch through
+// gohorovodrun. It learns its rank from the MPI launcher's variables
+// (Open MPI's OMPI_COMM_WORLD_*, Hydra's PMI_*) and does what its first
+// argument says:
+//
+//	env            print "rank R size S" and the knobs it read with config.FromEnv
+//	fail R CODE DIR  the others write DIR/<rank>.pid and wait to be stopped;
+//	                 rank R waits for their files, then exits with CODE
+//	hang DIR       write DIR/<rank>.pid, print "ready R", wait to be stopped
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gohorovod/gohorovod/mpi"
+	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+func env(keys ...string) int {
+	for _, k := range keys {
+		if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
+			return v
+		}
+	}
+	return -1
+}
+
+func main() {
+	rank := env("OMPI_COMM_WORLD_RANK", "PMI_RANK")
+	size := env("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "worker: want env, fail or hang")
+		os.Exit(64)
+	}
+	switch os.Args[1] {
+	case "env":
+		c, err := config.FromEnv(os.LookupEnv)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "worker %d: %v\n", rank, err)
+			os.Exit(65)
+		}
+		fmt.Printf("rank %d size %d %s\n", rank, size, strings.Join(c.Environ(), " "))
+	case "fail":
+		bad, _ := strconv.Atoi(os.Args[2])
+		code, _ := strconv.Atoi(os.Args[3])
+		if rank == bad {
+			waitForPIDs(os.Args[4], size-1)
+			fmt.Fprintf(os.Stderr, "worker %d: failing with %d\n", rank, code)
+			os.Exit(code)
+		}
+		writePID(os.Args[4], rank)
+		time.Sleep(time.Minute)
+	case "allreduce":
+		if err := allreduce(); err != nil {
+			fmt.Fprintf(os.Stderr, "worker %d: %v\n", rank, err)
+			os.Exit(67)
+		}
+	case "hang":
+		writePID(os.Args[2], rank)
+		fmt.Printf("ready %d\n", rank)
+		time.Sleep(time.Minute)
+	}
+}
+
+func writePID(dir string, rank int) {
+	p := filepath.Join(dir, strconv.Itoa(rank)+".pid")
+	if err := os.WriteFile(p, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(66)
+	}
+}
+
+// waitForPIDs waits (at most 30 s) until n pid files are in dir, so that
+// the failing rank fails while the others are running.
+func waitForPIDs(dir string, n int) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
+		if len(m) >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func allreduce() error {
+	if err := mpi.Init(); err != nil {
+		return err
+	}
+	w, err := mpi.World()
+	if err != nil {
+		return err
+	}
+	t := tensor.FromFloat32([]float32{float32(w.Rank() + 1)})
+	if err := w.Allreduce(t, tensor.Sum); err != nil {
+		return err
+	}
+	fmt.Printf("rank %d size %d sum %g\n", w.Rank(), w.Size(), tensor.View[float32](t)[0])
+	return mpi.Finalize()
+}
