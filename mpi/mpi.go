@@ -266,6 +266,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	gompi "github.com/sbromberger/gompi"
@@ -279,8 +280,8 @@ const Built = true
 // state is the package's MPI life cycle: Init once, Finalize once.
 var state struct {
 	sync.Mutex
-	up   bool // Init succeeded and Finalize has not run
-	done bool // Finalize ran (or Init refused and finalised)
+	up   atomic.Bool // Init succeeded and Finalize has not run (read lock-free by every call)
+	done bool        // Finalize ran (or Init refused and finalised)
 }
 
 // Init initialises MPI with MPI_THREAD_MULTIPLE (through gompi.Start), unless
@@ -292,7 +293,7 @@ var state struct {
 func Init() error {
 	state.Lock()
 	defer state.Unlock()
-	if state.up {
+	if state.up.Load() {
 		return nil
 	}
 	if state.done || C.hv_finalized() != 0 {
@@ -320,16 +321,12 @@ func Init() error {
 	if rc := C.hv_setup(&call); rc != 0 {
 		return newError(C.GoString(call), rc)
 	}
-	state.up = true
+	state.up.Store(true)
 	return nil
 }
 
 // Initialized reports whether Init has succeeded and Finalize has not run.
-func Initialized() bool {
-	state.Lock()
-	defer state.Unlock()
-	return state.up
-}
+func Initialized() bool { return state.up.Load() }
 
 // Finalize frees the half-precision types and operations and finalises MPI
 // (gompi.Stop). Every rank must call it, after freeing the communicators it
@@ -337,11 +334,11 @@ func Initialized() bool {
 func Finalize() error {
 	state.Lock()
 	defer state.Unlock()
-	if !state.up {
+	if !state.up.Load() {
 		return nil
 	}
 	C.hv_teardown()
-	state.up = false
+	state.up.Store(false)
 	state.done = true
 	gompi.Stop()
 	return nil

@@ -109,8 +109,8 @@ func measure(w *mpi.Comm, buf *tensor.Tensor, check bool, iters, warmup int) err
 			bus = alg * 2 * (n - 1) / n
 		}
 		on := map[bool]string{true: "on", false: "off"}[check]
-		fmt.Printf("mode=go-binding check=%s bytes=%.0f ranks=%d iters=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f\n",
-			on, bytes, w.Size(), iters, med*1e3, times[0]*1e3, times[iters-1]*1e3, alg, bus)
+		fmt.Printf("mode=go-binding check=%s bytes=%.0f ranks=%d iters=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f median_us=%.2f\n",
+			on, bytes, w.Size(), iters, med*1e3, times[0]*1e3, times[iters-1]*1e3, alg, bus, med*1e6)
 	}
 	return nil
 }
