@@ -101,3 +101,43 @@ func ctxT(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// fill returns a tensor of dtype dt with n elements equal to v.
+func fill(dt tensor.DType, n int, v float64) *tensor.Tensor {
+	t := tensor.New(dt, n)
+	f := tensor.New(tensor.Float64, n)
+	for i := range f.Float64s() {
+		f.Float64s()[i] = v
+	}
+	switch dt {
+	case tensor.Float32:
+		for i := range t.Float32s() {
+			t.Float32s()[i] = float32(v)
+		}
+	case tensor.Float64:
+		copy(t.Float64s(), f.Float64s())
+	case tensor.Int32:
+		for i := range t.Int32s() {
+			t.Int32s()[i] = int32(v)
+		}
+	case tensor.Int64:
+		for i := range t.Int64s() {
+			t.Int64s()[i] = int64(v)
+		}
+	}
+	return t
+}
+
+func first(t *tensor.Tensor) float64 {
+	switch t.DType() {
+	case tensor.Float32:
+		return float64(t.Float32s()[0])
+	case tensor.Float64:
+		return t.Float64s()[0]
+	case tensor.Int32:
+		return float64(t.Int32s()[0])
+	case tensor.Int64:
+		return float64(t.Int64s()[0])
+	}
+	panic("dtype")
+}

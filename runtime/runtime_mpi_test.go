@@ -1,0 +1,271 @@
+//go:build mpi
+
+// The runtime under real mpirun (scripts/mpitest.sh, np 2 and 4): the same
+// behaviour as the in-memory tests, over the MPI communicator. TestMain
+// initialises MPI once and finalises it at the end; each test runs its own
+// Init/Shutdown (WithoutMPIFinalize) on a fresh duplicate of the world.
+
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+var world comm.Communicator
+
+func TestMain(m *testing.M) {
+	w, err := comm.NewMPI()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runtime MPI tests:", err)
+		os.Exit(2)
+	}
+	world = w
+	code := m.Run()
+	w.Close()
+	if err := comm.FinalizeMPI(); err != nil {
+		fmt.Fprintln(os.Stderr, "FinalizeMPI:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func mpiCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// mpiRuntime starts a Runtime over MPI; with count, over a counting wrapper
+// of a fresh MPI communicator.
+func mpiRuntime(t *testing.T, count bool) (*Runtime, *counting) {
+	t.Helper()
+	r := new(Runtime)
+	opts := []Option{WithConfig(testConfig()), WithoutMPIFinalize(), WithLogger(zerolog.Nop())}
+	var c *counting
+	if count {
+		m, err := comm.NewMPI()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c = &counting{Communicator: m}
+		opts = append(opts, WithCommunicator(c))
+		t.Cleanup(func() { m.Close() })
+	}
+	if err := r.Init(opts...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.Shutdown()
+		world.Barrier()
+	})
+	return r, c
+}
+
+func TestMPIPlacement(t *testing.T) {
+	r, _ := mpiRuntime(t, false)
+	rank, _ := r.Rank()
+	size, _ := r.Size()
+	if rank != world.Rank() || size != world.Size() {
+		t.Fatalf("rank %d size %d, MPI says %d of %d", rank, size, world.Rank(), world.Size())
+	}
+	ls, _ := r.LocalSize()
+	cs, _ := r.CrossSize()
+	if ls*cs != size {
+		t.Fatalf("local size %d x cross size %d != %d", ls, cs, size)
+	}
+	if ok, err := r.MPIThreadsSupported(); err != nil || !ok {
+		t.Fatalf("MPIThreadsSupported %v %v", ok, err)
+	}
+}
+
+func TestMPIAllreduceFusionCache(t *testing.T) {
+	r, c := mpiRuntime(t, true)
+	rank, _ := r.Rank()
+	size, _ := r.Size()
+	for _, dt := range []tensor.DType{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64} {
+		for _, op := range []ReduceOp{Sum, Average, Min, Max, Product} {
+			out, err := r.Allreduce(mpiCtx(t), fill(dt, 3, float64(rank+1)), fmt.Sprintf("%v.%v", dt, op), op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[ReduceOp]float64{Sum: float64(size * (size + 1) / 2), Min: 1, Max: float64(size)}[op]
+			switch op {
+			case Average:
+				want = float64(size*(size+1)/2) / float64(size)
+				if !dt.IsFloat() {
+					want = float64(int(want))
+				}
+			case Product:
+				want = 1
+				for i := 1; i <= size; i++ {
+					want *= float64(i)
+				}
+			}
+			if got := first(out); got != want {
+				t.Errorf("%v %v: got %v, want %v", dt, op, got, want)
+			}
+		}
+	}
+	round := func() {
+		ts := make([]*tensor.Tensor, 30)
+		for i := range ts {
+			ts[i] = fill(tensor.Float32, 100+i, float64(rank))
+		}
+		outs, err := r.GroupedAllreduce(mpiCtx(t), ts, "grads", Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range outs {
+			if o.Float32s()[99+i] != float32(size*(size-1)/2) {
+				t.Fatalf("tensor %d: %v", i, o.Float32s()[0])
+			}
+		}
+	}
+	a0 := c.dataAllreduce.Load()
+	round()
+	if got := c.dataAllreduce.Load() - a0; got != 1 {
+		t.Errorf("30 grouped tensors took %d allreduces, want 1 (fused)", got)
+	}
+	g := c.gathers.Load()
+	round()
+	if got := c.gathers.Load(); got != g {
+		t.Errorf("second round negotiated again: cache not used")
+	}
+}
+
+func TestMPICollectives(t *testing.T) {
+	r, _ := mpiRuntime(t, false)
+	rank, _ := r.Rank()
+	size, _ := r.Size()
+	ctx := mpiCtx(t)
+	in := tensor.New(tensor.Int64, rank+1, 2)
+	for i := range in.Int64s() {
+		in.Int64s()[i] = int64(rank)
+	}
+	out, err := r.Allgather(ctx, in, "ag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Shape()[0] != size*(size+1)/2 || out.Int64s()[len(out.Int64s())-1] != int64(size-1) {
+		t.Fatalf("allgather %v %v", out.Shape(), out.Int64s())
+	}
+	b, err := r.Broadcast(ctx, fill(tensor.Float32, 5, float64(rank)), size-1, "bc")
+	if err != nil || b.Float32s()[4] != float32(size-1) {
+		t.Fatalf("broadcast %v %v", err, b)
+	}
+	a := tensor.New(tensor.Int32, size)
+	for i := range a.Int32s() {
+		a.Int32s()[i] = int32(10*rank + i)
+	}
+	ao, recv, err := r.Alltoall(ctx, a, nil, "a2a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for src := 0; src < size; src++ {
+		if ao.Int32s()[src] != int32(10*src+rank) || recv[src] != 1 {
+			t.Fatalf("alltoall %v %v", ao.Int32s(), recv)
+		}
+	}
+	rs := tensor.New(tensor.Float64, 2*size+1)
+	for i := range rs.Float64s() {
+		rs.Float64s()[i] = float64(i)
+	}
+	ro, err := r.Reducescatter(ctx, rs, "rs", Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ro.Len() != ReducescatterRows(2*size+1, size, rank) {
+		t.Fatalf("reducescatter rows %d", ro.Len())
+	}
+	if err := r.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if size&(size-1) == 0 {
+		v := tensor.New(tensor.Float64, size)
+		v.Float64s()[rank] = 1
+		ad, err := r.Allreduce(ctx, v, "adasum", Adasum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range ad.Float64s() {
+			if x != 1 {
+				t.Fatalf("adasum of orthogonal unit vectors %v", ad.Float64s())
+			}
+		}
+	}
+}
+
+func TestMPIMismatchAndJoin(t *testing.T) {
+	r, _ := mpiRuntime(t, false)
+	rank, _ := r.Rank()
+	size, _ := r.Size()
+	ctx := mpiCtx(t)
+	_, err := r.Allreduce(ctx, fill(tensor.Float32, 2+min(rank, 1), 1), "mm", Sum)
+	var oe *OpError
+	want := "Mismatched ALLREDUCE tensor shapes: One rank sent a tensor of shape [2], but another rank sent a tensor of shape [3]."
+	if !errors.As(err, &oe) || oe.Message != want {
+		t.Fatalf("mismatch: %v", err)
+	}
+	if _, err := r.Allreduce(ctx, fill(tensor.Float32, 2, 1), "ok", Sum); err != nil {
+		t.Fatalf("after mismatch: %v", err)
+	}
+	// The last rank joins at once; the others allreduce twice, zeros from it.
+	if rank != size-1 {
+		for i := 0; i < 2; i++ {
+			out, err := r.Allreduce(ctx, fill(tensor.Float32, 2, 1), fmt.Sprintf("j%d", i), Sum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Float32s()[0] != float32(size-1) {
+				t.Fatalf("join step %d: %v", i, out.Float32s())
+			}
+		}
+	}
+	last, err := r.Join(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lasts := tensor.New(tensor.Int64, 1)
+	lasts.Int64s()[0] = int64(last)
+	all := tensor.New(tensor.Int64, size)
+	ones := slices.Repeat([]int{1}, size)
+	if err := world.Allgatherv(lasts, all, ones); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range all.Int64s() {
+		if v != all.Int64s()[0] || v < 0 {
+			t.Fatalf("last joined ranks differ: %v", all.Int64s())
+		}
+	}
+}
+
+func TestMPIShutdownOnOneRank(t *testing.T) {
+	r, _ := mpiRuntime(t, false)
+	rank, _ := r.Rank()
+	if rank == 0 {
+		if err := r.Shutdown(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	h, err := r.AllreduceAsync(fill(tensor.Float32, 1, 1), "orphan", Sum)
+	if err != nil && !errors.Is(err, ErrShutdown) {
+		t.Fatal(err)
+	}
+	if err == nil {
+		if err := h.Wait(mpiCtx(t)); !errors.Is(err, ErrShutdown) {
+			t.Fatalf("pending op after rank 0 shut down: %v", err)
+		}
+	}
+}
