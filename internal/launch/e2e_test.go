@@ -69,6 +69,9 @@ func TestMain(m *testing.M) {
 
 var nps = []int{2, 4}
 
+// EnvMPIRunForTest is launch.EnvMPIRun (this file is an external test).
+const EnvMPIRunForTest = "GOHOROVOD_MPIRUN"
+
 func TestE2EKnobsReachWorkers(t *testing.T) {
 	launcher, worker := binaries(t)
 	for _, np := range nps {
@@ -136,6 +139,66 @@ func TestE2EMPIWorkers(t *testing.T) {
 				t.Errorf("%d output lines, want %d", len(lines), np)
 			}
 		})
+	}
+	// A rank that fails after MPI_Init, while the others wait in a
+	// barrier: mpirun stops them, the launcher names the rank.
+	t.Run("mpifail_np4", func(t *testing.T) {
+		cmd := exec.Command(launcher, "-np", "4", worker, "mpifail", "2", "5")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		want := "gohorovodrun: rank 2 exited with status 5; the other workers were stopped"
+		if !errors.As(err, &ee) || ee.ExitCode() != 5 || !strings.Contains(stderr.String(), want) {
+			t.Errorf("gohorovodrun = %v, want exit 5 and %q\nstderr %s", err, want, stderr.String())
+		}
+	})
+}
+
+// TestE2EMPICH launches through MPICH's Hydra mpirun, where it is
+// installed beside Open MPI, at np 2 (MPICH oversubscribed is slow): knobs
+// through -genv, and a failing MPI rank (a worker built against MPICH).
+// Hydra does not say which rank failed, so the message names "a worker".
+func TestE2EMPICH(t *testing.T) {
+	launcher, worker := binaries(t)
+	if _, err := exec.LookPath("mpirun.mpich"); err != nil {
+		t.Skip("mpirun.mpich not on PATH: MPICH launch not tested")
+	}
+	env := append(os.Environ(), EnvMPIRunForTest+"=mpirun.mpich")
+	cmd := exec.Command(launcher, "-np", "2", "--cycle-time-ms", "4", worker, "env")
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("gohorovodrun: %v\nstderr %s", err, stderr.String())
+	}
+	for _, r := range []string{"[0] rank 0 size 2 ", "[1] rank 1 size 2 "} {
+		if !strings.Contains(string(out), r) {
+			t.Errorf("output lacks %q:\n%s", r, out)
+		}
+	}
+	if n := strings.Count(string(out), "HOROVOD_CYCLE_TIME=4 "); n != 2 {
+		t.Errorf("%d ranks read HOROVOD_CYCLE_TIME=4, want 2:\n%s", n, out)
+	}
+
+	if err := exec.Command("pkg-config", "--exists", "mpich").Run(); err != nil {
+		t.Skip("MPICH development files (pkg-config mpich) missing: MPICH failure not tested")
+	}
+	mpichWorker := filepath.Join(binDir, "worker-mpich")
+	build := exec.Command("go", "build", "-tags", "mpi,mpich", "-o", mpichWorker, "./testdata/worker")
+	build.Env = append(os.Environ(), "CGO_CFLAGS=-I/usr/include/x86_64-linux-gnu/mpich", "CGO_LDFLAGS=-Wl,--as-needed -lmpich")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the MPICH worker: %v\n%s", err, b)
+	}
+	cmd = exec.Command(launcher, "-np", "2", mpichWorker, "mpifail", "1", "5")
+	cmd.Env = env
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 5 || !strings.Contains(stderr.String(), "exited with status 5; the other workers were stopped") {
+		t.Errorf("failing rank under MPICH: %v, stderr %s", err, stderr.String())
 	}
 }
 

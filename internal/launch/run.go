@@ -25,6 +25,11 @@ const Version = "0.1.0"
 // SIGTERM) and stopped the job.
 var ErrInterrupted = errors.New("launch: interrupted; the workers were stopped")
 
+// EnvMPIRun names the mpirun to use (a name on PATH or a path), for
+// machines with several MPI implementations installed, e.g.
+// GOHOROVOD_MPIRUN=mpirun.mpich. The default is "mpirun".
+const EnvMPIRun = "GOHOROVOD_MPIRUN"
+
 // StopGrace is how long mpirun has to stop the workers after SIGTERM
 // before it is killed.
 const StopGrace = 10 * time.Second
@@ -200,9 +205,13 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 	if err != nil {
 		return Spec{}, usagef("--mpi-args: %v", err)
 	}
-	mpirun, err := l.LookPath("mpirun")
+	name := "mpirun"
+	if v, ok := lookup(EnvMPIRun); ok && v != "" {
+		name = v
+	}
+	mpirun, err := l.LookPath(name)
 	if err != nil {
-		return Spec{}, fmt.Errorf("mpirun not found on PATH: install Open MPI or MPICH (make deps installs Open MPI): %w", err)
+		return Spec{}, fmt.Errorf("%s not found: install Open MPI or MPICH (make deps installs Open MPI), or set %s: %w", name, EnvMPIRun, err)
 	}
 	timeout, err := l.startTimeout(o)
 	if err != nil {

@@ -61,6 +61,13 @@ func main() {
 			fmt.Fprintf(os.Stderr, "worker %d: %v\n", rank, err)
 			os.Exit(67)
 		}
+	case "mpifail":
+		bad, _ := strconv.Atoi(os.Args[2])
+		code, _ := strconv.Atoi(os.Args[3])
+		if err := mpiFail(bad, code); err != nil {
+			fmt.Fprintf(os.Stderr, "worker %d: %v\n", rank, err)
+			os.Exit(67)
+		}
 	case "hang":
 		writePID(os.Args[2], rank)
 		fmt.Printf("ready %d\n", rank)
@@ -102,4 +109,22 @@ func allreduce() error {
 	}
 	fmt.Printf("rank %d size %d sum %g\n", w.Rank(), w.Size(), tensor.View[float32](t)[0])
 	return mpi.Finalize()
+}
+
+func mpiFail(bad, code int) error {
+	if err := mpi.Init(); err != nil {
+		return err
+	}
+	w, err := mpi.World()
+	if err != nil {
+		return err
+	}
+	if err := w.Barrier(); err != nil { // everyone is up
+		return err
+	}
+	if w.Rank() == bad {
+		fmt.Fprintf(os.Stderr, "worker %d: failing with %d\n", w.Rank(), code)
+		os.Exit(code)
+	}
+	return w.Barrier() // never completes: rank bad is gone
 }
