@@ -202,6 +202,37 @@ func TestE2EMPICH(t *testing.T) {
 	}
 }
 
+// TestE2EStallShutdown is Horovod's stall test through the launcher: rank 0
+// allreduces one name and the others another, so every rank stalls; with
+// --stall-check-shutdown-time-seconds the runtime's stall inspector shuts
+// the job down, every worker's allreduce fails with ErrShutdown (exit 3),
+// and the launcher ends instead of hanging.
+func TestE2EStallShutdown(t *testing.T) {
+	launcher, _ := binaries(t)
+	worker := filepath.Join(binDir, "worker-mpi")
+	if _, err := os.Stat(worker); err != nil {
+		t.Skip("mpicc not on PATH: no -tags mpi worker (make deps installs Open MPI)")
+	}
+	for _, np := range nps {
+		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
+			cmd := exec.Command(launcher, "-np", strconv.Itoa(np), "--stall-check-warning-time-seconds", "1",
+				"--stall-check-shutdown-time-seconds", "2", worker, "stall")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+				t.Fatalf("gohorovodrun = %v, want exit status 3 (ErrShutdown in the worker)\nstderr %s", err, stderr.String())
+			}
+			for _, want := range []string{"is stalled for longer than 2 seconds. Will shutdown.", "exited with status 3; the other workers were stopped"} {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+				}
+			}
+		})
+	}
+}
+
 func TestE2EFailingRank(t *testing.T) {
 	launcher, worker := binaries(t)
 	for _, np := range nps {

@@ -17,7 +17,11 @@ import (
 	"strings"
 	"time"
 
+	"context"
+	"errors"
+
 	"github.com/gohorovod/gohorovod/mpi"
+	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -61,6 +65,8 @@ func main() {
 			fmt.Fprintf(os.Stderr, "worker %d: %v\n", rank, err)
 			os.Exit(67)
 		}
+	case "stall":
+		os.Exit(stall())
 	case "mpifail":
 		bad, _ := strconv.Atoi(os.Args[2])
 		code, _ := strconv.Atoi(os.Args[3])
@@ -127,4 +133,27 @@ func mpiFail(bad, code int) error {
 		os.Exit(code)
 	}
 	return w.Barrier() // never completes: rank bad is gone
+}
+
+func stall() int {
+	if err := hvd.Init(); err != nil {
+		fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
+		return 4
+	}
+	r, _ := hvd.Rank()
+	name := "y"
+	if r == 0 {
+		name = "x"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := hvd.Allreduce(ctx, tensor.FromFloat32([]float32{1}), name, hvd.Sum)
+	fmt.Fprintf(os.Stderr, "worker %d: allreduce %s: %v\n", r, name, err)
+	switch {
+	case errors.Is(err, hvd.ErrShutdown):
+		return 3
+	case ctx.Err() != nil:
+		return 5
+	}
+	return 4
 }
