@@ -28,18 +28,19 @@ type loop struct {
 	log        zerolog.Logger
 	stopReq    <-chan struct{}
 
-	cache    *cache.Cache
-	sync     cache.Sync
-	coord    *negotiate.Coordinator // rank 0 only
-	planner  fusion.Planner
-	stall    *stall.Inspector
-	tl       *timeline.Timeline // rank 0 with HOROVOD_TIMELINE only
-	fusion   []byte             // persistent fusion buffer, grown up to the threshold
-	chunk    int                // bytes per collective call on large buffers; 0: no chunking
-	joined   bool
-	stallErr error
-	invalid  map[string]bool // cached names to force through negotiation
-	checker  comm.AgreementChecker
+	cache     *cache.Cache
+	sync      cache.Sync
+	coord     *negotiate.Coordinator // rank 0 only
+	planner   fusion.Planner
+	stall     *stall.Inspector
+	tl        *timeline.Timeline // rank 0 with HOROVOD_TIMELINE only
+	fusion    []byte             // persistent fusion buffer, grown up to the threshold
+	chunk     int                // bytes per collective call on large buffers; 0: no chunking
+	joined    bool
+	performed bool // the last cycle performed at least one response
+	stallErr  error
+	invalid   map[string]bool // cached names to force through negotiation
+	checker   comm.AgreementChecker
 
 	// Reused from cycle to cycle.
 	msgs, hits, uncached, back []*entry
@@ -120,8 +121,18 @@ func (l *loop) run() {
 		if d := time.Until(next); d > 0 {
 			time.Sleep(d)
 		}
-		next = time.Now().Add(l.cfg.CycleTime)
+		t0 := time.Now()
+		next = t0.Add(l.cfg.CycleTime)
 		stop, err := l.cycle()
+		busy := int64(time.Since(t0))
+		st := &l.r.stats
+		st.cycles.Add(1)
+		if l.performed {
+			st.active.Add(1)
+			st.activeNs.Add(busy)
+		} else {
+			st.idleNs.Add(busy)
+		}
 		if err != nil {
 			l.log.Error().Err(err).Msg("Horovod background loop uncaught exception")
 			cause = err
@@ -158,6 +169,7 @@ func (l *loop) cycle() (bool, error) {
 	if l.tl != nil {
 		l.tl.MarkCycle(now)
 	}
+	l.performed = false
 	l.msgs = l.r.q.pop(l.msgs[:0])
 	l.sync.Reset(l.cache.Bits())
 	l.hits, l.uncached, l.back, l.hitBits = l.hits[:0], l.uncached[:0], l.back[:0], l.hitBits[:0]
@@ -251,6 +263,7 @@ func (l *loop) cycle() (bool, error) {
 	}
 	shutdown := l.sync.Shutdown()
 	if l.sync.Uncached() {
+		l.r.stats.slow.Add(1)
 		list, err := l.negotiate()
 		if err != nil {
 			return false, err
@@ -270,6 +283,7 @@ func (l *loop) cycle() (bool, error) {
 		return true, nil
 	}
 	for _, resp := range l.planner.Plan(l.responses, l.cfg.FusionThreshold) {
+		l.performed = true
 		if err := l.perform(&resp); err != nil {
 			return false, err
 		}

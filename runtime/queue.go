@@ -35,7 +35,7 @@ func (q *queue) reset() {
 	q.mu.Unlock()
 }
 
-// add inserts entries atomically: all names must be free.
+// add inserts entries atomically: all names must be free (and distinct).
 func (q *queue) add(es ...*entry) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -44,18 +44,14 @@ func (q *queue) add(es ...*entry) error {
 	}
 	for i, e := range es {
 		if _, ok := q.table[e.req.Name]; ok {
+			for _, f := range es[:i] {
+				delete(q.table, f.req.Name)
+			}
 			return ErrDuplicateName
 		}
-		for _, f := range es[:i] {
-			if f.req.Name == e.req.Name {
-				return ErrDuplicateName
-			}
-		}
-	}
-	for _, e := range es {
 		q.table[e.req.Name] = e
-		q.fifo = append(q.fifo, e)
 	}
+	q.fifo = append(q.fifo, es...)
 	return nil
 }
 

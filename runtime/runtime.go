@@ -88,6 +88,7 @@ type Runtime struct {
 	stopped chan struct{} // closed when the loop has exited
 	loop    *loop
 	counter uint64 // for automatic names
+	stats   stats
 }
 
 // Init starts the runtime: it reads the configuration (once), opens the

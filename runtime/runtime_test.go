@@ -485,6 +485,17 @@ func TestTimeline(t *testing.T) {
 	if err := json.Unmarshal(b, &ev); err != nil {
 		t.Fatalf("timeline is not valid JSON while running: %v", err)
 	}
+	// The last cycle's events are flushed at the end of the cycle, after
+	// the handles completed: read the file again once the loops stopped.
+	for _, r := range c.rts {
+		r.Shutdown()
+	}
+	if b, err = os.ReadFile(cfg.Timeline); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatalf("timeline is not valid JSON after shutdown: %v", err)
+	}
 	for _, want := range []string{"allreduce.tl_1of2", "NEGOTIATE_ALLREDUCE", `"ALLREDUCE"`, "CYCLE_START",
 		"MEMCPY_IN_FUSION_BUFFER", "MPI_ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER", "QUEUE"} {
 		if !strings.Contains(string(b), want) {
@@ -524,4 +535,39 @@ func TestPlacement(t *testing.T) {
 	if _, err := rts[0].MPIThreadsSupported(); err == nil {
 		t.Error("MPIThreadsSupported without MPI: no error")
 	}
+}
+
+func TestAllreduceGroup(t *testing.T) {
+	c := startCluster(t, 2, testConfig())
+	c.each(t, func(r *Runtime, rank int) error {
+		ts := make([]*tensor.Tensor, 50)
+		names := make([]string, len(ts))
+		for i := range ts {
+			ts[i] = fill(tensor.Float32, i+1, 1)
+			names[i] = fmt.Sprintf("layer%d", i)
+		}
+		g, err := r.NewAllreduceGroup(ts, names, Sum)
+		if err != nil {
+			return err
+		}
+		for step := 1; step <= 3; step++ {
+			h, err := g.Start()
+			if err != nil {
+				return err
+			}
+			if _, err := g.Start(); !errors.Is(err, ErrDuplicateName) {
+				return fmt.Errorf("second start while running: %v", err)
+			}
+			if err := h.Wait(ctxT(t)); err != nil {
+				return err
+			}
+			want := float32(int(1) << step) // doubles each step
+			for i, x := range ts {
+				if x.Float32s()[i] != want {
+					return fmt.Errorf("step %d tensor %d: %v", step, i, x.Float32s()[i])
+				}
+			}
+		}
+		return nil
+	})
 }

@@ -1,0 +1,81 @@
+package runtime
+
+import (
+	"time"
+
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// AllreduceGroup is a fixed set of tensors that are allreduced in place
+// together, step after step — a model's gradients. Its requests are built
+// once, so Start allocates the same small amount whatever the number of
+// tensors; each tensor is still negotiated by name, cached and fused like
+// any other allreduce.
+type AllreduceGroup struct {
+	r    *Runtime
+	ents []*entry
+	outs []*tensor.Tensor
+	last *Handle
+}
+
+// NewAllreduceGroup prepares the in-place allreduce of ts, tensor i under
+// names[i] (the same names on every rank), with op and the call options.
+func (r *Runtime) NewAllreduceGroup(ts []*tensor.Tensor, names []string, op ReduceOp, opts ...CallOption) (*AllreduceGroup, error) {
+	if err := r.checkRunning(); err != nil {
+		return nil, err
+	}
+	if len(ts) == 0 || len(ts) != len(names) {
+		return nil, invalid("allreduce group of %d tensors with %d names", len(ts), len(names))
+	}
+	o := callOpts(opts)
+	g := &AllreduceGroup{r: r, ents: make([]*entry, len(ts)), outs: append([]*tensor.Tensor(nil), ts...)}
+	seen := make(map[string]bool, len(ts))
+	for i, t := range ts {
+		if err := checkTensor(t); err != nil {
+			return nil, err
+		}
+		if err := r.checkReduce(op, t.DType()); err != nil {
+			return nil, err
+		}
+		name := r.opName("allreduce", names[i])
+		if seen[name] {
+			return nil, ErrDuplicateName
+		}
+		seen[name] = true
+		typ := wire.Allreduce
+		if op == Adasum {
+			typ = wire.Adasum
+		}
+		e := r.newEntry(typ, name, t, t, nil, i)
+		e.req.Op, e.req.Prescale, e.req.Postscale = op, o.prescale, o.postscale
+		g.ents[i] = e
+	}
+	return g, nil
+}
+
+// Len returns the number of tensors in the group.
+func (g *AllreduceGroup) Len() int { return len(g.ents) }
+
+// Start enqueues one step: the allreduce of every tensor of the group. The
+// previous step must have completed (else ErrDuplicateName).
+func (g *AllreduceGroup) Start() (*Handle, error) {
+	if err := g.r.checkRunning(); err != nil {
+		return nil, err
+	}
+	if g.last != nil && !g.last.Poll() {
+		return nil, ErrDuplicateName
+	}
+	h := &Handle{done: make(chan struct{}), outs: g.outs, joinRank: -1}
+	h.pending.Store(int32(len(g.ents)))
+	now := time.Now()
+	for _, e := range g.ents {
+		e.h = h
+		e.enqueued = now
+	}
+	if err := g.r.q.add(g.ents...); err != nil {
+		return nil, err
+	}
+	g.last = h
+	return h, nil
+}

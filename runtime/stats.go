@@ -1,0 +1,32 @@
+package runtime
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats counts the background loop's work since Init.
+type Stats struct {
+	Cycles       int64         // cycles run
+	ActiveCycles int64         // cycles that performed at least one operation
+	ActiveBusy   time.Duration // time spent inside active cycles (not sleeping)
+	IdleBusy     time.Duration // time spent inside cycles that performed nothing
+	SlowCycles   int64         // cycles that needed full negotiation (gather and broadcast)
+}
+
+type stats struct {
+	cycles, active, slow atomic.Int64
+	activeNs, idleNs     atomic.Int64
+}
+
+// Stats returns the loop's counters.
+func (r *Runtime) Stats() Stats {
+	s := &r.stats
+	return Stats{
+		Cycles:       s.cycles.Load(),
+		ActiveCycles: s.active.Load(),
+		ActiveBusy:   time.Duration(s.activeNs.Load()),
+		IdleBusy:     time.Duration(s.idleNs.Load()),
+		SlowCycles:   s.slow.Load(),
+	}
+}
