@@ -23,6 +23,10 @@ import (
 )
 
 func main() {
+	// A closed output pipe (gohorovodrun ... | head) must not kill the
+	// launcher while it still owns a running job: writes fail instead, and
+	// the launcher goes on to stop and reap mpirun.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	l := launch.NewLauncher(launch.BuildInfo{
