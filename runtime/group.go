@@ -77,5 +77,6 @@ func (g *AllreduceGroup) Start() (*Handle, error) {
 		return nil, err
 	}
 	g.last = h
+	g.r.q.signal()
 	return h, nil
 }

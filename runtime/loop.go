@@ -37,7 +37,8 @@ type loop struct {
 	fusion    []byte             // persistent fusion buffer, grown up to the threshold
 	chunk     int                // bytes per collective call on large buffers; 0: no chunking
 	joined    bool
-	performed bool // the last cycle performed at least one response
+	performed bool      // the last cycle performed at least one response
+	syncedAt  time.Time // when the last agreement allreduce returned
 	stallErr  error
 	invalid   map[string]bool // cached names to force through negotiation
 	checker   comm.AgreementChecker
@@ -116,14 +117,28 @@ func (l *loop) run() {
 		l.r.q.close(&shutdownError{cause: cause})
 		close(l.r.stopped)
 	}()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	next := time.Now()
 	for {
 		if d := time.Until(next); d > 0 {
-			time.Sleep(d)
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-l.r.q.wake:
+				// A group of requests arrived: start the cycle now
+				// rather than at the tick.
+				if !timer.Stop() {
+					<-timer.C
+				}
+			}
 		}
 		t0 := time.Now()
-		next = t0.Add(l.cfg.CycleTime)
 		stop, err := l.cycle()
+		// The next tick counts from the agreement allreduce, where the
+		// ranks met, so that their cycles stay in phase and no rank waits
+		// in the next agreement for a peer that is still asleep.
+		next = l.syncedAt.Add(l.cfg.CycleTime)
 		busy := int64(time.Since(t0))
 		st := &l.r.stats
 		st.cycles.Add(1)
@@ -236,6 +251,7 @@ func (l *loop) cycle() (bool, error) {
 	if err := l.com.Allreduce(wordsTensor(&l.syncT, l.sync.Words()), tensor.BitAnd); err != nil {
 		return false, fmt.Errorf("cache agreement: %w", err)
 	}
+	l.syncedAt = time.Now()
 	if l.sync.Invalid() {
 		if err := l.com.Allreduce(wordsTensor(&l.invT, l.sync.InvalidWords()), tensor.BitOr); err != nil {
 			return false, fmt.Errorf("cache invalidation: %w", err)

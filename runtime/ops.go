@@ -138,6 +138,9 @@ func (r *Runtime) allreduceAsync(ts []*tensor.Tensor, name string, op ReduceOp, 
 	if err := r.enqueue(es...); err != nil {
 		return nil, err
 	}
+	if len(es) > 1 {
+		r.q.signal()
+	}
 	return h, nil
 }
 

@@ -25,6 +25,8 @@ type queue struct {
 	table  map[string]*entry
 	fifo   []*entry
 	closed error // non-nil once the loop has stopped
+	// wake tells the loop that a group of requests was enqueued.
+	wake chan struct{}
 }
 
 func (q *queue) reset() {
@@ -32,6 +34,7 @@ func (q *queue) reset() {
 	q.table = make(map[string]*entry)
 	q.fifo = nil
 	q.closed = nil
+	q.wake = make(chan struct{}, 1)
 	q.mu.Unlock()
 }
 
@@ -53,6 +56,14 @@ func (q *queue) add(es ...*entry) error {
 	}
 	q.fifo = append(q.fifo, es...)
 	return nil
+}
+
+// signal wakes the loop for an early cycle.
+func (q *queue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
 }
 
 // pop moves the FIFO's entries to dst.

@@ -35,7 +35,13 @@ type options struct {
 	cfg     *config.Config
 	logger  *zerolog.Logger
 	keepMPI bool
+	chunk   *int
 }
+
+// WithChunkBytes sets the largest buffer handed to one transport collective:
+// larger fused buffers and tensors are reduced in chunks of n bytes (0: no
+// chunking). The default comes from cmd/hvdbench's measurements.
+func WithChunkBytes(n int) Option { return func(o *options) { o.chunk = &n } }
 
 // WithCommunicator runs the runtime over c (for example one member of
 // comm.NewGroup, to run N ranks in one process) instead of MPI. The runtime
@@ -157,6 +163,9 @@ func (r *Runtime) Init(opts ...Option) error {
 	l, err := newLoop(r)
 	if err != nil {
 		return r.initFailed(com, owns, err)
+	}
+	if o.chunk != nil {
+		l.chunk = max(*o.chunk, 0)
 	}
 	r.loop = l
 	r.st = stateRunning

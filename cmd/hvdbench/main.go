@@ -1,0 +1,74 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	isWorker := flag.Bool("worker", false, "run as an MPI rank (set by the orchestrator)")
+	np := flag.Int("np", 2, "ranks")
+	benchDir := flag.String("bench-dir", "../shared/bench", "directory of allreduce_baseline.c and the shapes files")
+	iters := flag.Int("iters", 20, "timed steps per case")
+	warmup := flag.Int("warmup", 3, "untimed steps per case")
+	thresholds := flag.String("fusion", "", "comma-separated fusion thresholds in bytes (default: the configured default)")
+	chunks := flag.String("chunk", "0", "comma-separated transport chunk sizes in bytes (0: none)")
+	cases := flag.String("cases", "resnet50,64MiB,4KiBx1000,tinyx161,tinyx1000", "cases to run")
+	rawFusion := flag.Int64("raw-fusion", 4<<20, "the yardstick's fused-mode buffer in bytes")
+	flag.Parse()
+	if *isWorker || os.Getenv("OMPI_COMM_WORLD_SIZE") != "" || os.Getenv("PMI_SIZE") != "" {
+		a := workerArgs{shapes: *benchDir + "/resnet50_shapes.txt", iters: *iters, warmup: *warmup,
+			cases: strings.Split(*cases, ",")}
+		var err error
+		if a.thresholds, err = int64s(*thresholds); err != nil {
+			fail(err)
+		}
+		if len(a.thresholds) == 0 {
+			a.thresholds = []int64{defaultThreshold()}
+		}
+		ch, err := int64s(*chunks)
+		if err != nil {
+			fail(err)
+		}
+		for _, c := range ch {
+			a.chunks = append(a.chunks, int(c))
+		}
+		if err := worker(a); err != nil {
+			fail(err)
+		}
+		return
+	}
+	var extra []string
+	flag.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "fusion", "chunk", "cases", "warmup", "bench-dir":
+			extra = append(extra, "-"+f.Name, f.Value.String())
+		}
+	})
+	if err := orchestrate(orchArgs{np: *np, benchDir: *benchDir, iters: *iters, worker: extra, fusion: *rawFusion}); err != nil {
+		fail(err)
+	}
+}
+
+func int64s(s string) ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad number %q", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "hvdbench:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// record is one key=value line.
+type record map[string]string
+
+func parseLines(r io.Reader) []record {
+	var out []record
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		rec := record{}
+		for _, f := range strings.Fields(sc.Text()) {
+			k, v, ok := strings.Cut(f, "=")
+			if !ok {
+				rec = nil
+				break
+			}
+			rec[k] = v
+		}
+		if len(rec) > 0 && (rec["mode"] != "" || rec["impl"] != "") {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func (r record) num(k string) float64 {
+	v, _ := strconv.ParseFloat(r[k], 64)
+	return v
+}
+
+type orchArgs struct {
+	np       int
+	benchDir string
+	iters    int
+	worker   []string // extra worker flags
+	fusion   int64    // the yardstick's fused mode buffer
+}
+
+func run(out io.Writer, name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(name, args...)
+	var buf bytes.Buffer
+	cmd.Stdout = io.MultiWriter(&buf, out)
+	cmd.Stderr = os.Stderr
+	err := cmd.Run()
+	return buf.Bytes(), err
+}
+
+// orchestrate builds and runs the yardstick and the worker, then prints the
+// ratios.
+func orchestrate(a orchArgs) error {
+	if err := os.MkdirAll("bin", 0o755); err != nil {
+		return err
+	}
+	base := filepath.Join("bin", "allreduce_baseline")
+	if _, err := run(os.Stderr, "mpicc", "-O2", "-o", base, filepath.Join(a.benchDir, "allreduce_baseline.c")); err != nil {
+		return fmt.Errorf("building the yardstick: %w", err)
+	}
+	tmp, err := os.MkdirTemp("", "hvdbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	small := filepath.Join(tmp, "4k_x1000.txt")
+	var sb strings.Builder
+	for i := 0; i < 1000; i++ {
+		fmt.Fprintf(&sb, "t%d\t1024\n", i)
+	}
+	tiny := filepath.Join(tmp, "tiny_x161.txt")
+	var tb strings.Builder
+	for i := 0; i < 161; i++ {
+		fmt.Fprintf(&tb, "t%d\t1\n", i)
+	}
+	if err := os.WriteFile(small, []byte(sb.String()), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(tiny, []byte(tb.String()), 0o644); err != nil {
+		return err
+	}
+	np := strconv.Itoa(a.np)
+	iters := strconv.Itoa(a.iters)
+	fb := strconv.FormatInt(a.fusion, 10)
+	shapes := filepath.Join(a.benchDir, "resnet50_shapes.txt")
+	raw := map[string][]record{}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"resnet50", []string{"--shapes", shapes, "--fusion-bytes", fb}},
+		{"64MiB", []string{"--bytes", "67108864", "--modes", "whole"}},
+		{"4KiBx1000", []string{"--shapes", small, "--fusion-bytes", fb}},
+		{"tinyx161", []string{"--shapes", tiny, "--modes", "per-tensor,whole"}},
+	} {
+		fmt.Fprintf(os.Stderr, "# yardstick %s\n", c.name)
+		b, err := run(os.Stdout, "scripts/mpirun.sh", append([]string{np, base, "--iters", iters}, c.args...)...)
+		if err != nil {
+			return fmt.Errorf("yardstick %s: %w", c.name, err)
+		}
+		for _, rec := range parseLines(bytes.NewReader(b)) {
+			rec["case"] = c.name
+			fmt.Printf("impl=raw-mpi case=%s mode=%s median_ms=%s algbw_GBps=%s busbw_GBps=%s\n",
+				c.name, rec["mode"], rec["median_ms"], rec["algbw_GBps"], rec["busbw_GBps"])
+			raw[c.name] = append(raw[c.name], rec)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "# runtime\n")
+	b, err := run(os.Stdout, "scripts/mpirun.sh", append([]string{np, self, "-worker", "-iters", iters}, a.worker...)...)
+	if err != nil {
+		return fmt.Errorf("runtime worker: %w", err)
+	}
+	for _, rec := range parseLines(bytes.NewReader(b)) {
+		c := rec["case"]
+		best, bestMode, perTensor := 0.0, "", 0.0
+		for _, r := range raw[c] {
+			if m := r.num("median_ms"); best == 0 || m < best {
+				best, bestMode = m, r["mode"]
+			}
+			if r["mode"] == "per-tensor" {
+				perTensor = r.num("median_ms")
+			}
+		}
+		if best == 0 {
+			continue
+		}
+		line := fmt.Sprintf("ratio case=%s fusion=%s chunk=%s runtime_ms=%s raw_best_ms=%.4f raw_best_mode=%s ratio=%.3f",
+			c, rec["fusion"], rec["chunk"], rec["median_ms"], best, bestMode, rec.num("median_ms")/best)
+		if perTensor > 0 {
+			line += fmt.Sprintf(" speedup_vs_per_tensor=%.2f", perTensor/rec.num("median_ms"))
+		}
+		fmt.Println(line)
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// readShapes reads "name<TAB>AxBxC" lines ('#' comments) into element counts.
+func readShapes(path string) ([]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var counts []int
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		if i := strings.IndexByte(line, '\t'); i >= 0 {
+			line = line[i+1:]
+		}
+		n := 1
+		for _, d := range strings.Split(line, "x") {
+			v, err := strconv.Atoi(strings.TrimSpace(d))
+			if err != nil {
+				return nil, fmt.Errorf("%s: bad shape %q", path, line)
+			}
+			n *= v
+		}
+		counts = append(counts, n)
+	}
+	return counts, sc.Err()
+}
+
+type workerArgs struct {
+	shapes     string
+	iters      int
+	warmup     int
+	thresholds []int64
+	chunks     []int
+	cases      []string
+}
+
+// worker runs under mpirun: every rank runs it.
+func worker(a workerArgs) error {
+	ctl, err := comm.NewMPI() // timing control, separate from the runtime's
+	if err != nil {
+		return err
+	}
+	defer comm.FinalizeMPI()
+	defer ctl.Close()
+	resnet, err := readShapes(a.shapes)
+	if err != nil {
+		return err
+	}
+	sets := map[string][]int{
+		"resnet50":  resnet,
+		"64MiB":     {16 << 20},
+		"4KiBx1000": slices.Repeat([]int{1024}, 1000),
+		"tinyx161":  slices.Repeat([]int{1}, 161),
+		"tinyx1000": slices.Repeat([]int{1}, 1000),
+	}
+	for _, thr := range a.thresholds {
+		for _, chunk := range a.chunks {
+			cfg := config.Default()
+			cfg.FusionThreshold = thr
+			rt := new(hvd.Runtime)
+			if err := rt.Init(hvd.WithConfig(cfg), hvd.WithoutMPIFinalize(), hvd.WithChunkBytes(chunk),
+				hvd.WithLogger(zerolog.New(os.Stderr).Level(zerolog.WarnLevel))); err != nil {
+				return err
+			}
+			for _, name := range a.cases {
+				counts, ok := sets[name]
+				if !ok {
+					return fmt.Errorf("unknown case %q", name)
+				}
+				if err := runCase(rt, ctl, name, counts, thr, chunk, a); err != nil {
+					return err
+				}
+			}
+			if err := rt.Shutdown(); err != nil {
+				return err
+			}
+			if err := ctl.Barrier(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func runCase(rt *hvd.Runtime, ctl comm.Communicator, name string, counts []int, thr int64, chunk int, a workerArgs) error {
+	ts := make([]*tensor.Tensor, len(counts))
+	names := make([]string, len(counts))
+	total := 0
+	for i, n := range counts {
+		ts[i] = tensor.New(tensor.Float32, n)
+		for j := range ts[i].Float32s() {
+			ts[i].Float32s()[j] = 1
+		}
+		names[i] = fmt.Sprintf("%s.%d", name, i)
+		total += n
+	}
+	g, err := rt.NewAllreduceGroup(ts, names, hvd.Sum)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	step := func() error {
+		h, err := g.Start()
+		if err != nil {
+			return err
+		}
+		return h.Wait(ctx)
+	}
+	local := tensor.New(tensor.Float64, a.iters)
+	var before, after goruntime.MemStats
+	var s0, s1 hvd.Stats
+	for it := -a.warmup; it < a.iters; it++ {
+		if it == 0 {
+			goruntime.ReadMemStats(&before)
+			s0 = rt.Stats()
+		}
+		// Line the ranks up through the runtime itself, so that no second
+		// thread spins in MPI while the step runs.
+		if err := rt.Barrier(ctx); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := step(); err != nil {
+			return err
+		}
+		if it >= 0 {
+			local.Float64s()[it] = time.Since(t0).Seconds()
+		}
+	}
+	goruntime.ReadMemStats(&after)
+	s1 = rt.Stats()
+	// The step time is the slowest rank's.
+	if err := ctl.Allreduce(local, tensor.Max); err != nil {
+		return err
+	}
+	if ctl.Rank() != 0 {
+		return nil
+	}
+	times := slices.Clone(local.Float64s())
+	slices.Sort(times)
+	med := times[len(times)/2]
+	bytes := float64(total * 4)
+	alg := bytes / med / 1e9
+	n := float64(ctl.Size())
+	active := s1.ActiveCycles - s0.ActiveCycles
+	usPerCycle := 0.0
+	if active > 0 {
+		usPerCycle = float64((s1.ActiveBusy - s0.ActiveBusy).Microseconds()) / float64(active)
+	}
+	idle := (s1.Cycles - s0.Cycles) - active
+	idleUs := 0.0
+	if idle > 0 {
+		idleUs = float64((s1.IdleBusy - s0.IdleBusy).Microseconds()) / float64(idle)
+	}
+	fmt.Printf("impl=runtime case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
+		"us_per_active_cycle=%.1f active_cycles_per_step=%.2f us_per_idle_cycle=%.1f slow_cycles=%d allocs_per_step=%.1f\n",
+		name, len(counts), bytes, ctl.Size(), a.iters, thr, chunk, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
+		usPerCycle, float64(active)/float64(a.iters), idleUs, s1.SlowCycles-s0.SlowCycles,
+		float64(after.Mallocs-before.Mallocs)/float64(a.iters))
+	return nil
+}
