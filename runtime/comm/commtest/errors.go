@@ -1,0 +1,227 @@
+package commtest
+
+import (
+	"fmt"
+
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// errorCase is a collective called with arguments that are wrong on some
+// rank, or that disagree across ranks. call passes the buffers of the
+// collective to keep before making it, and returns its error. Every rank
+// must get an error, no kept buffer may change, and an allreduce afterwards
+// must still work.
+type errorCase struct {
+	name     string
+	minRanks int
+	call     func(c comm.Communicator, keep func(...*tensor.Tensor)) error
+}
+
+func (e errorCase) toCase() Case {
+	return Case{Name: "error/" + e.name, MinRanks: e.minRanks, Run: func(c comm.Communicator) error {
+		var rep report
+		var bufs, before []*tensor.Tensor
+		err := e.call(c, func(ts ...*tensor.Tensor) {
+			for _, t := range ts {
+				bufs = append(bufs, t)
+				before = append(before, t.Clone())
+			}
+		})
+		rep.fails(e.name, err)
+		for i, b := range bufs {
+			rep.check(same(fmt.Sprintf("%s: buffer %d after the failed call", e.name, i), b, before[i]))
+		}
+		alive(&rep, c, "after "+e.name)
+		return rep.err()
+	}}
+}
+
+func ones(n int) []int {
+	c := make([]int, n)
+	for i := range c {
+		c[i] = 1
+	}
+	return c
+}
+
+func ranked(dt tensor.DType, r, n int) *tensor.Tensor {
+	return filled(dt, func(i int) int64 { return tag(dt, r, i) }, n)
+}
+
+func errorCases() []Case {
+	last := func(c comm.Communicator) bool { return c.Rank() == c.Size()-1 }
+	es := []errorCase{
+		{"allreduce/lengths-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			n := 4
+			if last(c) {
+				n = 5
+			}
+			buf := ranked(tensor.Float32, c.Rank(), n)
+			keep(buf)
+			return c.Allreduce(buf, tensor.Sum)
+		}},
+		{"allreduce/dtypes-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			dt := tensor.Float32
+			if c.Rank() == 0 {
+				dt = tensor.Float64
+			}
+			buf := ranked(dt, c.Rank(), 4)
+			keep(buf)
+			return c.Allreduce(buf, tensor.Sum)
+		}},
+		{"allreduce/ops-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			op := tensor.Sum
+			if c.Rank() == 0 {
+				op = tensor.Max
+			}
+			buf := ranked(tensor.Int32, c.Rank(), 4)
+			keep(buf)
+			return c.Allreduce(buf, op)
+		}},
+		{"allreduce/op-undefined-on-dtype", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			buf := ranked(tensor.Float32, c.Rank(), 4)
+			keep(buf)
+			return c.Allreduce(buf, tensor.BitAnd)
+		}},
+		{"bcast/lengths-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			n := 6
+			if last(c) {
+				n = 7
+			}
+			buf := ranked(tensor.Int64, c.Rank(), n)
+			keep(buf)
+			return c.Bcast(buf, 0)
+		}},
+		{"bcast/roots-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			root := 1
+			if c.Rank() == 0 {
+				root = 0
+			}
+			buf := ranked(tensor.Int64, c.Rank(), 6)
+			keep(buf)
+			return c.Bcast(buf, root)
+		}},
+		{"bcast/root-out-of-range", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			buf := ranked(tensor.Int64, c.Rank(), 6)
+			keep(buf)
+			return c.Bcast(buf, c.Size())
+		}},
+		{"gatherv/negative-root", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			send := ranked(tensor.Float64, c.Rank(), 1)
+			recv := sentinels(tensor.Float64, c.Size())
+			keep(send, recv)
+			return c.Gatherv(send, recv, ones(c.Size()), -1)
+		}},
+		{"gatherv/negative-count", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			counts := ones(c.Size())
+			counts[0] = -1
+			send := ranked(tensor.Float64, c.Rank(), max(counts[c.Rank()], 0))
+			recv := sentinels(tensor.Float64, c.Size())
+			keep(send, recv)
+			return c.Gatherv(send, recv, counts, 0)
+		}},
+		{"allgatherv/counts-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			counts := ones(c.Size())
+			if c.Rank() == 0 {
+				counts[c.Size()-1] = 2 // rank 0 expects one element more from the last rank
+			}
+			send := ranked(tensor.Float32, c.Rank(), counts[c.Rank()])
+			recv := sentinels(tensor.Float32, comm.Sum(counts))
+			keep(send, recv)
+			return c.Allgatherv(send, recv, counts)
+		}},
+		{"allgatherv/counts-length-everywhere", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			counts := ones(c.Size() + 1)
+			send := ranked(tensor.Float32, c.Rank(), 1)
+			recv := sentinels(tensor.Float32, c.Size()+1)
+			keep(send, recv)
+			return c.Allgatherv(send, recv, counts)
+		}},
+		{"allgatherv/counts-length-one-rank", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			counts := ones(c.Size())
+			if last(c) {
+				counts = ones(c.Size() + 1)
+			}
+			send := ranked(tensor.Float32, c.Rank(), 1)
+			recv := sentinels(tensor.Float32, len(counts))
+			keep(send, recv)
+			return c.Allgatherv(send, recv, counts)
+		}},
+		{"allgatherv/send-size", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			n := 1
+			if last(c) {
+				n = 2
+			}
+			send := ranked(tensor.Uint8, c.Rank(), n)
+			recv := sentinels(tensor.Uint8, c.Size()+1)
+			keep(send, recv)
+			return c.Allgatherv(send, recv, ones(c.Size()))
+		}},
+		{"allgatherv/receive-too-small", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			send := ranked(tensor.Uint8, c.Rank(), 1)
+			m := c.Size()
+			if last(c) {
+				m--
+			}
+			recv := sentinels(tensor.Uint8, m)
+			keep(send, recv)
+			return c.Allgatherv(send, recv, ones(c.Size()))
+		}},
+		{"alltoallv/counts-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			sendCounts, recvCounts := ones(c.Size()), ones(c.Size())
+			if c.Rank() == 1 {
+				recvCounts[0] = 2 // rank 0 sends rank 1 one element
+			}
+			send := ranked(tensor.Int32, c.Rank(), comm.Sum(sendCounts))
+			recv := sentinels(tensor.Int32, comm.Sum(recvCounts))
+			keep(send, recv)
+			return c.Alltoallv(send, sendCounts, recv, recvCounts)
+		}},
+		{"alltoallv/send-size", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			n := c.Size()
+			if last(c) {
+				n++
+			}
+			send := ranked(tensor.Int32, c.Rank(), n)
+			recv := sentinels(tensor.Int32, c.Size())
+			keep(send, recv)
+			return c.Alltoallv(send, ones(c.Size()), recv, ones(c.Size()))
+		}},
+		{"reducescatter/counts-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			counts := ones(c.Size())
+			if c.Rank() == 0 {
+				counts[0] = 2
+			}
+			send := ranked(tensor.Float64, c.Rank(), comm.Sum(counts))
+			recv := sentinels(tensor.Float64, counts[c.Rank()])
+			keep(send, recv)
+			return c.ReduceScatter(send, recv, counts, tensor.Sum)
+		}},
+		{"reducescatter/ops-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			op := tensor.Min
+			if c.Rank() == 0 {
+				op = tensor.Sum
+			}
+			send := ranked(tensor.Float64, c.Rank(), c.Size())
+			recv := sentinels(tensor.Float64, 1)
+			keep(send, recv)
+			return c.ReduceScatter(send, recv, ones(c.Size()), op)
+		}},
+		{"reducescatter/send-size", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
+			n := c.Size()
+			if last(c) {
+				n++
+			}
+			send := ranked(tensor.Float64, c.Rank(), n)
+			recv := sentinels(tensor.Float64, 1)
+			keep(send, recv)
+			return c.ReduceScatter(send, recv, ones(c.Size()), tensor.Sum)
+		}},
+	}
+	cs := make([]Case, len(es))
+	for i, e := range es {
+		cs[i] = e.toCase()
+	}
+	return cs
+}

@@ -1,0 +1,214 @@
+package commtest
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// The suite's values are small integers (or, for the bitwise reductions,
+// bit patterns), so every dtype represents them exactly and every expected
+// result can be computed in int64: integer dtypes wrap exactly as an int64
+// truncated to their width does.
+
+// filled returns a new tensor of the given shape whose element i is f(i).
+func filled(dt tensor.DType, f func(i int) int64, shape ...int) *tensor.Tensor {
+	t := tensor.New(dt, shape...)
+	fill(t, f)
+	return t
+}
+
+// fill sets element i of t to f(i), converted to t's dtype.
+func fill(t *tensor.Tensor, f func(i int) int64) {
+	n := t.Len()
+	switch t.DType() {
+	case tensor.Float32:
+		s := tensor.View[float32](t)
+		for i := range s {
+			s[i] = float32(f(i))
+		}
+	case tensor.Float64:
+		s := tensor.View[float64](t)
+		for i := range s {
+			s[i] = float64(f(i))
+		}
+	case tensor.Float16, tensor.BFloat16:
+		tmp := make([]float32, n)
+		for i := range tmp {
+			tmp[i] = float32(f(i))
+		}
+		if t.DType() == tensor.Float16 {
+			tensor.Float32ToFloat16(tensor.View[tensor.Float16Bits](t), tmp)
+		} else {
+			tensor.Float32ToBFloat16(tensor.View[tensor.BFloat16Bits](t), tmp)
+		}
+	case tensor.Int8:
+		s := tensor.View[int8](t)
+		for i := range s {
+			s[i] = int8(f(i))
+		}
+	case tensor.Uint8:
+		s := tensor.View[uint8](t)
+		for i := range s {
+			s[i] = uint8(f(i))
+		}
+	case tensor.Int32:
+		s := tensor.View[int32](t)
+		for i := range s {
+			s[i] = int32(f(i))
+		}
+	case tensor.Int64:
+		s := tensor.View[int64](t)
+		for i := range s {
+			s[i] = f(i)
+		}
+	case tensor.Uint64:
+		s := tensor.View[uint64](t)
+		for i := range s {
+			s[i] = uint64(f(i))
+		}
+	default:
+		panic(fmt.Sprintf("commtest: no fill for %v", t.DType()))
+	}
+}
+
+// show returns element i of t as text.
+func show(t *tensor.Tensor, i int) string {
+	switch t.DType() {
+	case tensor.Float32:
+		return fmt.Sprint(tensor.View[float32](t)[i])
+	case tensor.Float64:
+		return fmt.Sprint(tensor.View[float64](t)[i])
+	case tensor.Float16:
+		var out [1]float32
+		tensor.Float16ToFloat32(out[:], tensor.View[tensor.Float16Bits](t)[i:i+1])
+		return fmt.Sprint(out[0])
+	case tensor.BFloat16:
+		var out [1]float32
+		tensor.BFloat16ToFloat32(out[:], tensor.View[tensor.BFloat16Bits](t)[i:i+1])
+		return fmt.Sprint(out[0])
+	case tensor.Int8:
+		return fmt.Sprint(tensor.View[int8](t)[i])
+	case tensor.Uint8:
+		return fmt.Sprint(tensor.View[uint8](t)[i])
+	case tensor.Int32:
+		return fmt.Sprint(tensor.View[int32](t)[i])
+	case tensor.Int64:
+		return fmt.Sprint(tensor.View[int64](t)[i])
+	case tensor.Uint64:
+		return fmt.Sprintf("%#x", tensor.View[uint64](t)[i])
+	}
+	return "?"
+}
+
+// same compares got with want element by element and describes the first
+// difference (and how many elements differ), or returns nil.
+func same(what string, got, want *tensor.Tensor) error {
+	if got.DType() != want.DType() || got.Len() != want.Len() {
+		return fmt.Errorf("%s: got %v, want %v", what, got, want)
+	}
+	gb, wb := got.Bytes(), want.Bytes()
+	if bytes.Equal(gb, wb) {
+		return nil
+	}
+	esz := got.DType().Size()
+	first, bad := -1, 0
+	for i := 0; i < got.Len(); i++ {
+		if !bytes.Equal(gb[i*esz:(i+1)*esz], wb[i*esz:(i+1)*esz]) {
+			if first < 0 {
+				first = i
+			}
+			bad++
+		}
+	}
+	return fmt.Errorf("%s: %d of %d elements wrong; element %d is %s, want %s",
+		what, bad, got.Len(), first, show(got, first), show(want, first))
+}
+
+// signed reports whether the suite may use negative values for dt.
+func signed(dt tensor.DType) bool {
+	return dt != tensor.Uint8 && dt != tensor.Uint64
+}
+
+// bitStride is how far apart the bits of the bitwise cases are, so that they
+// reach the high bytes of wide types.
+func bitStride(dt tensor.DType) int { return dt.Size() }
+
+// contribution is element i of rank r's input to a reduction with op in a
+// group of n ranks: chosen so that every rank's contribution is visible in
+// the result, the result depends on i, and it stays exact in every dtype
+// (for up to 8 ranks).
+func contribution(dt tensor.DType, op tensor.ReduceOp, r, n, i int) int64 {
+	switch op {
+	case tensor.Sum:
+		// A distinct power of two per rank (any missing or doubled rank
+		// changes the sum) on top of a pattern that varies with i.
+		p := int64(i % 11)
+		if signed(dt) {
+			p -= 5
+		}
+		return p + 1<<(r%5)
+	case tensor.Product:
+		// Rank i%n contributes 2, the others 1; a sign that depends on i
+		// and r for the types that have one.
+		v := int64(1)
+		if r == i%n {
+			v = 2
+		}
+		if signed(dt) && (i+r)%3 == 0 {
+			v = -v
+		}
+		return v
+	case tensor.Min, tensor.Max:
+		// Distinct values per rank; which rank holds the extreme varies
+		// with i.
+		v := int64((r+i)%(2*n+1) - n)
+		if !signed(dt) {
+			v += int64(n)
+		}
+		return v
+	case tensor.BitAnd:
+		return ^(int64(1) << (((r + i) % 7) * bitStride(dt)))
+	case tensor.BitOr:
+		return int64(1) << (((r + i) % 7) * bitStride(dt))
+	}
+	panic(fmt.Sprintf("commtest: no values for %v", op))
+}
+
+// combine folds the contributions of ranks 0..n-1 to element i.
+func combine(dt tensor.DType, op tensor.ReduceOp, n, i int) int64 {
+	acc := contribution(dt, op, 0, n, i)
+	for r := 1; r < n; r++ {
+		v := contribution(dt, op, r, n, i)
+		switch op {
+		case tensor.Sum:
+			acc += v
+		case tensor.Product:
+			acc *= v
+		case tensor.Min:
+			acc = min(acc, v)
+		case tensor.Max:
+			acc = max(acc, v)
+		case tensor.BitAnd:
+			acc &= v
+		case tensor.BitOr:
+			acc |= v
+		}
+	}
+	return acc
+}
+
+// tag is a value that identifies (rank, index) pairs, exact in every dtype:
+// it lies in [0, 97) (or [-48, 49) for signed types).
+func tag(dt tensor.DType, r, i int) int64 {
+	v := int64((r*37 + i*11 + 5) % 97)
+	if signed(dt) {
+		v -= 48
+	}
+	return v
+}
+
+// sentinel marks receive-buffer elements that a collective must not touch;
+// no tag takes this value.
+const sentinel = 120

@@ -1,0 +1,754 @@
+package comm
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// GroupOptions configures an in-memory group (see NewGroupWith).
+type GroupOptions struct {
+	// Nodes is the number of ranks on each simulated node, in rank order:
+	// Nodes{2, 2} puts ranks 0 and 1 on node 0 and ranks 2 and 3 on node 1,
+	// and SplitLocal groups ranks by node. Nil means one node holding every
+	// rank.
+	Nodes []int
+	// Timeout bounds how long a rank waits in a collective for the other
+	// ranks to arrive. When it expires the group is torn down: every rank
+	// blocked in the group, and every later call, gets an error that matches
+	// both ErrTimeout and ErrClosed (a *TimeoutError naming the missing
+	// ranks). Zero waits for ever.
+	Timeout time.Duration
+}
+
+// ErrTimeout matches the error returned when an in-memory collective waited
+// longer than GroupOptions.Timeout for the other ranks.
+var ErrTimeout = errors.New("comm: collective timed out")
+
+// TimeoutError reports a collective that some ranks never reached. It
+// matches ErrTimeout and ErrClosed (errors.Is), because a timeout tears the
+// group down.
+type TimeoutError struct {
+	Op      string        // the collective the waiting rank was in
+	Timeout time.Duration // how long it waited
+	Missing []int         // ranks that had not arrived at that step
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("comm: %s: ranks %v did not arrive within %v; the group is closed", e.Op, e.Missing, e.Timeout)
+}
+
+// Is reports whether target is ErrTimeout or ErrClosed.
+func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout || target == ErrClosed }
+
+// NewGroup returns the n members of a new in-memory group, one Communicator
+// per rank, all on one simulated node. Each member is meant to be used by
+// its own goroutine. It panics if n < 1.
+func NewGroup(n int) []Communicator { return NewGroupWith(n, GroupOptions{}) }
+
+// NewGroupNodes returns an in-memory group spread over len(sizes) simulated
+// nodes, with sizes[i] consecutive ranks on node i; SplitLocal returns the
+// ranks of one node. It panics if there is no node or a node is empty.
+func NewGroupNodes(sizes ...int) []Communicator {
+	n := 0
+	for _, s := range sizes {
+		n += s
+	}
+	return NewGroupWith(n, GroupOptions{Nodes: sizes})
+}
+
+// NewGroupWith returns the n members of a new in-memory group configured by
+// o. It panics if n < 1, if o.Nodes does not sum to n or names an empty node,
+// or if o.Timeout is negative.
+//
+// The in-memory group runs every collective of the Communicator contract on
+// host tensors with the documented semantics: every rank posts its
+// arguments, the last rank to arrive checks them all (a disagreement gives a
+// *MismatchError on every rank, a rank's own bad argument gives that error
+// to that rank and a *MismatchError naming it to the others) and moves the
+// data, and then every rank returns. Large allreduces are reduced in
+// parallel, each rank combining one slice of the buffer. Reductions combine
+// the ranks' contributions as a left fold in rank order, so results are
+// identical on every rank and from run to run.
+//
+// Close on any member tears down the whole group: ranks blocked in a
+// collective return ErrClosed, and so does every later call on every
+// member. Close, unlike the collectives, may be called from any goroutine.
+// Groups made by Split and SplitLocal are independent of their parent.
+// Send and receive buffers must not overlap, except that the send tensor of
+// Allgatherv may be this rank's own block of recv.
+func NewGroupWith(n int, o GroupOptions) []Communicator {
+	if n < 1 {
+		panic(fmt.Sprintf("comm: in-memory group of %d ranks", n))
+	}
+	if o.Timeout < 0 {
+		panic(fmt.Sprintf("comm: negative timeout %v", o.Timeout))
+	}
+	node := make([]int, 0, n)
+	if o.Nodes == nil {
+		node = append(node, make([]int, n)...)
+	} else {
+		for i, s := range o.Nodes {
+			if s < 1 {
+				panic(fmt.Sprintf("comm: node %d of an in-memory group has %d ranks", i, s))
+			}
+			for range s {
+				node = append(node, i)
+			}
+		}
+		if len(node) != n {
+			panic(fmt.Sprintf("comm: nodes %v hold %d ranks, not %d", o.Nodes, len(node), n))
+		}
+	}
+	ms := newGroup(node, o.Timeout)
+	out := make([]Communicator, n)
+	for i, m := range ms {
+		out[i] = m
+	}
+	return out
+}
+
+// kind names a collective, so that ranks calling different ones at the same
+// step are told so.
+type kind uint8
+
+const (
+	kindAllreduce kind = iota + 1
+	kindAllgatherv
+	kindGatherv
+	kindBcast
+	kindAlltoallv
+	kindReduceScatter
+	kindBarrier
+	kindSplit
+	kindSplitLocal
+)
+
+var kindNames = [...]string{
+	kindAllreduce:     "allreduce",
+	kindAllgatherv:    "allgatherv",
+	kindGatherv:       "gatherv",
+	kindBcast:         "bcast",
+	kindAlltoallv:     "alltoallv",
+	kindReduceScatter: "reducescatter",
+	kindBarrier:       "barrier",
+	kindSplit:         "split",
+	kindSplitLocal:    "splitlocal",
+}
+
+func (k kind) String() string { return kindNames[k] }
+
+// parallelBytes is the allreduce size from which every rank reduces its own
+// slice of the buffer instead of the last rank to arrive doing all the work.
+// Below it one step (one wake-up) is cheaper than two.
+const parallelBytes = 64 << 10
+
+// post is what one rank contributes to one step: its arguments, borrowed
+// for the duration of the call, and the outcome the leader writes back.
+type post struct {
+	kind       kind
+	dtype      tensor.DType
+	op         tensor.ReduceOp
+	root       int
+	n          int // elements of buf (allreduce, bcast) or send
+	send, recv []byte
+	counts     []int // counts, or sendCounts for alltoallv
+	recvCounts []int
+	color, key int
+	err        error // what this rank found wrong with its own arguments
+
+	out error    // the verdict for this rank
+	sub *memComm // this rank's member of a group made by a split
+}
+
+// memGroup is the state the members of one in-memory group share.
+type memGroup struct {
+	size    int
+	node    []int // simulated node of each rank
+	timeout time.Duration
+	wake    []chan struct{} // one per rank, capacity 1: "your step is done"
+	done    chan struct{}   // closed when the group is torn down
+
+	mu       sync.Mutex
+	seq      uint64 // steps completed
+	arrived  int
+	here     []bool // which ranks have arrived at the current step
+	leading  bool   // the last rank is running the current step
+	closeErr error  // non-nil once torn down
+
+	// posts[seq&1] holds the current step's arguments. Two slots let a rank
+	// that has finished a step post the next one while slower ranks still
+	// read the outcome of the last one; no rank can get two steps ahead.
+	posts [2][]post
+
+	// Owned by the leader of a step, and by every rank in the parallel
+	// phase of a large allreduce (disjoint slices).
+	scratch []byte
+	offs    []int
+}
+
+// memComm is one member of a memGroup.
+type memComm struct {
+	g     *memGroup
+	rank  int
+	timer *time.Timer // nil without a timeout
+}
+
+func newGroup(node []int, timeout time.Duration) []*memComm {
+	n := len(node)
+	g := &memGroup{
+		size:    n,
+		node:    node,
+		timeout: timeout,
+		wake:    make([]chan struct{}, n),
+		done:    make(chan struct{}),
+		here:    make([]bool, n),
+		posts:   [2][]post{make([]post, n), make([]post, n)},
+		offs:    make([]int, n),
+	}
+	ms := make([]*memComm, n)
+	for r := range ms {
+		g.wake[r] = make(chan struct{}, 1)
+		m := &memComm{g: g, rank: r}
+		if timeout > 0 {
+			m.timer = time.NewTimer(timeout)
+			m.timer.Stop()
+		}
+		ms[r] = m
+	}
+	return ms
+}
+
+// Rank returns this member's index in the group.
+func (m *memComm) Rank() int { return m.rank }
+
+// Size returns the number of ranks in the group.
+func (m *memComm) Size() int { return m.g.size }
+
+// Close tears down the whole group (see NewGroupWith). It is idempotent.
+func (m *memComm) Close() error {
+	g := m.g
+	g.mu.Lock()
+	g.closeLocked(ErrClosed)
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *memGroup) closeLocked(err error) {
+	if g.closeErr == nil {
+		g.closeErr = err
+		close(g.done)
+	}
+}
+
+// step posts p as this rank's contribution to the next step and waits until
+// every rank has posted; the last one to arrive runs the step (checks the
+// arguments, moves the data) before releasing the others. It returns the
+// slot of g.posts that holds the step's posts. With p == nil the step is an
+// internal barrier inside a collective that every rank has already entered;
+// it cannot be abandoned, since every rank is bound to reach it.
+func (m *memComm) step(p *post) (slot int, err error) {
+	g := m.g
+	g.mu.Lock()
+	if g.closeErr != nil {
+		err := g.closeErr
+		g.mu.Unlock()
+		return 0, err
+	}
+	seq := g.seq
+	slot = int(seq & 1)
+	if p != nil {
+		g.posts[slot][m.rank] = *p
+	}
+	g.here[m.rank] = true
+	g.arrived++
+	if g.arrived == g.size {
+		g.leading = true
+		g.mu.Unlock()
+		if p != nil {
+			g.lead(g.posts[slot])
+		}
+		g.mu.Lock()
+		g.leading = false
+		g.arrived = 0
+		clear(g.here)
+		g.seq++
+		g.mu.Unlock()
+		for r, w := range g.wake {
+			if r != m.rank {
+				w <- struct{}{}
+			}
+		}
+		return slot, nil
+	}
+	g.mu.Unlock()
+
+	if p == nil {
+		<-g.wake[m.rank]
+		return slot, nil
+	}
+	var expired <-chan time.Time
+	if m.timer != nil {
+		m.timer.Reset(g.timeout)
+		expired = m.timer.C
+	}
+	select {
+	case <-g.wake[m.rank]:
+		if m.timer != nil {
+			m.timer.Stop()
+		}
+		return slot, nil
+	case <-g.done:
+		if m.timer != nil {
+			m.timer.Stop()
+		}
+		return slot, m.abandon(seq, p.kind, false)
+	case <-expired:
+		return slot, m.abandon(seq, p.kind, true)
+	}
+}
+
+// abandon is called when a waiting rank learns that the group was closed or
+// that its timeout expired. If the step has completed, or its leader is
+// already moving data into this rank's buffers, the rank waits for the step
+// to finish (it will, promptly) so that no buffer is written after the call
+// returns; otherwise it tears the group down (on a timeout) and returns the
+// reason.
+func (m *memComm) abandon(seq uint64, k kind, timedOut bool) error {
+	g := m.g
+	g.mu.Lock()
+	if g.seq != seq || g.leading {
+		g.mu.Unlock()
+		<-g.wake[m.rank]
+		return nil
+	}
+	if timedOut {
+		var missing []int
+		for r, ok := range g.here {
+			if !ok {
+				missing = append(missing, r)
+			}
+		}
+		g.closeLocked(&TimeoutError{Op: k.String(), Timeout: g.timeout, Missing: missing})
+	}
+	err := g.closeErr
+	g.mu.Unlock()
+	return err
+}
+
+// finish runs a one-step collective and returns this rank's verdict.
+func (m *memComm) finish(p *post) error {
+	slot, err := m.step(p)
+	if err != nil {
+		return err
+	}
+	return m.g.posts[slot][m.rank].out
+}
+
+// hostBytes returns t's storage, or an error for a tensor this transport
+// cannot move.
+func hostBytes(op string, name string, t *tensor.Tensor) ([]byte, error) {
+	if t == nil {
+		return nil, fmt.Errorf("comm: %s: nil %s tensor", op, name)
+	}
+	if t.Device().Kind != tensor.CPU {
+		return nil, fmt.Errorf("comm: %s: %s tensor on %v; the in-memory communicator moves host tensors only", op, name, t.Device())
+	}
+	if !t.DType().Valid() {
+		return nil, fmt.Errorf("comm: %s: %s tensor has invalid dtype", op, name)
+	}
+	return t.Bytes(), nil
+}
+
+func (m *memComm) checkRoot(op string, root int) error {
+	if root < 0 || root >= m.g.size {
+		return fmt.Errorf("comm: %s: root %d out of range for %d ranks", op, root, m.g.size)
+	}
+	return nil
+}
+
+func checkOp(opName string, op tensor.ReduceOp, dt tensor.DType) error {
+	if !op.Supports(dt) {
+		return fmt.Errorf("comm: %s: reduction %v is not defined on %v", opName, op, dt)
+	}
+	return nil
+}
+
+// Allreduce combines buf across ranks with op, in place.
+func (m *memComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
+	p := post{kind: kindAllreduce, op: op}
+	b, err := hostBytes("allreduce", "buffer", buf)
+	if err == nil {
+		p.dtype, p.n, p.send = buf.DType(), buf.Len(), b
+		err = checkOp("allreduce", op, p.dtype)
+	}
+	p.err = err
+	slot, err := m.step(&p)
+	if err != nil {
+		return err
+	}
+	g := m.g
+	if err := g.posts[slot][m.rank].out; err != nil {
+		return err
+	}
+	if g.size == 1 || len(b) < parallelBytes {
+		return nil // the leader did it all
+	}
+	// Every rank reduces its slice of the buffers into the scratch buffer,
+	// then, once all slices are done, copies the whole result out.
+	esz := p.dtype.Size()
+	lo := p.n * m.rank / g.size * esz
+	hi := p.n * (m.rank + 1) / g.size * esz
+	ps := g.posts[slot]
+	acc := g.scratch[lo:hi]
+	copy(acc, ps[0].send[lo:hi])
+	for r := 1; r < g.size; r++ {
+		tensor.Reduce(p.dtype, op, acc, ps[r].send[lo:hi])
+	}
+	if _, err := m.step(nil); err != nil {
+		return err
+	}
+	copy(b, g.scratch[:len(b)])
+	return nil
+}
+
+// Allgatherv concatenates counts[r] elements from each rank r into recv.
+func (m *memComm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
+	const op = "allgatherv"
+	p := post{kind: kindAllgatherv, counts: counts}
+	sb, err := hostBytes(op, "send", send)
+	var rb []byte
+	if err == nil {
+		rb, err = hostBytes(op, "receive", recv)
+	}
+	if err == nil {
+		p.dtype, p.send, p.recv = send.DType(), sb, rb
+		err = CheckLocal(op, m.g.size, counts, send, m.own(counts), recv, Sum(counts))
+	}
+	p.err = err
+	return m.finish(&p)
+}
+
+// Gatherv concatenates counts[r] elements from each rank r into recv on root.
+func (m *memComm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
+	const op = "gatherv"
+	p := post{kind: kindGatherv, counts: counts, root: root}
+	sb, err := hostBytes(op, "send", send)
+	if err == nil {
+		p.dtype, p.send = send.DType(), sb
+		err = m.checkRoot(op, root)
+	}
+	if err == nil && root == m.rank {
+		p.recv, err = hostBytes(op, "receive", recv)
+	} else {
+		recv = nil // ignored away from the root
+	}
+	if err == nil {
+		err = CheckLocal(op, m.g.size, counts, send, m.own(counts), recv, Sum(counts))
+	}
+	p.err = err
+	return m.finish(&p)
+}
+
+// Bcast copies buf from root to every rank.
+func (m *memComm) Bcast(buf *tensor.Tensor, root int) error {
+	p := post{kind: kindBcast, root: root}
+	b, err := hostBytes("bcast", "buffer", buf)
+	if err == nil {
+		p.dtype, p.n, p.send = buf.DType(), buf.Len(), b
+		err = m.checkRoot("bcast", root)
+	}
+	p.err = err
+	return m.finish(&p)
+}
+
+// Alltoallv sends block r of send to rank r and receives block r of recv
+// from rank r.
+func (m *memComm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
+	const op = "alltoallv"
+	p := post{kind: kindAlltoallv, counts: sendCounts, recvCounts: recvCounts}
+	sb, err := hostBytes(op, "send", send)
+	var rb []byte
+	if err == nil {
+		rb, err = hostBytes(op, "receive", recv)
+	}
+	if err == nil {
+		p.dtype, p.send, p.recv = send.DType(), sb, rb
+		err = CheckLocal(op, m.g.size, sendCounts, send, Sum(sendCounts), nil, -1)
+	}
+	if err == nil {
+		err = CheckLocal(op, m.g.size, recvCounts, send, -1, recv, Sum(recvCounts))
+	}
+	p.err = err
+	return m.finish(&p)
+}
+
+// ReduceScatter combines send across ranks with op and leaves block Rank()
+// of the result in recv.
+func (m *memComm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
+	const name = "reducescatter"
+	p := post{kind: kindReduceScatter, counts: counts, op: op}
+	sb, err := hostBytes(name, "send", send)
+	var rb []byte
+	if err == nil {
+		rb, err = hostBytes(name, "receive", recv)
+	}
+	if err == nil {
+		p.dtype, p.send, p.recv = send.DType(), sb, rb
+		err = CheckLocal(name, m.g.size, counts, send, Sum(counts), recv, m.own(counts))
+	}
+	if err == nil {
+		err = checkOp(name, op, p.dtype)
+	}
+	p.err = err
+	return m.finish(&p)
+}
+
+// Barrier returns once every rank has entered it.
+func (m *memComm) Barrier() error {
+	return m.finish(&post{kind: kindBarrier})
+}
+
+// Split partitions the group by color (which must not be negative) into
+// new, independent groups ordered by key and then by rank.
+func (m *memComm) Split(color, key int) (Communicator, error) {
+	p := post{kind: kindSplit, color: color, key: key}
+	if color < 0 {
+		p.err = fmt.Errorf("comm: split: negative color %d", color)
+	}
+	return m.split(&p)
+}
+
+// SplitLocal returns the ranks on this rank's simulated node, as a new,
+// independent group ordered by rank.
+func (m *memComm) SplitLocal() (Communicator, error) {
+	return m.split(&post{kind: kindSplitLocal})
+}
+
+func (m *memComm) split(p *post) (Communicator, error) {
+	slot, err := m.step(p)
+	if err != nil {
+		return nil, err
+	}
+	q := &m.g.posts[slot][m.rank]
+	if q.out != nil {
+		return nil, q.out
+	}
+	return q.sub, nil
+}
+
+// own returns the count of this rank's block, or -1 when counts has the
+// wrong length (CheckLocal reports that).
+func (m *memComm) own(counts []int) int {
+	if len(counts) != m.g.size {
+		return -1
+	}
+	return counts[m.rank]
+}
+
+// lead runs a step on the last rank to arrive, while every other rank waits:
+// it checks the posts against each other, writes each rank's verdict, and,
+// when they agree, moves the data.
+func (g *memGroup) lead(ps []post) {
+	for i := range ps {
+		ps[i].out, ps[i].sub = nil, nil
+	}
+	if g.check(ps) {
+		return
+	}
+	p0 := &ps[0]
+	esz := p0.dtype.Size()
+	switch p0.kind {
+	case kindAllreduce:
+		nb := p0.n * esz
+		if g.size == 1 || nb == 0 {
+			return
+		}
+		if nb >= parallelBytes {
+			g.grow(nb) // the ranks reduce their slices once released
+			return
+		}
+		acc := p0.send
+		for r := 1; r < g.size; r++ {
+			tensor.Reduce(p0.dtype, p0.op, acc, ps[r].send)
+		}
+		for r := 1; r < g.size; r++ {
+			copy(ps[r].send, acc)
+		}
+	case kindAllgatherv:
+		for d := range ps {
+			gatherInto(ps[d].recv, ps, esz)
+		}
+	case kindGatherv:
+		gatherInto(ps[p0.root].recv, ps, esz)
+	case kindBcast:
+		src := ps[p0.root].send
+		for r := range ps {
+			if r != p0.root {
+				copy(ps[r].send, src)
+			}
+		}
+	case kindAlltoallv:
+		// Receiver d takes block d of every sender s; g.offs[s] walks
+		// through sender s's blocks in order.
+		clear(g.offs)
+		for d := range ps {
+			at := 0
+			for s := range ps {
+				c := ps[s].counts[d] * esz
+				copy(ps[d].recv[at:at+c], ps[s].send[g.offs[s]:g.offs[s]+c])
+				at += c
+				g.offs[s] += c
+			}
+		}
+	case kindReduceScatter:
+		nb := Sum(p0.counts) * esz
+		acc := g.grow(nb)
+		copy(acc, p0.send)
+		for r := 1; r < g.size; r++ {
+			tensor.Reduce(p0.dtype, p0.op, acc, ps[r].send)
+		}
+		at := 0
+		for r := range ps {
+			c := p0.counts[r] * esz
+			copy(ps[r].recv[:c], acc[at:at+c])
+			at += c
+		}
+	case kindBarrier:
+	case kindSplit:
+		g.split(ps, func(r int) int { return ps[r].color }, func(a, b int) int {
+			if ps[a].key != ps[b].key {
+				return ps[a].key - ps[b].key
+			}
+			return a - b
+		})
+	case kindSplitLocal:
+		g.split(ps, func(r int) int { return g.node[r] }, func(a, b int) int { return a - b })
+	}
+}
+
+// gatherInto concatenates every rank's send block into dst.
+func gatherInto(dst []byte, ps []post, esz int) {
+	at := 0
+	for s := range ps {
+		c := ps[s].counts[s] * esz
+		copy(dst[at:at+c], ps[s].send[:c])
+		at += c
+	}
+}
+
+// grow returns the scratch buffer resized to n bytes, reallocating only
+// when it must grow.
+func (g *memGroup) grow(n int) []byte {
+	if cap(g.scratch) < n {
+		g.scratch = make([]byte, n)
+	}
+	g.scratch = g.scratch[:n]
+	return g.scratch
+}
+
+// split makes one new group per color, members ordered by cmp, and hands
+// each rank its member.
+func (g *memGroup) split(ps []post, color func(r int) int, cmp func(a, b int) int) {
+	byColor := map[int][]int{}
+	for r := range ps {
+		c := color(r)
+		byColor[c] = append(byColor[c], r)
+	}
+	for _, members := range byColor {
+		slices.SortFunc(members, cmp)
+		node := make([]int, len(members))
+		for i, r := range members {
+			node[i] = g.node[r]
+		}
+		sub := newGroup(node, g.timeout)
+		for i, r := range members {
+			ps[r].sub = sub[i]
+		}
+	}
+}
+
+// check compares the posts of one step and writes a verdict for every rank
+// when something is wrong, reporting whether it did.
+func (g *memGroup) check(ps []post) bool {
+	p0 := &ps[0]
+	for r := range ps {
+		if ps[r].kind != p0.kind {
+			d := fmt.Sprintf("rank 0 called %v, rank %d called %v", p0.kind, r, ps[r].kind)
+			for i := range ps {
+				ps[i].out = &MismatchError{Op: ps[i].kind.String(), Detail: d}
+			}
+			return true
+		}
+	}
+	op := p0.kind.String()
+	for r := range ps {
+		if ps[r].err != nil {
+			mm := &MismatchError{Op: op, Detail: fmt.Sprintf("rank %d: %v", r, ps[r].err)}
+			for i := range ps {
+				ps[i].out = ps[i].err
+				if ps[i].out == nil {
+					ps[i].out = mm
+				}
+			}
+			return true
+		}
+	}
+	if d := agree(p0.kind, ps); d != "" {
+		mm := &MismatchError{Op: op, Detail: d}
+		for i := range ps {
+			ps[i].out = mm
+		}
+		return true
+	}
+	return false
+}
+
+// agree returns what disagrees across the ranks' (individually valid)
+// arguments, or "".
+func agree(k kind, ps []post) string {
+	p0 := &ps[0]
+	for r := 1; r < len(ps); r++ {
+		p := &ps[r]
+		switch k {
+		case kindAllreduce, kindBcast:
+			if p.n != p0.n {
+				return fmt.Sprintf("element counts %d (rank 0) and %d (rank %d)", p0.n, p.n, r)
+			}
+		case kindAllgatherv, kindGatherv, kindReduceScatter:
+			if !slices.Equal(p.counts, p0.counts) {
+				return fmt.Sprintf("counts %v (rank 0) and %v (rank %d)", p0.counts, p.counts, r)
+			}
+		}
+		switch k {
+		case kindAllreduce, kindAllgatherv, kindGatherv, kindBcast, kindAlltoallv, kindReduceScatter:
+			if p.dtype != p0.dtype {
+				return fmt.Sprintf("dtypes %v (rank 0) and %v (rank %d)", p0.dtype, p.dtype, r)
+			}
+		}
+		switch k {
+		case kindAllreduce, kindReduceScatter:
+			if p.op != p0.op {
+				return fmt.Sprintf("reductions %v (rank 0) and %v (rank %d)", p0.op, p.op, r)
+			}
+		case kindGatherv, kindBcast:
+			if p.root != p0.root {
+				return fmt.Sprintf("roots %d (rank 0) and %d (rank %d)", p0.root, p.root, r)
+			}
+		}
+	}
+	if k == kindAlltoallv {
+		for s := range ps {
+			for d := range ps {
+				if ps[s].counts[d] != ps[d].recvCounts[s] {
+					return fmt.Sprintf("rank %d sends %d elements to rank %d, which expects %d", s, ps[s].counts[d], d, ps[d].recvCounts[s])
+				}
+			}
+		}
+	}
+	return ""
+}
