@@ -1,0 +1,58 @@
+//go:build mpi
+
+// The DistributedOptimizer under real mpirun (scripts/mpitest.sh runs this
+// package at np 2 and 4): one Runtime over MPI for the whole test binary.
+
+package optim
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	hvd "github.com/gohorovod/gohorovod/runtime"
+)
+
+var mpiRT *hvd.Runtime
+
+func TestMain(m *testing.M) {
+	mpiRT = new(hvd.Runtime)
+	if err := mpiRT.Init(hvd.WithLogger(zerolog.Nop())); err != nil {
+		fmt.Fprintln(os.Stderr, "optim MPI tests:", err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	if err := mpiRT.Shutdown(); err != nil {
+		fmt.Fprintln(os.Stderr, "Shutdown:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// TestMPIEquivalence: every rank trains on its share of the global batch
+// over MPI and must end where one process on the whole batch ends.
+func TestMPIEquivalence(t *testing.T) {
+	const steps = 40
+	want, err := equivalenceRun(context.Background(), nil, 0, 1, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll, err := FromRuntime(mpiRT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank, _ := mpiRT.Rank()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := equivalenceRun(ctx, coll, rank, coll.Size(), steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := closeTo(got, want, 1e-12); err != nil {
+		t.Fatalf("rank %d of %d: %v", rank, coll.Size(), err)
+	}
+}
