@@ -49,6 +49,7 @@ test-mpich:
 
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchmem ./tensor/
+	bin/hvdbench -np 2
 
 demo: deps build
 	bash scripts/mpirun.sh $(NP) bin/allreduce
