@@ -183,10 +183,11 @@ type memGroup struct {
 	// posts[seq&1] holds the current step's arguments. Two slots let a rank
 	// that has finished a step post the next one while slower ranks still
 	// read the outcome of the last one; no rank can get two steps ahead.
+	// (A large allreduce reads its posts up to two steps later, through
+	// internal steps that post nothing.)
 	posts [2][]post
 
-	// Owned by the leader of a step, and by every rank in the parallel
-	// phase of a large allreduce (disjoint slices).
+	// Owned by the leader of a step.
 	scratch []byte
 	offs    []int
 }
@@ -398,22 +399,27 @@ func (m *memComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 	if g.size == 1 || len(b) < parallelBytes {
 		return nil // the leader did it all
 	}
-	// Every rank reduces its slice of the buffers into the scratch buffer,
-	// then, once all slices are done, copies the whole result out.
+	// Every rank folds its slice of every rank's buffer into rank 0's
+	// buffer (the left fold in rank order, in place: only this rank reads
+	// or writes this slice now); once all slices are done, the other ranks
+	// copy the result out of rank 0's buffer, and rank 0 waits for them
+	// before it may return and reuse its buffer.
 	esz := p.dtype.Size()
 	lo := p.n * m.rank / g.size * esz
 	hi := p.n * (m.rank + 1) / g.size * esz
 	ps := g.posts[slot]
-	acc := g.scratch[lo:hi]
-	copy(acc, ps[0].send[lo:hi])
+	acc := ps[0].send[lo:hi]
 	for r := 1; r < g.size; r++ {
 		tensor.Reduce(p.dtype, op, acc, ps[r].send[lo:hi])
 	}
 	if _, err := m.step(nil); err != nil {
 		return err
 	}
-	copy(b, g.scratch[:len(b)])
-	return nil
+	if m.rank != 0 {
+		copy(b, ps[0].send)
+	}
+	_, err = m.step(nil)
+	return err
 }
 
 // Allgatherv concatenates counts[r] elements from each rank r into recv.
@@ -569,8 +575,7 @@ func (g *memGroup) lead(ps []post) {
 			return
 		}
 		if nb >= parallelBytes {
-			g.grow(nb) // the ranks reduce their slices once released
-			return
+			return // the ranks reduce their slices once released
 		}
 		acc := p0.send
 		for r := 1; r < g.size; r++ {

@@ -19,7 +19,7 @@ func Cases() []Case {
 		}
 	}
 	cs = append(cs,
-		largeAllreduceCase(tensor.Float32, tensor.Sum, 1<<20+3),
+		largeAllreduceCase(tensor.Float32, tensor.Sum, 1<<18+3),
 		largeAllreduceCase(tensor.Float16, tensor.Sum, 100_003),
 		largeAllreduceCase(tensor.Int64, tensor.Max, 50_001),
 		largeAllreduceCase(tensor.Uint8, tensor.BitOr, 200_003),
