@@ -13,7 +13,9 @@ import (
 // Allreduce and Bcast, the same counts slices for the v-collectives, the same
 // root). Arguments that disagree across ranks are reported as an error on
 // every rank (a *MismatchError, where the implementation can detect it)
-// and never corrupt memory; the communicator stays usable afterwards.
+// and never corrupt memory; the communicator stays usable afterwards. A call
+// rejected for its arguments, on any rank, moves no data: every buffer is
+// left as it was.
 //
 // Counts are in elements of the tensors' dtype, and blocks lie contiguously
 // in rank order: block r of a v-collective starts at the sum of counts[:r].
@@ -38,23 +40,28 @@ type Communicator interface {
 	// Bcast copies buf from root to every rank.
 	Bcast(buf *tensor.Tensor, root int) error
 	// Alltoallv sends sendCounts[r] elements of send (block r) to rank r, and
-	// receives recvCounts[r] elements from rank r into block r of recv.
+	// receives recvCounts[r] elements from rank r into block r of recv. send
+	// holds the sum of sendCounts elements and recv at least the sum of
+	// recvCounts; recvCounts[s] on rank r must equal sendCounts[r] on rank s.
 	Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error
 	// ReduceScatter combines send (the sum of counts elements) across ranks
 	// with op and leaves block Rank() of the result, counts[Rank()] elements,
-	// in recv.
+	// in recv (which holds at least that many).
 	ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error
 	// Barrier returns once every rank has entered it.
 	Barrier() error
 
 	// Split partitions the group by color; ranks with the same color form a
-	// new group, ordered by key and then by rank.
+	// new group, ordered by key and then by rank. A rank that passes a
+	// negative color takes part but joins no group: it gets an error, and
+	// the other ranks still get their groups.
 	Split(color, key int) (Communicator, error)
 	// SplitLocal returns the group of ranks that share this rank's node
 	// (memory), ordered by rank.
 	SplitLocal() (Communicator, error)
 
-	// Close releases the communicator. Calls after Close return ErrClosed.
+	// Close releases the communicator; calling it again returns nil. Calls
+	// after Close return ErrClosed.
 	Close() error
 }
 

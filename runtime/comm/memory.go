@@ -519,14 +519,11 @@ func (m *memComm) Barrier() error {
 	return m.finish(&post{kind: kindBarrier})
 }
 
-// Split partitions the group by color (which must not be negative) into
-// new, independent groups ordered by key and then by rank.
+// Split partitions the group by color into new, independent groups ordered
+// by key and then by rank. A negative color joins no group and gets an
+// error; the other ranks still get their groups.
 func (m *memComm) Split(color, key int) (Communicator, error) {
-	p := post{kind: kindSplit, color: color, key: key}
-	if color < 0 {
-		p.err = fmt.Errorf("comm: split: negative color %d", color)
-	}
-	return m.split(&p)
+	return m.split(&post{kind: kindSplit, color: color, key: key})
 }
 
 // SplitLocal returns the ranks on this rank's simulated node, as a new,
@@ -662,6 +659,10 @@ func (g *memGroup) split(ps []post, color func(r int) int, cmp func(a, b int) in
 	byColor := map[int][]int{}
 	for r := range ps {
 		c := color(r)
+		if c < 0 {
+			ps[r].out = fmt.Errorf("comm: split: color %d is negative; this rank joins no group", c)
+			continue
+		}
 		byColor[c] = append(byColor[c], r)
 	}
 	for _, members := range byColor {

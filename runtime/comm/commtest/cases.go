@@ -63,6 +63,7 @@ func Cases() []Case {
 			return c, (n - r) / 2
 		}),
 		splitCase("split/singletons", func(r, n int) (int, int) { return r, 0 }),
+		Case{Name: "split/negative-color-opts-out", MinRanks: 2, Run: splitOptOut},
 		Case{Name: "splitlocal", Run: splitLocal},
 	)
 	return append(cs, errorCases()...)
@@ -361,6 +362,37 @@ func splitCase(name string, f func(r, n int) (color, key int)) Case {
 		alive(&rep, c, "after "+what)
 		return rep.err()
 	}}
+}
+
+// splitOptOut: rank 0 passes a negative color and must get an error and no
+// group; the other ranks must get one group of everyone else.
+func splitOptOut(c comm.Communicator) error {
+	r, n := c.Rank(), c.Size()
+	var rep report
+	color := 0
+	if r == 0 {
+		color = -1
+	}
+	sub, err := c.Split(color, r)
+	switch {
+	case r == 0 && err == nil:
+		rep.errorf("split with a negative color returned no error")
+	case r != 0 && err != nil:
+		rep.ok("split while rank 0 opts out", err)
+	}
+	inGroup := r != 0 && err == nil && sub != nil
+	if allOK(c, r == 0 || inGroup) && inGroup {
+		want := make([]int, 0, n-1)
+		for q := 1; q < n; q++ {
+			want = append(want, q)
+		}
+		if got := members(c, sub, &rep, "split while rank 0 opts out"); !slices.Equal(got, want) {
+			rep.errorf("split while rank 0 opts out: members %v, want %v", got, want)
+		}
+		rep.ok("close", sub.Close())
+	}
+	alive(&rep, c, "after a split with a negative color")
+	return rep.err()
 }
 
 // splitLocal checks that SplitLocal partitions the group consistently:
