@@ -38,6 +38,7 @@ type TimeoutError struct {
 	Missing []int         // ranks that had not arrived at that step
 }
 
+// Error names the collective, the missing ranks and the timeout.
 func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("comm: %s: ranks %v did not arrive within %v; the group is closed", e.Op, e.Missing, e.Timeout)
 }
