@@ -654,3 +654,34 @@ func TestDTypeOpNames(t *testing.T) {
 		t.Errorf("ReduceOps = %s", s)
 	}
 }
+
+// FuzzReduce checks Reduce and Scale against the reference on arbitrary
+// bytes: every bit pattern of every dtype, any length.
+func FuzzReduce(f *testing.F) {
+	f.Add(uint8(Float32), uint8(Sum), []byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123"), 0.5)
+	f.Add(uint8(Float16), uint8(Max), []byte{0x00, 0x7e, 0x01, 0x80, 0xff, 0x7b, 0x00, 0x3c, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32}, -3.0)
+	f.Add(uint8(BFloat16), uint8(Product), []byte("\x80\x7f\x81\x7f\x00\x00\x01\x00abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ"), 1e-3)
+	f.Add(uint8(Int8), uint8(Min), []byte("\x80\x7f\xff\x00 some bytes for a full vector of int8 values, twice over........"), 0.25)
+	f.Fuzz(func(t *testing.T, d, o uint8, data []byte, factor float64) {
+		dt, op := DType(d%uint8(numDTypes-1)+1), ReduceOp(o%uint8(numReduceOps))
+		if !op.Supports(dt) {
+			return
+		}
+		half := len(data) / 2 / dt.Size() * dt.Size()
+		dst := append([]byte(nil), data[:half]...)
+		src := append([]byte(nil), data[half:2*half]...)
+		want := refReduce(dt, op, dst, src)
+		Reduce(dt, op, dst, src)
+		if i, ok := sameElements(dt, dst, want); !ok {
+			t.Fatalf("%v %v: element %d differs: got % x want % x", dt, op, i, dst, want)
+		}
+		if !dt.IsFloat() && (factor < -1 || factor >= 1 || factor != factor || factor < 0 && (dt == Uint8 || dt == Uint64)) {
+			return // out of range: unspecified (and 1 leaves 64-bit values unrounded)
+		}
+		want = refScale(dt, src, factor)
+		Scale(dt, src, factor)
+		if i, ok := sameElements(dt, src, want); !ok {
+			t.Fatalf("%v scale %v: element %d differs: got % x want % x", dt, factor, i, src, want)
+		}
+	})
+}
