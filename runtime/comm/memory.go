@@ -252,11 +252,12 @@ func (g *memGroup) closeLocked(err error) {
 // arguments, moves the data) before releasing the others. It returns the
 // slot of g.posts that holds the step's posts. With p == nil the step is an
 // internal barrier inside a collective that every rank has already entered;
-// it cannot be abandoned, since every rank is bound to reach it.
+// it ignores Close and the timeout, since every rank is bound to reach it
+// (and one that left early would strand the others).
 func (m *memComm) step(p *post) (slot int, err error) {
 	g := m.g
 	g.mu.Lock()
-	if g.closeErr != nil {
+	if p != nil && g.closeErr != nil {
 		err := g.closeErr
 		g.mu.Unlock()
 		return 0, err

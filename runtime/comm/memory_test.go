@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,6 +236,51 @@ func TestMemoryCloseReleases(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMemoryCloseDuringCollectives closes a group while its ranks run
+// allreduces of both kinds in a loop: every rank must stop with ErrClosed
+// (none stranded inside a collective), and every allreduce that succeeded
+// must be right.
+func TestMemoryCloseDuringCollectives(t *testing.T) {
+	const n = 4
+	for _, elems := range []int{1, parallelBytes/4 + 1} {
+		for trial := range 20 {
+			comms := NewGroup(n)
+			var done atomic.Int64
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for r, c := range comms {
+				wg.Go(func() {
+					buf := make([]float32, elems)
+					for k := 0; ; k++ {
+						for i := range buf {
+							buf[i] = float32(r + k)
+						}
+						if err := c.Allreduce(tensor.FromFloat32(buf), tensor.Sum); err != nil {
+							errs[r] = err
+							return
+						}
+						if want := float32(n*k + n*(n-1)/2); buf[0] != want || buf[elems-1] != want {
+							errs[r] = fmt.Errorf("step %d: sum %v, want %v", k, buf[0], want)
+							return
+						}
+						done.Add(1)
+					}
+				})
+			}
+			for done.Load() < int64(trial) {
+				runtime.Gosched()
+			}
+			comms[trial%n].Close()
+			wg.Wait()
+			for r, err := range errs {
+				if !errors.Is(err, ErrClosed) {
+					t.Fatalf("elems %d, trial %d, rank %d: %v, want ErrClosed", elems, trial, r, err)
+				}
+			}
+		}
 	}
 }
 
