@@ -15,7 +15,7 @@ func TestDefault(t *testing.T) {
 		t.Fatalf("Default().Validate() = %v", err)
 	}
 	want := map[string]string{
-		EnvFusionThreshold:   "67108864",
+		EnvFusionThreshold:   "4194304",
 		EnvCycleTime:         "1",
 		EnvCacheCapacity:     "1024",
 		EnvStallCheckTime:    "60",
