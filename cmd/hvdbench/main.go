@@ -15,7 +15,7 @@ func main() {
 	iters := flag.Int("iters", 20, "timed steps per case")
 	warmup := flag.Int("warmup", 3, "untimed steps per case")
 	thresholds := flag.String("fusion", "", "comma-separated fusion thresholds in bytes (default: the configured default)")
-	chunks := flag.String("chunk", "0", "comma-separated transport chunk sizes in bytes (0: none)")
+	chunks := flag.String("chunk", "", "comma-separated transport chunk sizes in bytes (0: none; default: the runtime's)")
 	cases := flag.String("cases", "resnet50,64MiB,4KiBx1000,tinyx161,tinyx1000", "cases to run")
 	rawFusion := flag.Int64("raw-fusion", 4<<20, "the yardstick's fused-mode buffer in bytes")
 	flag.Parse()
@@ -35,6 +35,9 @@ func main() {
 		}
 		for _, c := range ch {
 			a.chunks = append(a.chunks, int(c))
+		}
+		if len(a.chunks) == 0 {
+			a.chunks = []int{-1} // the runtime's default
 		}
 		if err := worker(a); err != nil {
 			fail(err)

@@ -82,8 +82,12 @@ func worker(a workerArgs) error {
 			cfg := config.Default()
 			cfg.FusionThreshold = thr
 			rt := new(hvd.Runtime)
-			if err := rt.Init(hvd.WithConfig(cfg), hvd.WithoutMPIFinalize(), hvd.WithChunkBytes(chunk),
-				hvd.WithLogger(zerolog.New(os.Stderr).Level(zerolog.WarnLevel))); err != nil {
+			opts := []hvd.Option{hvd.WithConfig(cfg), hvd.WithoutMPIFinalize(),
+				hvd.WithLogger(zerolog.New(os.Stderr).Level(zerolog.WarnLevel))}
+			if chunk >= 0 {
+				opts = append(opts, hvd.WithChunkBytes(chunk))
+			}
+			if err := rt.Init(opts...); err != nil {
 				return err
 			}
 			for _, name := range a.cases {
