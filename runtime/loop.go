@@ -62,6 +62,7 @@ func newLoop(r *Runtime) (*loop, error) {
 		cache:   cache.New(r.cfg.CacheCapacity, r.rank),
 		invalid: make(map[string]bool),
 		chunk:   defaultChunkBytes,
+		planner: fusion.Planner{MaxFused: defaultMaxFusedBytes},
 		lenMine: make([]int64, 1),
 		lens:    make([]int64, r.size),
 		ones:    make([]int, r.size),
@@ -102,6 +103,12 @@ func newLoop(r *Runtime) (*loop, error) {
 // cmd/hvdbench at np 2: one 64 MiB tensor took 9-13 ms in 1 or 4 MiB chunks
 // against 12-660 ms (very noisy under load) in one call.
 const defaultChunkBytes = 4 << 20
+
+// defaultMaxFusedBytes is the largest tensor copied into the fusion buffer;
+// larger ones are reduced in place, which saves two copies that cost more
+// than the transport call they would share. Measured with cmd/hvdbench at
+// np 2 (see WithMaxFusedBytes).
+const defaultMaxFusedBytes = 64 << 10
 
 func (l *loop) run() {
 	var cause error

@@ -85,14 +85,24 @@ func (l *loop) tlEnd(ents []*entry, now time.Time) {
 	}
 }
 
-// finish completes the entries of a performed response.
+// finish completes the entries of a performed response. Consecutive
+// entries of one handle (a group's tensors) count down its pending tensors
+// with one atomic operation.
 func finish(ents []*entry) {
-	for _, e := range ents {
-		if e.h == nil {
-			continue
+	for i := 0; i < len(ents); {
+		h := ents[i].h
+		j := i
+		for ; j < len(ents) && ents[j].h == h; j++ {
+			if h != nil {
+				h.outs[ents[j].idx] = ents[j].out
+			}
 		}
-		e.h.outs[e.idx] = e.out
-		e.h.finishOne()
+		if h != nil {
+			if h.pending.Add(-int32(j-i)) == 0 {
+				h.once.Do(func() { close(h.done) })
+			}
+		}
+		i = j
 	}
 }
 
@@ -178,17 +188,24 @@ func (l *loop) perform(resp *wire.Response) error {
 // contributes zeros for names it never submitted.
 func (l *loop) entries(resp *wire.Response) error {
 	l.ents = l.ents[:0]
+	// Take every name under one lock: a fused response has hundreds.
+	q := &l.r.q
+	q.mu.Lock()
+	for _, name := range resp.Names {
+		e := q.table[name]
+		delete(q.table, name)
+		l.ents = append(l.ents, e)
+	}
+	q.mu.Unlock()
 	for i, name := range resp.Names {
-		e := l.r.q.take(name)
-		if e == nil {
+		if e := l.ents[i]; e == nil {
 			if !l.joined {
 				return fmt.Errorf("internal: response for %q, which this rank did not submit", name)
 			}
 			z := tensor.New(resp.DType, intShape(resp.Shapes[i])...)
-			e = &entry{req: wire.Request{Name: name, Type: wire.RequestType(resp.Type), DType: resp.DType, Shape: resp.Shapes[i]},
+			l.ents[i] = &entry{req: wire.Request{Name: name, Type: wire.RequestType(resp.Type), DType: resp.DType, Shape: resp.Shapes[i]},
 				in: z, out: z}
 		}
-		l.ents = append(l.ents, e)
 	}
 	return nil
 }
@@ -263,24 +280,37 @@ func (l *loop) allreduce(resp *wire.Response) error {
 	for _, e := range l.ents {
 		total += len(e.in.Bytes())
 	}
-	buf := l.fusionBuffer(total)
-	off := 0
-	for _, e := range l.ents {
-		off += copy(buf[off:], e.in.Bytes())
+	// The fused tensors are reduced one transport chunk at a time: copy
+	// the chunk's bytes in, reduce them, copy them out, while they are
+	// still in cache. The fusion buffer is one chunk, reused.
+	step := total
+	if l.chunk > 0 && l.chunk < step {
+		step = max(l.chunk-l.chunk%dt.Size(), dt.Size())
 	}
-	tensor.Scale(dt, buf, pre)
-	t1 := time.Now()
-	if err := l.reduceBytes(buf, dt, op); err != nil {
-		return collectiveErr(l.ents, err)
-	}
-	t2 := time.Now()
-	tensor.Scale(dt, buf, post)
-	off = 0
-	for _, e := range l.ents {
-		off += copy(e.out.Bytes(), buf[off:])
+	buf := l.fusionBuffer(step)
+	in, out := fusedCursor{ents: l.ents}, fusedCursor{ents: l.ents, out: true}
+	var t1, t2 time.Time
+	for off := 0; off < total; off += step {
+		b := buf[:min(step, total-off)]
+		in.copy(b)
+		tensor.Scale(dt, b, pre)
+		if off == 0 {
+			t1 = time.Now()
+		}
+		if err := l.reduceBytes(b, dt, op); err != nil {
+			return collectiveErr(l.ents, err)
+		}
+		if off+len(b) >= total {
+			t2 = time.Now()
+		}
+		tensor.Scale(dt, b, post)
+		out.copy(b)
 	}
 	end := time.Now()
 	if l.tl != nil {
+		// With more than one chunk the copies interleave with the
+		// transport: the spans are those of the first copy in, the
+		// reductions and the last copy out.
 		l.tlActivity(l.ents, actMemcpyIn, start, t1)
 		l.tlActivity(l.ents, actAllreduce, t1, t2)
 		l.tlActivity(l.ents, actMemcpyOut, t2, end)
@@ -288,6 +318,37 @@ func (l *loop) allreduce(resp *wire.Response) error {
 	}
 	finish(l.ents)
 	return nil
+}
+
+// fusedCursor walks the concatenation of the entries' inputs (or outputs),
+// copying consecutive runs of it to (or from) a chunk of the fusion buffer.
+type fusedCursor struct {
+	ents []*entry
+	out  bool // copy the chunk to the outputs rather than from the inputs
+	i    int  // current entry
+	off  int  // bytes of it already copied
+}
+
+// copy moves the next len(b) bytes of the concatenation to or from b.
+func (c *fusedCursor) copy(b []byte) {
+	for k := 0; k < len(b); {
+		e := c.ents[c.i]
+		t := e.in
+		if c.out {
+			t = e.out
+		}
+		tb := t.Bytes()
+		var n int
+		if c.out {
+			n = copy(tb[c.off:], b[k:])
+		} else {
+			n = copy(b[k:], tb[c.off:])
+		}
+		k += n
+		if c.off += n; c.off == len(tb) {
+			c.i, c.off = c.i+1, 0
+		}
+	}
 }
 
 func (l *loop) allgather(e *entry, resp *wire.Response) error {

@@ -36,12 +36,19 @@ type options struct {
 	logger  *zerolog.Logger
 	keepMPI bool
 	chunk   *int
+	maxFuse *int64
 }
 
 // WithChunkBytes sets the largest buffer handed to one transport collective:
 // larger fused buffers and tensors are reduced in chunks of n bytes (0: no
 // chunking). The default comes from cmd/hvdbench's measurements.
 func WithChunkBytes(n int) Option { return func(o *options) { o.chunk = &n } }
+
+// WithMaxFusedBytes sets the largest tensor, in bytes, that is copied into
+// the fusion buffer with others; larger ones are reduced in place (0: any
+// tensor up to the fusion threshold is fused). The default comes from
+// cmd/hvdbench's measurements.
+func WithMaxFusedBytes(n int64) Option { return func(o *options) { o.maxFuse = &n } }
 
 // WithCommunicator runs the runtime over c (for example one member of
 // comm.NewGroup, to run N ranks in one process) instead of MPI. The runtime
@@ -166,6 +173,9 @@ func (r *Runtime) Init(opts ...Option) error {
 	}
 	if o.chunk != nil {
 		l.chunk = max(*o.chunk, 0)
+	}
+	if o.maxFuse != nil {
+		l.planner.MaxFused = max(*o.maxFuse, 0)
 	}
 	r.loop = l
 	r.st = stateRunning

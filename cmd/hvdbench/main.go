@@ -16,12 +16,14 @@ func main() {
 	warmup := flag.Int("warmup", 3, "untimed steps per case")
 	thresholds := flag.String("fusion", "", "comma-separated fusion thresholds in bytes (default: the configured default)")
 	chunks := flag.String("chunk", "", "comma-separated transport chunk sizes in bytes (0: none; default: the runtime's)")
+	maxFused := flag.String("maxfused", "", "comma-separated largest fused tensor sizes in bytes (0: no limit; default: the runtime's)")
 	cases := flag.String("cases", "resnet50,64MiB,4KiBx1000,tinyx161,tinyx1000", "cases to run")
 	rawFusion := flag.Int64("raw-fusion", 4<<20, "the yardstick's fused-mode buffer in bytes")
+	cpuProfile := flag.String("cpuprofile", "", "write rank 0's CPU profile of the runtime cases to this file")
 	flag.Parse()
 	if *isWorker || os.Getenv("OMPI_COMM_WORLD_SIZE") != "" || os.Getenv("PMI_SIZE") != "" {
 		a := workerArgs{shapes: *benchDir + "/resnet50_shapes.txt", iters: *iters, warmup: *warmup,
-			cases: strings.Split(*cases, ",")}
+			cases: strings.Split(*cases, ","), cpuProfile: *cpuProfile}
 		var err error
 		if a.thresholds, err = int64s(*thresholds); err != nil {
 			fail(err)
@@ -39,6 +41,12 @@ func main() {
 		if len(a.chunks) == 0 {
 			a.chunks = []int{-1} // the runtime's default
 		}
+		if a.maxFused, err = int64s(*maxFused); err != nil {
+			fail(err)
+		}
+		if len(a.maxFused) == 0 {
+			a.maxFused = []int64{-1} // the runtime's default
+		}
 		if err := worker(a); err != nil {
 			fail(err)
 		}
@@ -47,7 +55,7 @@ func main() {
 	var extra []string
 	flag.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "fusion", "chunk", "cases", "warmup", "bench-dir":
+		case "fusion", "chunk", "maxfused", "cases", "warmup", "bench-dir", "cpuprofile":
 			extra = append(extra, "-"+f.Name, f.Value.String())
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,7 +56,9 @@ type workerArgs struct {
 	warmup     int
 	thresholds []int64
 	chunks     []int
+	maxFused   []int64
 	cases      []string
+	cpuProfile string // rank 0 writes its CPU profile here when set
 }
 
 // worker runs under mpirun: every rank runs it.
@@ -70,6 +73,17 @@ func worker(a workerArgs) error {
 	if err != nil {
 		return err
 	}
+	if a.cpuProfile != "" && ctl.Rank() == 0 {
+		f, err := os.Create(a.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	sets := map[string][]int{
 		"resnet50":  resnet,
 		"64MiB":     {16 << 20},
@@ -79,38 +93,52 @@ func worker(a workerArgs) error {
 	}
 	for _, thr := range a.thresholds {
 		for _, chunk := range a.chunks {
-			cfg := config.Default()
-			cfg.FusionThreshold = thr
-			rt := new(hvd.Runtime)
-			opts := []hvd.Option{hvd.WithConfig(cfg), hvd.WithoutMPIFinalize(),
-				hvd.WithLogger(zerolog.New(os.Stderr).Level(zerolog.WarnLevel))}
-			if chunk >= 0 {
-				opts = append(opts, hvd.WithChunkBytes(chunk))
-			}
-			if err := rt.Init(opts...); err != nil {
-				return err
-			}
-			for _, name := range a.cases {
-				counts, ok := sets[name]
-				if !ok {
-					return fmt.Errorf("unknown case %q", name)
-				}
-				if err := runCase(rt, ctl, name, counts, thr, chunk, a); err != nil {
+			for _, mf := range a.maxFused {
+				if err := runConfig(ctl, sets, thr, chunk, mf, a); err != nil {
 					return err
 				}
-			}
-			if err := rt.Shutdown(); err != nil {
-				return err
-			}
-			if err := ctl.Barrier(); err != nil {
-				return err
 			}
 		}
 	}
 	return nil
 }
 
-func runCase(rt *hvd.Runtime, ctl comm.Communicator, name string, counts []int, thr int64, chunk int, a workerArgs) error {
+// runConfig runs every case on a runtime started with one setting of the
+// knobs (negative: the runtime's default).
+func runConfig(ctl comm.Communicator, sets map[string][]int, thr int64, chunk int, mf int64, a workerArgs) error {
+	cfg := config.Default()
+	cfg.FusionThreshold = thr
+	rt := new(hvd.Runtime)
+	opts := []hvd.Option{hvd.WithConfig(cfg), hvd.WithoutMPIFinalize(),
+		hvd.WithLogger(zerolog.New(os.Stderr).Level(zerolog.WarnLevel))}
+	if chunk >= 0 {
+		opts = append(opts, hvd.WithChunkBytes(chunk))
+	}
+	if mf >= 0 {
+		opts = append(opts, hvd.WithMaxFusedBytes(mf))
+	}
+	if err := rt.Init(opts...); err != nil {
+		return err
+	}
+	for _, name := range a.cases {
+		counts, ok := sets[name]
+		if !ok {
+			return fmt.Errorf("unknown case %q", name)
+		}
+		if err := runCase(rt, ctl, name, counts, thr, chunk, mf, a); err != nil {
+			return err
+		}
+	}
+	if err := rt.Shutdown(); err != nil {
+		return err
+	}
+	if err := ctl.Barrier(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func runCase(rt *hvd.Runtime, ctl comm.Communicator, name string, counts []int, thr int64, chunk int, mf int64, a workerArgs) error {
 	ts := make([]*tensor.Tensor, len(counts))
 	names := make([]string, len(counts))
 	total := 0
@@ -180,9 +208,9 @@ func runCase(rt *hvd.Runtime, ctl comm.Communicator, name string, counts []int, 
 	if idle > 0 {
 		idleUs = float64((s1.IdleBusy - s0.IdleBusy).Microseconds()) / float64(idle)
 	}
-	fmt.Printf("impl=runtime case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
+	fmt.Printf("impl=runtime case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d maxfused=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
 		"us_per_active_cycle=%.1f active_cycles_per_step=%.2f us_per_idle_cycle=%.1f slow_cycles=%d allocs_per_step=%.1f\n",
-		name, len(counts), bytes, ctl.Size(), a.iters, thr, chunk, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
+		name, len(counts), bytes, ctl.Size(), a.iters, thr, chunk, mf, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
 		usPerCycle, float64(active)/float64(a.iters), idleUs, s1.SlowCycles-s0.SlowCycles,
 		float64(after.Mallocs-before.Mallocs)/float64(a.iters))
 	return nil

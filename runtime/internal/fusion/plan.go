@@ -29,6 +29,12 @@ func compatible(a, b *wire.Response) bool {
 // Planner fuses response lists. Its zero value is ready to use; the slices it
 // returns stay valid until the next call to Plan.
 type Planner struct {
+	// MaxFused is the largest response, in bytes, that is fused with
+	// others; larger ones run alone, straight from the caller's tensor,
+	// which saves copying them in and out of the fusion buffer. Zero: no
+	// limit beyond the threshold.
+	MaxFused int64
+
 	out     []wire.Response
 	names   []string
 	sizes   []int64
@@ -38,9 +44,10 @@ type Planner struct {
 }
 
 // Plan returns the responses of in with fusible runs packed into responses
-// of at most threshold bytes (a single tensor larger than the threshold
-// stays alone). A threshold of 0 disables fusion. The order of the output is
-// deterministic: every rank given the same input plans the same output.
+// of at most threshold bytes (a single tensor larger than the threshold, or
+// than MaxFused, stays alone). A threshold of 0 disables fusion. The order
+// of the output is deterministic: every rank given the same input plans the
+// same output.
 func (p *Planner) Plan(in []wire.Response, threshold int64) []wire.Response {
 	p.out = p.out[:0]
 	if threshold <= 0 {
@@ -62,7 +69,7 @@ func (p *Planner) Plan(in []wire.Response, threshold int64) []wire.Response {
 		}
 		p.used[i] = true
 		head := &in[i]
-		if !Fusible(head.Type) || len(head.Names) != 1 {
+		if !Fusible(head.Type) || len(head.Names) != 1 || p.alone(head) {
 			p.out = append(p.out, *head)
 			continue
 		}
@@ -77,6 +84,11 @@ func (p *Planner) Plan(in []wire.Response, threshold int64) []wire.Response {
 				continue
 			}
 			r := &in[j]
+			if p.alone(r) {
+				// Runs alone whatever happens: no reason to stop
+				// looking ahead.
+				continue
+			}
 			b := Bytes(r)
 			if compatible(head, r) && len(r.Names) == 1 && size+b <= threshold {
 				p.used[j] = true
@@ -100,4 +112,9 @@ func (p *Planner) Plan(in []wire.Response, threshold int64) []wire.Response {
 		p.out = append(p.out, f)
 	}
 	return p.out
+}
+
+// alone reports whether r is too large to be fused under MaxFused.
+func (p *Planner) alone(r *wire.Response) bool {
+	return p.MaxFused > 0 && Bytes(r) > p.MaxFused
 }

@@ -52,6 +52,22 @@ func TestPlan(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
+	// Tensors above MaxFused run alone and do not stop the look-ahead.
+	big := []wire.Response{ar("a", 4, f32), ar("big", 64, f32), ar("b", 4, f32), ar("big2", 64, f32), ar("c", 4, f32)}
+	for _, tt := range []struct {
+		maxFused int64
+		want     []string
+	}{
+		{0, []string{"a+big+b", "big2+c"}},
+		{16, []string{"a+b+c", "big", "big2"}},
+		{256, []string{"a+big+b", "big2+c"}},
+	} {
+		p.MaxFused = tt.maxFused
+		if got := groups(p.Plan(big, 300)); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("MaxFused %d: %v, want %v", tt.maxFused, got, tt.want)
+		}
+	}
+	p.MaxFused = 0
 	out := p.Plan([]wire.Response{ar("a", 4, f32), ar("b", 6, f32)}, 1<<20)
 	if !reflect.DeepEqual(out[0].Sizes, []int64{4, 6}) || len(out[0].Shapes) != 2 || Bytes(&out[0]) != 40 {
 		t.Fatalf("fused sizes %v shapes %v", out[0].Sizes, out[0].Shapes)
