@@ -10,8 +10,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"strconv"
@@ -24,6 +26,9 @@ import (
 	"github.com/gohorovod/gohorovod/examples/internal/mnist"
 	"github.com/gohorovod/gohorovod/optim"
 	"github.com/gohorovod/gohorovod/optim/data"
+	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // options are the command-line settings.
@@ -37,6 +42,7 @@ type options struct {
 	hidden   string
 	seed     uint64
 	dataDir  string
+	limit    int // use only the first limit training images (0: all)
 }
 
 func parse(args []string) (options, error) {
@@ -51,6 +57,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.hidden, "hidden", "256,128", "hidden layer widths")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the weights and of the shuffling")
 	fs.StringVar(&o.dataDir, "data", "", "directory of the MNIST gzip files (default: the GoMNIST module's)")
+	fs.IntVar(&o.limit, "train-limit", 0, "train on the first N images only (0: all 60000)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -75,7 +82,13 @@ func (o options) widths() ([]int, error) {
 func main() {
 	o, err := parse(os.Args[1:])
 	if err == nil {
-		err = run(o, os.Stdout)
+		err = start(hvd.Default())
+		if err == nil {
+			_, err = run(context.Background(), o, hvd.Default(), os.Stdout)
+			if serr := hvd.Shutdown(); err == nil {
+				err = serr
+			}
+		}
 	}
 	if err != nil && !errors.Is(err, pflag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, err)
@@ -83,29 +96,69 @@ func main() {
 	}
 }
 
-// run trains and evaluates, printing progress to out on rank 0.
-func run(o options, out io.Writer) error {
-	rank, size := 0, 1
+// start initialises r: over MPI when the binary is built with it (run it
+// under mpirun or gohorovodrun for several ranks), else as a single rank.
+func start(r *hvd.Runtime) error {
+	if hvd.MPIBuilt() {
+		return r.Init()
+	}
+	return r.Init(hvd.WithCommunicator(comm.NewGroup(1)[0]))
+}
+
+// result is what a training run ends with (the same on every rank).
+type result struct {
+	loss, accuracy float64 // of the last epoch: mean training loss, test accuracy
+	checksum       uint64  // FNV-1a of the final parameters: equal on every rank
+}
+
+// run trains and evaluates on the initialised runtime r, printing progress
+// to out on rank 0.
+func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (result, error) {
+	var res result
+	rank, err := r.Rank()
+	if err != nil {
+		return res, err
+	}
+	size, err := r.Size()
+	if err != nil {
+		return res, err
+	}
+	coll, err := optim.FromRuntime(r)
+	if err != nil {
+		return res, err
+	}
 
 	dir := o.dataDir
 	if dir == "" {
 		var err error
 		if dir, err = mnist.Dir(); err != nil {
-			return err
+			return res, err
 		}
 	}
 	train, test, err := mnist.Load(dir)
 	if err != nil {
-		return err
+		return res, err
 	}
 	widths, err := o.widths()
 	if err != nil {
-		return err
+		return res, err
+	}
+	if o.limit > 0 && o.limit < train.Len() {
+		train = &mnist.Set{Images: train.Images[:o.limit*mnist.Pixels], Labels: train.Labels[:o.limit]}
 	}
 	model := mlp.New(widths, o.seed)
-	opt, err := optim.NewSGD(model.Params(), optim.SGDConfig{LR: o.lr, Momentum: o.momentum, WeightDecay: o.wd})
+	// Every rank starts from rank 0's weights.
+	if err := optim.BroadcastParameters(ctx, coll, model.Params(), 0); err != nil {
+		return res, err
+	}
+	sgd, err := optim.NewSGD(model.Params(), optim.SGDConfig{LR: o.lr, Momentum: o.momentum, WeightDecay: o.wd})
 	if err != nil {
-		return err
+		return res, err
+	}
+	// Gradients are averaged across ranks as backward produces them.
+	opt, err := optim.NewDistributed(sgd, coll)
+	if err != nil {
+		return res, err
 	}
 	// Scale the rate by the number of ranks, warming up to it (Goyal et al.),
 	// then anneal it to zero by the last epoch.
@@ -116,7 +169,7 @@ func run(o options, out io.Writer) error {
 	sched := optim.Warmup(optim.Scale(decay, float64(size)), size, o.warmup)
 	sampler, err := data.NewSampler(train.Len(), rank, size, data.Shuffle(true, o.seed))
 	if err != nil {
-		return err
+		return res, err
 	}
 	if rank == 0 {
 		fmt.Fprintf(out, "mnist: %d ranks, MLP %v, batch %d per rank, lr %g·%d, %d epochs\n", size, widths, o.batch, o.lr, size, o.epochs)
@@ -137,39 +190,50 @@ func run(o options, out io.Writer) error {
 			}
 			n := len(idx)
 			if err := opt.ZeroGrad(); err != nil {
-				return err
+				return res, err
 			}
 			model.Forward(x, n)
 			loss, _ := model.Loss(y[:n])
-			if err := model.Backward(nil); err != nil {
-				return err
+			if err := model.Backward(opt.Ready); err != nil {
+				return res, err
 			}
 			if err := opt.Step(); err != nil {
-				return err
+				return res, err
 			}
 			lossSum += loss * float64(n)
 			seen += n
 		}
 		elapsed := time.Since(start)
-		acc := accuracy(model, test, 0, 1)
+		correct, count := evaluate(model, test, rank, size)
+		// Metrics summed over ranks: loss·samples, samples, correct, tested.
+		m := tensor.FromFloat64([]float64{lossSum, float64(seen), float64(correct), float64(count)})
+		if err := r.AllreduceInPlace(ctx, m, "metrics", hvd.Sum); err != nil {
+			return res, err
+		}
+		v := m.Float64s()
+		res = result{loss: v[0] / v[1], accuracy: v[2] / v[3]}
 		if rank == 0 {
 			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs  %.0f samples/s  lr %.4g\n",
-				epoch+1, lossSum/float64(seen), 100*acc, elapsed.Seconds(), float64(seen*size)/elapsed.Seconds(), opt.LR())
+				epoch+1, res.loss, 100*res.accuracy, elapsed.Seconds(), v[1]/elapsed.Seconds(), opt.LR())
 		}
 	}
-	return nil
+	h := fnv.New64a()
+	for _, p := range model.Params() {
+		h.Write(p.Value.Bytes())
+	}
+	res.checksum = h.Sum64()
+	return res, nil
 }
 
-// accuracy returns the fraction of the rank's share of the set (every
-// size-th image from rank) that the model classifies correctly.
-func accuracy(m *mlp.MLP, set *mnist.Set, rank, size int) float64 {
+// evaluate classifies the rank's share of the set (every size-th image from
+// rank) and returns how many it got right, of how many.
+func evaluate(m *mlp.MLP, set *mnist.Set, rank, size int) (correct, count int) {
 	const chunk = 500
 	var idx []int
 	for i := rank; i < set.Len(); i += size {
 		idx = append(idx, i)
 	}
 	x := make([]float32, chunk*mnist.Pixels)
-	correct := 0
 	for lo := 0; lo < len(idx); lo += chunk {
 		hi := min(lo+chunk, len(idx))
 		for i, s := range idx[lo:hi] {
@@ -181,5 +245,5 @@ func accuracy(m *mlp.MLP, set *mnist.Set, rank, size int) float64 {
 			}
 		}
 	}
-	return float64(correct) / float64(len(idx))
+	return correct, len(idx)
 }

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/config"
+)
+
+// TestDataParallel trains at np 2 on the in-memory group (one epoch on the
+// first 12,000 images, to keep the test short) and checks that the model
+// learns, that both ranks end with identical parameters, and that only rank
+// 0 prints.
+func TestDataParallel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains on MNIST")
+	}
+	const n = 2
+	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
+	defer group[0].Close()
+	cfg := config.Default()
+	o, err := parse([]string{"--epochs", "1", "--train-limit", "12000", "--warmup-epochs", "0.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	res := make([]result, n)
+	errs := make([]error, n)
+	outs := make([]bytes.Buffer, n)
+	for rank := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := new(hvd.Runtime)
+			if errs[rank] = r.Init(hvd.WithCommunicator(group[rank]), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop())); errs[rank] != nil {
+				return
+			}
+			defer r.Shutdown()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			res[rank], errs[rank] = run(ctx, o, r, &outs[rank])
+		}()
+	}
+	wg.Wait()
+	for rank, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", rank, err)
+		}
+	}
+	if res[0].checksum != res[1].checksum {
+		t.Fatal("ranks ended with different parameters")
+	}
+	if res[0].accuracy < 0.9 {
+		t.Fatalf("test accuracy %.3f after one epoch on 12,000 images", res[0].accuracy)
+	}
+	if !strings.Contains(outs[0].String(), "epoch 1:") || outs[1].Len() != 0 {
+		t.Fatalf("rank 0 printed %q, rank 1 %q", outs[0].String(), outs[1].String())
+	}
+	t.Log(outs[0].String())
+}
