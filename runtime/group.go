@@ -32,7 +32,7 @@ func (r *Runtime) NewAllreduceGroup(ts []*tensor.Tensor, names []string, op Redu
 	g := &AllreduceGroup{r: r, ents: make([]*entry, len(ts)), outs: append([]*tensor.Tensor(nil), ts...)}
 	seen := make(map[string]bool, len(ts))
 	for i, t := range ts {
-		if err := checkTensor(t); err != nil {
+		if err := r.checkTensor(t); err != nil {
 			return nil, err
 		}
 		if err := r.checkReduce(op, t.DType()); err != nil {

@@ -72,16 +72,6 @@ func (r *Runtime) newEntry(typ wire.RequestType, name string, in, out *tensor.Te
 	}
 }
 
-func checkTensor(t *tensor.Tensor) error {
-	if t == nil {
-		return invalid("nil tensor")
-	}
-	if t.Device().Kind != tensor.CPU {
-		return invalid("tensor on %v: only host tensors are supported by this runtime", t.Device())
-	}
-	return nil
-}
-
 func (r *Runtime) checkReduce(op ReduceOp, dt tensor.DType) error {
 	if !op.Valid() {
 		return invalid("unknown reduction %v", op)
@@ -113,7 +103,7 @@ func (r *Runtime) allreduceAsync(ts []*tensor.Tensor, name string, op ReduceOp, 
 	es := make([]*entry, len(ts))
 	base := r.opName("allreduce", name)
 	for i, t := range ts {
-		if err := checkTensor(t); err != nil {
+		if err := r.checkTensor(t); err != nil {
 			return nil, err
 		}
 		if err := r.checkReduce(op, t.DType()); err != nil {
@@ -121,7 +111,7 @@ func (r *Runtime) allreduceAsync(ts []*tensor.Tensor, name string, op ReduceOp, 
 		}
 		out := t
 		if !inPlace {
-			out = tensor.New(t.DType(), t.Shape()...)
+			out = newOutput(t, t.Shape())
 		}
 		n := base
 		if len(ts) > 1 {
@@ -216,7 +206,7 @@ func (r *Runtime) AllgatherAsync(t *tensor.Tensor, name string) (*Handle, error)
 	if err := r.checkRunning(); err != nil {
 		return nil, err
 	}
-	if err := checkTensor(t); err != nil {
+	if err := r.checkTensor(t); err != nil {
 		return nil, err
 	}
 	h := newHandle(1)
@@ -242,7 +232,7 @@ func (r *Runtime) broadcastAsync(t *tensor.Tensor, root int, name string, inPlac
 	if err := r.checkRunning(); err != nil {
 		return nil, err
 	}
-	if err := checkTensor(t); err != nil {
+	if err := r.checkTensor(t); err != nil {
 		return nil, err
 	}
 	if root < 0 || root >= r.size {
@@ -250,7 +240,7 @@ func (r *Runtime) broadcastAsync(t *tensor.Tensor, root int, name string, inPlac
 	}
 	out := t
 	if !inPlace {
-		out = tensor.New(t.DType(), t.Shape()...)
+		out = newOutput(t, t.Shape())
 	}
 	h := newHandle(1)
 	e := r.newEntry(wire.Broadcast, r.opName("broadcast", name), t, out, h, 0)
@@ -301,7 +291,7 @@ func (r *Runtime) AlltoallAsync(t *tensor.Tensor, splits []int, name string) (*H
 	if err := r.checkRunning(); err != nil {
 		return nil, err
 	}
-	if err := checkTensor(t); err != nil {
+	if err := r.checkTensor(t); err != nil {
 		return nil, err
 	}
 	if len(t.Shape()) == 0 {
@@ -372,7 +362,7 @@ func (r *Runtime) ReducescatterAsync(t *tensor.Tensor, name string, op ReduceOp,
 	if err := r.checkRunning(); err != nil {
 		return nil, err
 	}
-	if err := checkTensor(t); err != nil {
+	if err := r.checkTensor(t); err != nil {
 		return nil, err
 	}
 	if op != Sum && op != Average {
@@ -386,7 +376,7 @@ func (r *Runtime) ReducescatterAsync(t *tensor.Tensor, name string, op ReduceOp,
 	if s := t.Shape(); len(s) > 0 {
 		shape := append([]int(nil), s...)
 		shape[0] = ReducescatterRows(s[0], r.size, r.rank)
-		out = tensor.New(t.DType(), shape...)
+		out = newOutput(t, shape)
 	}
 	h := newHandle(1)
 	e := r.newEntry(wire.Reducescatter, r.opName("reducescatter", name), t, out, h, 0)

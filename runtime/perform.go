@@ -124,6 +124,9 @@ func collectiveErr(ents []*entry, err error) error {
 // perform executes one response. It returns an error only when the
 // communicator has failed and the runtime must stop.
 func (l *loop) perform(resp *wire.Response) error {
+	if onGPU(resp, l.rank) {
+		return l.performGPU(resp) // gpu_perform.go
+	}
 	switch wire.RequestType(resp.Type) {
 	case wire.Allreduce:
 		return l.allreduce(resp)

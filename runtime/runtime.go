@@ -37,6 +37,7 @@ type options struct {
 	keepMPI bool
 	chunk   *int
 	maxFuse *int64
+	gpu     gpuOptions
 }
 
 // WithChunkBytes sets the largest buffer handed to one transport collective:
@@ -102,6 +103,7 @@ type Runtime struct {
 	loop    *loop
 	counter uint64 // for automatic names
 	stats   stats
+	gpu     *gpuState // GPU device, NCCL and buffers (gpu.go)
 }
 
 // Init starts the runtime: it reads the configuration (once), opens the
@@ -178,6 +180,7 @@ func (r *Runtime) Init(opts ...Option) error {
 		l.planner.MaxFused = max(*o.maxFuse, 0)
 	}
 	r.loop = l
+	r.gpu = newGPUState(o.gpu, log)
 	r.st = stateRunning
 	go l.run()
 	log.Debug().Int("size", size).Int("local_rank", r.localRank).Int("local_size", r.localSize).
@@ -229,6 +232,9 @@ func (r *Runtime) Shutdown() error {
 		close(stopReq)
 	}
 	<-stopped
+	if err := r.gpu.close(); err != nil {
+		r.log.Error().Err(err).Msg("releasing GPU resources")
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.st != stateRunning {
