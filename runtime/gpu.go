@@ -48,6 +48,11 @@ func WithGPU(d cuda.Device) Option { return func(o *options) { o.gpu.dev = d } }
 // through a CUDA-aware MPI, or are staged through host memory.
 func WithoutNCCL() Option { return func(o *options) { o.gpu.noNCCL = true } }
 
+// WithNCCL makes the runtime's NCCL communicators with n (for example one
+// loaded with cuda.OpenNCCL from an explicit path) instead of the NCCL that
+// cuda.LoadNCCL finds. It needs a *cuda.GPU device.
+func WithNCCL(n *cuda.NCCL) Option { return func(o *options) { o.gpu.nccl = nccl.FromCUDA(n) } }
+
 // withNCCL makes GPU communicators with b instead of the NCCL loaded at run
 // time (tests use the fake).
 func withNCCL(b nccl.Backend) Option { return func(o *options) { o.gpu.nccl = b } }

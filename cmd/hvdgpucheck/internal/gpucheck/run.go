@@ -1,0 +1,242 @@
+package gpucheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gohorovod/gohorovod/cuda"
+	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// Config says what Run checks.
+type Config struct {
+	Load   cuda.LoadConfig // where to find the libraries
+	Device int
+	NCCL   bool // check the NCCL path at one rank
+	Elems  int  // float32 elements per tensor
+	Iters  int  // timed fused allreduces
+	Log    zerolog.Logger
+}
+
+// DefaultConfig checks device 0 with NCCL, 1 Mi elements, 20 iterations.
+func DefaultConfig() Config {
+	return Config{Load: cuda.ConfigFromEnv(nil), NCCL: true, Elems: 1 << 20, Iters: 20, Log: zerolog.Nop()}
+}
+
+// Run performs the checks, printing each to w, and returns an error naming
+// every one that failed.
+func Run(w io.Writer, cfg Config) error {
+	rt, err := cuda.OpenRuntime(cfg.Load)
+	if err != nil {
+		fmt.Fprintf(w, "FAIL load CUDA runtime: %v\n", err)
+		return err
+	}
+	fmt.Fprintf(w, "ok   %s\n", rt.Describe())
+	var errs []error
+	step := func(name string, err error) {
+		if err != nil {
+			fmt.Fprintf(w, "FAIL %s: %v\n", name, err)
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	if cfg.NCCL {
+		n, err := cuda.OpenNCCL(rt, cfg.Load)
+		if err != nil {
+			step("load NCCL", err)
+		} else {
+			fmt.Fprintf(w, "ok   NCCL %v (%s)\n", n.Version(), n.Path())
+			step("runtime over NCCL at np 1", ranks(w, rt, cfg, 1, []hvd.Option{hvd.WithNCCL(n)}, "NCCL"))
+		}
+	}
+	step("runtime staged through host memory at np 2 on one GPU", ranks(w, rt, cfg, 2, []hvd.Option{hvd.WithoutNCCL()}, "staged"))
+	if len(errs) > 0 {
+		fmt.Fprintf(w, "FAIL (%d check(s))\n", len(errs))
+		return errors.Join(errs...)
+	}
+	fmt.Fprintln(w, "PASS")
+	return nil
+}
+
+// ranks runs n runtimes over an in-memory group, each with its own stream
+// on the device, and checks the collectives on every rank.
+func ranks(w io.Writer, rt *cuda.Runtime, cfg Config, n int, extra []hvd.Option, what string) error {
+	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
+	defer group[0].Close()
+	hc := config.Default()
+	hc.CycleTime = time.Millisecond
+	errs := make([]error, n)
+	lines := make([]string, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			lines[r], errs[r] = rank(rt, cfg, group[r], hc, extra)
+		}(r)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "ok   %s at np %d: allreduce (single and 8 fused, sum and average), allgather, broadcast, alltoall, reducescatter\n", what, n)
+	fmt.Fprintf(w, "     %s\n", lines[0])
+	return nil
+}
+
+func rank(rt *cuda.Runtime, cfg Config, c comm.Communicator, hc config.Config, extra []hvd.Option) (string, error) {
+	g, err := rt.OpenDevice(cfg.Device)
+	if err != nil {
+		return "", err
+	}
+	defer g.Close()
+	var r hvd.Runtime
+	opts := append([]hvd.Option{hvd.WithCommunicator(c), hvd.WithConfig(hc), hvd.WithLogger(cfg.Log), hvd.WithGPU(g)}, extra...)
+	if err := r.Init(opts...); err != nil {
+		return "", err
+	}
+	defer r.Shutdown()
+	rk, _ := r.Rank()
+	size, _ := r.Size()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var live []*tensor.Tensor
+	defer func() {
+		for _, t := range live {
+			cuda.FreeTensor(g, t)
+		}
+	}()
+	dev := func(h *tensor.Tensor) (*tensor.Tensor, error) {
+		t, err := cuda.ToDevice(g, h)
+		if err == nil {
+			live = append(live, t)
+		}
+		return t, err
+	}
+	check := func(what string, t *tensor.Tensor, want func(i int) float32) error {
+		live = append(live, t)
+		h, err := cuda.ToHost(g, t)
+		if err != nil {
+			return err
+		}
+		for i, v := range h.Float32s() {
+			if v != want(i) {
+				return fmt.Errorf("%s: element %d = %v, want %v", what, i, v, want(i))
+			}
+		}
+		return nil
+	}
+	fill := func(n int, f func(i int) float32) *tensor.Tensor {
+		t := tensor.New(tensor.Float32, n)
+		for i := range t.Float32s() {
+			t.Float32s()[i] = f(i)
+		}
+		return t
+	}
+	sum := float32(size * (size + 1) / 2)
+	// Single allreduce.
+	x, err := dev(fill(cfg.Elems, func(i int) float32 { return float32(rk + 1) }))
+	if err != nil {
+		return "", err
+	}
+	out, err := r.Allreduce(ctx, x, "single", hvd.Sum)
+	if err != nil {
+		return "", err
+	}
+	if err := check("allreduce", out, func(int) float32 { return sum }); err != nil {
+		return "", err
+	}
+	// Eight fused tensors, averaged, timed.
+	const k = 8
+	ts := make([]*tensor.Tensor, k)
+	for i := range ts {
+		if ts[i], err = dev(fill(cfg.Elems/k, func(j int) float32 { return float32(rk + i) })); err != nil {
+			return "", err
+		}
+	}
+	grp, err := r.NewAllreduceGroup(ts, names(k), hvd.Average)
+	if err != nil {
+		return "", err
+	}
+	var best time.Duration
+	for it := 0; it < max(cfg.Iters, 1); it++ {
+		for i, t := range ts {
+			if err := cuda.CopyToDevice(g, t, fill(cfg.Elems/k, func(int) float32 { return float32(rk + i) })); err != nil {
+				return "", err
+			}
+		}
+		t0 := time.Now()
+		h, err := grp.Start()
+		if err != nil {
+			return "", err
+		}
+		if err := h.Wait(ctx); err != nil {
+			return "", err
+		}
+		if d := time.Since(t0); best == 0 || d < best {
+			best = d
+		}
+	}
+	for i, t := range ts {
+		h, err := cuda.ToHost(g, t)
+		if err != nil {
+			return "", err
+		}
+		if want := float32(size-1)/2 + float32(i); h.Float32s()[0] != want {
+			return "", fmt.Errorf("fused average: tensor %d = %v, want %v", i, h.Float32s()[0], want)
+		}
+	}
+	bytes := float64(k * (cfg.Elems / k) * 4)
+	line := fmt.Sprintf("fused allreduce of %d x %d float32: best %v (%.2f GB/s algbw, cycle time included)", k, cfg.Elems/k, best, bytes/best.Seconds()/1e9)
+	// Allgather, broadcast, alltoall, reducescatter.
+	a, err := dev(fill(4, func(int) float32 { return float32(rk) }))
+	if err != nil {
+		return "", err
+	}
+	if out, err = r.Allgather(ctx, a, "ag"); err != nil {
+		return "", err
+	}
+	if err := check("allgather", out, func(i int) float32 { return float32(i / 4) }); err != nil {
+		return "", err
+	}
+	if out, err = r.Broadcast(ctx, a, size-1, "bc"); err != nil {
+		return "", err
+	}
+	if err := check("broadcast", out, func(int) float32 { return float32(size - 1) }); err != nil {
+		return "", err
+	}
+	b, err := dev(fill(2*size, func(i int) float32 { return float32(10*rk + i/2) }))
+	if err != nil {
+		return "", err
+	}
+	if out, _, err = r.Alltoall(ctx, b, nil, "a2a"); err != nil {
+		return "", err
+	}
+	if err := check("alltoall", out, func(i int) float32 { return float32(10*(i/2) + rk) }); err != nil {
+		return "", err
+	}
+	if out, err = r.Reducescatter(ctx, b, "rs", hvd.Sum); err != nil {
+		return "", err
+	}
+	base := float32(10 * size * (size - 1) / 2)
+	if err := check("reducescatter", out, func(int) float32 { return base + float32(size*rk) }); err != nil {
+		return "", err
+	}
+	return line, nil
+}
+
+func names(k int) []string {
+	s := make([]string, k)
+	for i := range s {
+		s[i] = fmt.Sprintf("fused.%d", i)
+	}
+	return s
+}
