@@ -35,6 +35,7 @@ type loop struct {
 	stall     *stall.Inspector
 	tl        *timeline.Timeline // rank 0 with HOROVOD_TIMELINE only
 	fusion    []byte             // persistent fusion buffer, grown up to the threshold
+	views     [4]*tensor.Tensor  // recent transport views, reused (see view)
 	chunk     int                // bytes per collective call on large buffers; 0: no chunking
 	joined    bool
 	performed bool      // the last cycle performed at least one response

@@ -231,7 +231,7 @@ func (l *loop) reduceBytes(b []byte, dt tensor.DType, op tensor.ReduceOp) error 
 	}
 	for off := 0; off < len(b); off += step {
 		end := min(off+step, len(b))
-		t, err := tensor.FromBytes(dt, b[off:end])
+		t, err := l.view(dt, b[off:end])
 		if err != nil {
 			return err
 		}
@@ -240,6 +240,26 @@ func (l *loop) reduceBytes(b []byte, dt tensor.DType, op tensor.ReduceOp) error 
 		}
 	}
 	return nil
+}
+
+// view returns a tensor over b (not empty), reusing one of the last few
+// made: the fusion buffer's chunks and a tensor's own bytes come back cycle
+// after cycle, and a view each time would make allocations grow with the
+// number of tensors.
+func (l *loop) view(dt tensor.DType, b []byte) (*tensor.Tensor, error) {
+	p := unsafe.SliceData(b)
+	for _, t := range l.views {
+		if t != nil && t.DType() == dt && t.NumBytes() == len(b) && unsafe.SliceData(t.Bytes()) == p {
+			return t, nil
+		}
+	}
+	t, err := tensor.FromBytes(dt, b)
+	if err != nil {
+		return nil, err
+	}
+	copy(l.views[1:], l.views[:len(l.views)-1])
+	l.views[0] = t
+	return t, nil
 }
 
 // fusionAlign is where the fusion buffer starts within a 4 KiB page.
@@ -279,7 +299,13 @@ func (l *loop) allreduce(resp *wire.Response) error {
 		}
 		b := e.out.Bytes()
 		tensor.Scale(dt, b, pre)
-		if err := l.reduceBytes(b, dt, op); err != nil {
+		var err error
+		if len(b) > 0 && (l.chunk == 0 || len(b) <= l.chunk) {
+			err = l.com.Allreduce(e.out, op) // one call: no view to make
+		} else {
+			err = l.reduceBytes(b, dt, op)
+		}
+		if err != nil {
 			return collectiveErr(l.ents, err)
 		}
 		tensor.Scale(dt, b, post)
