@@ -319,12 +319,12 @@ func (l *loop) allreduce(resp *wire.Response) error {
 	for _, e := range l.ents {
 		total += len(e.in.Bytes())
 	}
-	// The fused tensors are reduced one transport chunk at a time: copy
-	// the chunk's bytes in, reduce them, copy them out, while they are
-	// still in cache. The fusion buffer is one chunk, reused.
+	// The fused tensors are reduced one piece at a time: copy the piece's
+	// bytes in, reduce them, copy them out, while they are still in cache.
+	// The fusion buffer is one piece, reused.
 	step := total
-	if l.chunk > 0 && l.chunk < step {
-		step = max(l.chunk-l.chunk%dt.Size(), dt.Size())
+	if l.fuseChunk > 0 && l.fuseChunk < step {
+		step = max(l.fuseChunk-l.fuseChunk%dt.Size(), dt.Size())
 	}
 	buf := l.fusionBuffer(step)
 	in, out := fusedCursor{ents: l.ents}, fusedCursor{ents: l.ents, out: true}

@@ -37,6 +37,7 @@ type options struct {
 	keepMPI bool
 	chunk   *int
 	maxFuse *int64
+	fuseChk *int
 	gpu     gpuOptions
 }
 
@@ -50,6 +51,11 @@ func WithChunkBytes(n int) Option { return func(o *options) { o.chunk = &n } }
 // tensor up to the fusion threshold is fused). The default comes from
 // cmd/hvdbench's measurements.
 func WithMaxFusedBytes(n int64) Option { return func(o *options) { o.maxFuse = &n } }
+
+// WithFusionChunkBytes sets how many bytes of a fused response are copied
+// into the fusion buffer, reduced and copied back at a time (0: the whole
+// response at once). The default comes from cmd/hvdbench's measurements.
+func WithFusionChunkBytes(n int) Option { return func(o *options) { o.fuseChk = &n } }
 
 // WithCommunicator runs the runtime over c (for example one member of
 // comm.NewGroup, to run N ranks in one process) instead of MPI. The runtime
@@ -178,6 +184,9 @@ func (r *Runtime) Init(opts ...Option) error {
 	}
 	if o.maxFuse != nil {
 		l.planner.MaxFused = max(*o.maxFuse, 0)
+	}
+	if o.fuseChk != nil {
+		l.fuseChunk = max(*o.fuseChk, 0)
 	}
 	r.loop = l
 	r.gpu = newGPUState(o.gpu, log)

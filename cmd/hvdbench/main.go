@@ -16,6 +16,7 @@ func main() {
 	warmup := flag.Int("warmup", 3, "untimed steps per case")
 	thresholds := flag.String("fusion", "", "comma-separated fusion thresholds in bytes (default: the configured default)")
 	chunks := flag.String("chunk", "", "comma-separated transport chunk sizes in bytes (0: none; default: the runtime's)")
+	fchunks := flag.String("fchunk", "", "comma-separated fusion piece sizes in bytes (0: whole response; default: the runtime's)")
 	maxFused := flag.String("maxfused", "", "comma-separated largest fused tensor sizes in bytes (0: no limit; default: the runtime's)")
 	cases := flag.String("cases", "resnet50,64MiB,4KiBx1000,tinyx161,tinyx1000", "cases to run")
 	rawFusion := flag.Int64("raw-fusion", 4<<20, "the yardstick's fused-mode buffer in bytes")
@@ -41,6 +42,12 @@ func main() {
 		if len(a.chunks) == 0 {
 			a.chunks = []int{-1} // the runtime's default
 		}
+		if a.fchunks, err = int64s(*fchunks); err != nil {
+			fail(err)
+		}
+		if len(a.fchunks) == 0 {
+			a.fchunks = []int64{-1} // the runtime's default
+		}
 		if a.maxFused, err = int64s(*maxFused); err != nil {
 			fail(err)
 		}
@@ -55,7 +62,7 @@ func main() {
 	var extra []string
 	flag.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "fusion", "chunk", "maxfused", "cases", "warmup", "bench-dir", "cpuprofile":
+		case "fusion", "chunk", "fchunk", "maxfused", "cases", "warmup", "bench-dir", "cpuprofile":
 			extra = append(extra, "-"+f.Name, f.Value.String())
 		}
 	})

@@ -137,8 +137,8 @@ func orchestrate(a orchArgs) error {
 		if best == 0 {
 			continue
 		}
-		line := fmt.Sprintf("ratio case=%s fusion=%s chunk=%s maxfused=%s runtime_ms=%s raw_best_ms=%.4f raw_best_mode=%s ratio=%.3f",
-			c, rec["fusion"], rec["chunk"], rec["maxfused"], rec["median_ms"], best, bestMode, rec.num("median_ms")/best)
+		line := fmt.Sprintf("ratio case=%s fusion=%s chunk=%s fchunk=%s maxfused=%s runtime_ms=%s raw_best_ms=%.4f raw_best_mode=%s ratio=%.3f",
+			c, rec["fusion"], rec["chunk"], rec["fchunk"], rec["maxfused"], rec["median_ms"], best, bestMode, rec.num("median_ms")/best)
 		if perTensor > 0 {
 			line += fmt.Sprintf(" speedup_vs_per_tensor=%.2f", perTensor/rec.num("median_ms"))
 		}

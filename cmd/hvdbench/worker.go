@@ -57,6 +57,7 @@ type workerArgs struct {
 	thresholds []int64
 	chunks     []int
 	maxFused   []int64
+	fchunks    []int64
 	cases      []string
 	cpuProfile string // rank 0 writes its CPU profile here when set
 }
@@ -94,8 +95,11 @@ func worker(a workerArgs) error {
 	for _, thr := range a.thresholds {
 		for _, chunk := range a.chunks {
 			for _, mf := range a.maxFused {
-				if err := runConfig(ctl, sets, thr, chunk, mf, a); err != nil {
-					return err
+				for _, fc := range a.fchunks {
+					k := knobs{thr: thr, chunk: chunk, maxFused: mf, fchunk: int(fc)}
+					if err := runConfig(ctl, sets, k, a); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -103,19 +107,30 @@ func worker(a workerArgs) error {
 	return nil
 }
 
+// knobs is one setting of the runtime's tuning knobs (negative: the
+// runtime's default).
+type knobs struct {
+	thr           int64
+	chunk, fchunk int
+	maxFused      int64
+}
+
 // runConfig runs every case on a runtime started with one setting of the
-// knobs (negative: the runtime's default).
-func runConfig(ctl comm.Communicator, sets map[string][]int, thr int64, chunk int, mf int64, a workerArgs) error {
+// knobs.
+func runConfig(ctl comm.Communicator, sets map[string][]int, k knobs, a workerArgs) error {
 	cfg := config.Default()
-	cfg.FusionThreshold = thr
+	cfg.FusionThreshold = k.thr
 	rt := new(hvd.Runtime)
 	opts := []hvd.Option{hvd.WithConfig(cfg), hvd.WithoutMPIFinalize(),
 		hvd.WithLogger(zerolog.New(os.Stderr).Level(zerolog.WarnLevel))}
-	if chunk >= 0 {
-		opts = append(opts, hvd.WithChunkBytes(chunk))
+	if k.chunk >= 0 {
+		opts = append(opts, hvd.WithChunkBytes(k.chunk))
 	}
-	if mf >= 0 {
-		opts = append(opts, hvd.WithMaxFusedBytes(mf))
+	if k.fchunk >= 0 {
+		opts = append(opts, hvd.WithFusionChunkBytes(k.fchunk))
+	}
+	if k.maxFused >= 0 {
+		opts = append(opts, hvd.WithMaxFusedBytes(k.maxFused))
 	}
 	if err := rt.Init(opts...); err != nil {
 		return err
@@ -125,7 +140,7 @@ func runConfig(ctl comm.Communicator, sets map[string][]int, thr int64, chunk in
 		if !ok {
 			return fmt.Errorf("unknown case %q", name)
 		}
-		if err := runCase(rt, ctl, name, counts, thr, chunk, mf, a); err != nil {
+		if err := runCase(rt, ctl, name, counts, k, a); err != nil {
 			return err
 		}
 	}
@@ -138,7 +153,7 @@ func runConfig(ctl comm.Communicator, sets map[string][]int, thr int64, chunk in
 	return nil
 }
 
-func runCase(rt *hvd.Runtime, ctl comm.Communicator, name string, counts []int, thr int64, chunk int, mf int64, a workerArgs) error {
+func runCase(rt *hvd.Runtime, ctl comm.Communicator, name string, counts []int, k knobs, a workerArgs) error {
 	ts := make([]*tensor.Tensor, len(counts))
 	names := make([]string, len(counts))
 	total := 0
@@ -208,9 +223,9 @@ func runCase(rt *hvd.Runtime, ctl comm.Communicator, name string, counts []int, 
 	if idle > 0 {
 		idleUs = float64((s1.IdleBusy - s0.IdleBusy).Microseconds()) / float64(idle)
 	}
-	fmt.Printf("impl=runtime case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d maxfused=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
+	fmt.Printf("impl=runtime case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d fchunk=%d maxfused=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
 		"us_per_active_cycle=%.1f active_cycles_per_step=%.2f us_per_idle_cycle=%.1f slow_cycles=%d allocs_per_step=%.1f\n",
-		name, len(counts), bytes, ctl.Size(), a.iters, thr, chunk, mf, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
+		name, len(counts), bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
 		usPerCycle, float64(active)/float64(a.iters), idleUs, s1.SlowCycles-s0.SlowCycles,
 		float64(after.Mallocs-before.Mallocs)/float64(a.iters))
 	return nil
