@@ -1,0 +1,130 @@
+package runtime
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// startClusterWith is startCluster with extra Init options.
+func startClusterWith(t *testing.T, n int, opts ...Option) *cluster {
+	t.Helper()
+	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
+	c := &cluster{rts: make([]*Runtime, n), counts: make([]*counting, n)}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		c.rts[i] = new(Runtime)
+		c.counts[i] = &counting{Communicator: group[i]}
+		all := append([]Option{WithCommunicator(c.counts[i]), WithConfig(testConfig()), WithLogger(zerolog.Nop())}, opts...)
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = c.rts[i].Init(all...)
+		}(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d init: %v", i, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, r := range c.rts {
+			r.Shutdown()
+		}
+		group[0].Close()
+	})
+	return c
+}
+
+// TestFusedPiecesAndInPlace checks the host allreduce paths against the
+// knobs that shape them: fused responses reduced in pieces that cut
+// tensors in the middle, tensors above the fused-size limit reduced in
+// place, and large tensors in transport chunks. Every element must come
+// out reduced exactly once, scaled once, in the right tensor, and the number
+// of transport calls must be the one the knobs imply.
+func TestFusedPiecesAndInPlace(t *testing.T) {
+	sizes := []int{1, 3, 5, 7, 13, 40, 2, 9} // float32 elements: 4..160 bytes
+	tests := []struct {
+		name                      string
+		fchunk, chunk             int
+		maxFused                  int64
+		inPlace                   bool
+		wantCalls                 int64 // data allreduces per step
+		prescale, postscale, want float64
+	}{
+		// 80 elements = 320 bytes, one fused response.
+		{name: "one piece", fchunk: 1 << 20, chunk: 1 << 20, wantCalls: 1, prescale: 1, postscale: 1, want: 3},
+		{name: "12-byte pieces", fchunk: 12, chunk: 1 << 20, wantCalls: 27, prescale: 1, postscale: 1, want: 3},
+		{name: "unaligned piece rounds down to elements", fchunk: 30, chunk: 1 << 20, wantCalls: 12, prescale: 1, postscale: 1, want: 3},
+		{name: "pieces and scaling", fchunk: 8, chunk: 1 << 20, wantCalls: 40, prescale: 2, postscale: 0.5, want: 3},
+		{name: "pieces, not in place", fchunk: 16, chunk: 1 << 20, inPlace: false, wantCalls: 20, prescale: 1, postscale: 1, want: 3},
+		// Above 20 bytes (5 elements) in place: 7, 13, 40, 9 alone; 1+3+5+2 fused.
+		{name: "large ones in place", fchunk: 1 << 20, chunk: 1 << 20, maxFused: 20, inPlace: true, wantCalls: 5, prescale: 1, postscale: 1, want: 3},
+		// 16-byte transport chunks: 7→2, 13→4, 40→10, 9→3 calls, the 44 fused bytes 3.
+		{name: "in place in chunks", fchunk: 1 << 20, chunk: 16, maxFused: 20, inPlace: true, wantCalls: 22, prescale: 3, postscale: 1, want: 9},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := startClusterWith(t, 2, WithFusionChunkBytes(tt.fchunk), WithChunkBytes(tt.chunk), WithMaxFusedBytes(tt.maxFused))
+			for step := 0; step < 2; step++ {
+				before := c.counts[0].dataAllreduce.Load()
+				c.each(t, func(r *Runtime, rank int) error {
+					ts := make([]*tensor.Tensor, len(sizes))
+					for i, n := range sizes {
+						ts[i] = tensor.New(tensor.Float32, n)
+						for j := range ts[i].Float32s() {
+							// Rank 0 holds 1, rank 1 holds 2: the sum is 3.
+							ts[i].Float32s()[j] = float32(rank + 1)
+						}
+					}
+					opts := []CallOption{Prescale(tt.prescale), Postscale(tt.postscale)}
+					var outs []*tensor.Tensor
+					if tt.inPlace {
+						h, err := r.GroupedAllreduceAsyncInPlace(ts, "pieces", Sum, opts...)
+						if err != nil {
+							return err
+						}
+						if err := h.Wait(ctxT(t)); err != nil {
+							return err
+						}
+						outs = ts
+					} else {
+						var err error
+						if outs, err = r.GroupedAllreduce(ctxT(t), ts, "pieces", Sum, opts...); err != nil {
+							return err
+						}
+						for i, x := range ts[0].Float32s() {
+							if x != float32(rank+1) {
+								return fmt.Errorf("input 0[%d] changed to %v", i, x)
+							}
+						}
+					}
+					for i, o := range outs {
+						if o.Len() != sizes[i] {
+							return fmt.Errorf("output %d has %d elements, want %d", i, o.Len(), sizes[i])
+						}
+						for j, x := range o.Float32s() {
+							if float64(x) != tt.want {
+								return fmt.Errorf("output %d[%d] = %v, want %v", i, j, x, tt.want)
+							}
+						}
+					}
+					return nil
+				})
+				// The first step negotiates, the second comes from the
+				// cache: both perform the same calls.
+				if got := c.counts[0].dataAllreduce.Load() - before; got != tt.wantCalls {
+					t.Errorf("step %d: %d data allreduces, want %d", step, got, tt.wantCalls)
+				}
+			}
+		})
+	}
+}
