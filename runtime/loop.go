@@ -40,6 +40,7 @@ type loop struct {
 	fuseChunk int                // bytes of fused tensors copied, reduced and copied back at a time; 0: all
 	joined    bool
 	performed bool      // the last cycle performed at least one response
+	slow      bool      // the last cycle negotiated
 	syncedAt  time.Time // when the last agreement allreduce returned
 	stallErr  error
 	invalid   map[string]bool // cached names to force through negotiation
@@ -165,6 +166,10 @@ func (l *loop) run() {
 		if l.performed {
 			st.active.Add(1)
 			st.activeNs.Add(busy)
+			if !l.slow {
+				st.cached.Add(1)
+				st.cachedNs.Add(busy)
+			}
 		} else {
 			st.idleNs.Add(busy)
 		}
@@ -204,7 +209,7 @@ func (l *loop) cycle() (bool, error) {
 	if l.tl != nil {
 		l.tl.MarkCycle(now)
 	}
-	l.performed = false
+	l.performed, l.slow = false, false
 	l.msgs = l.r.q.pop(l.msgs[:0])
 	l.sync.Reset(l.cache.Bits())
 	l.hits, l.uncached, l.back, l.hitBits = l.hits[:0], l.uncached[:0], l.back[:0], l.hitBits[:0]
@@ -300,6 +305,7 @@ func (l *loop) cycle() (bool, error) {
 	shutdown := l.sync.Shutdown()
 	if l.sync.Uncached() {
 		l.r.stats.slow.Add(1)
+		l.slow = true
 		list, err := l.negotiate()
 		if err != nil {
 			return false, err

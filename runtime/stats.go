@@ -12,11 +12,17 @@ type Stats struct {
 	ActiveBusy   time.Duration // time spent inside active cycles (not sleeping)
 	IdleBusy     time.Duration // time spent inside cycles that performed nothing
 	SlowCycles   int64         // cycles that needed full negotiation (gather and broadcast)
+	// CachedCycles and CachedBusy count the active cycles that ran from the
+	// response cache alone (no negotiation) and the time spent inside them:
+	// the steady-state cost of a training step's cycle.
+	CachedCycles int64
+	CachedBusy   time.Duration
 }
 
 type stats struct {
 	cycles, active, slow atomic.Int64
 	activeNs, idleNs     atomic.Int64
+	cached, cachedNs     atomic.Int64
 }
 
 // Stats returns the loop's counters.
@@ -28,5 +34,7 @@ func (r *Runtime) Stats() Stats {
 		ActiveBusy:   time.Duration(s.activeNs.Load()),
 		IdleBusy:     time.Duration(s.idleNs.Load()),
 		SlowCycles:   s.slow.Load(),
+		CachedCycles: s.cached.Load(),
+		CachedBusy:   time.Duration(s.cachedNs.Load()),
 	}
 }
