@@ -12,7 +12,14 @@
 // tensor of a model submitted asynchronously, then waited for — over
 // ResNet-50's gradients, one 64 MiB tensor, 1000 tensors of 4 KiB and 161
 // tiny tensors (the steady-state cycle cost with the cache warm, and heap
-// allocations per step), for each fusion threshold and chunk size asked
-// for. Times are the maximum over ranks of each step, median over steps;
-// algbw = bytes/time, busbw = algbw·2(n−1)/n, as nccl-tests report them.
+// allocations per step), for each setting of the runtime's knobs asked for:
+// -fusion (threshold), -chunk (transport chunk of tensors reduced in
+// place), -fchunk (piece of a fused response copied, reduced and copied
+// back at a time) and -maxfused (largest tensor fused); each takes a
+// comma-separated list and the worker runs every combination. Times are the
+// maximum over ranks of each step, median over steps, timed like the
+// yardstick's (from a barrier to the end of the step); algbw = bytes/time,
+// busbw = algbw·2(n−1)/n, as nccl-tests report them. us_per_cached_cycle is
+// the median time inside the step's cycle when it ran from the response
+// cache alone; -cpuprofile writes rank 0's CPU profile.
 package main
