@@ -124,7 +124,7 @@ const defaultFusionChunkBytes = 256 << 10
 // than the transport call they would share. Measured with cmd/hvdbench at
 // np 2, ResNet-50's gradients (medians of 5 interleaved runs): 14.2-14.6 ms
 // at 64 KiB, 14.5 at 256 KiB, 14.6-15.2 at 16 KiB, 15.1-15.2 at 1 MiB, and
-// 18-20 ms when every tensor up to the threshold was fused.
+// 20-23 ms when every tensor up to the threshold was fused.
 const defaultMaxFusedBytes = 64 << 10
 
 func (l *loop) run() {
