@@ -200,6 +200,12 @@ func (l *loop) entries(resp *wire.Response) error {
 		delete(q.table, name)
 		l.ents = append(l.ents, e)
 	}
+	if len(q.table) == 0 {
+		// Drop the deleted slots' tombstones: a group's names are
+		// inserted and deleted every step, and the probes through them
+		// made the table's operations a third slower (1000 names).
+		clear(q.table)
+	}
 	q.mu.Unlock()
 	for i, name := range resp.Names {
 		if e := l.ents[i]; e == nil {
