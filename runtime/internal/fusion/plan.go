@@ -74,9 +74,7 @@ func (p *Planner) Plan(in []wire.Response, threshold int64) []wire.Response {
 			continue
 		}
 		n0 := len(p.names)
-		p.names = append(p.names, head.Names...)
-		p.sizes = append(p.sizes, head.Sizes...)
-		p.shapes = append(p.shapes, head.Shapes...)
+		p.add(head)
 		size := Bytes(head)
 		var skipped int64
 		for j := i + 1; j < len(in); j++ {
@@ -84,17 +82,15 @@ func (p *Planner) Plan(in []wire.Response, threshold int64) []wire.Response {
 				continue
 			}
 			r := &in[j]
-			if p.alone(r) {
+			b := Bytes(r)
+			if p.MaxFused > 0 && b > p.MaxFused {
 				// Runs alone whatever happens: no reason to stop
 				// looking ahead.
 				continue
 			}
-			b := Bytes(r)
-			if compatible(head, r) && len(r.Names) == 1 && size+b <= threshold {
+			if len(r.Names) == 1 && size+b <= threshold && compatible(head, r) {
 				p.used[j] = true
-				p.names = append(p.names, r.Names...)
-				p.sizes = append(p.sizes, r.Sizes...)
-				p.shapes = append(p.shapes, r.Shapes...)
+				p.add(r)
 				size += b
 				continue
 			}
@@ -117,4 +113,19 @@ func (p *Planner) Plan(in []wire.Response, threshold int64) []wire.Response {
 // alone reports whether r is too large to be fused under MaxFused.
 func (p *Planner) alone(r *wire.Response) bool {
 	return p.MaxFused > 0 && Bytes(r) > p.MaxFused
+}
+
+// add appends r's names, sizes and shapes to the group being built; one
+// element at a time when r holds one tensor (the common case, and a
+// variadic append of one element costs a copy call each).
+func (p *Planner) add(r *wire.Response) {
+	if len(r.Names) == 1 && len(r.Sizes) == 1 && len(r.Shapes) == 1 {
+		p.names = append(p.names, r.Names[0])
+		p.sizes = append(p.sizes, r.Sizes[0])
+		p.shapes = append(p.shapes, r.Shapes[0])
+		return
+	}
+	p.names = append(p.names, r.Names...)
+	p.sizes = append(p.sizes, r.Sizes...)
+	p.shapes = append(p.shapes, r.Shapes...)
 }

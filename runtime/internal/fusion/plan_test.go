@@ -1,6 +1,7 @@
 package fusion
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -74,14 +75,18 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-func BenchmarkPlan161(b *testing.B) {
-	in := make([]wire.Response, 161)
-	for i := range in {
-		in[i] = ar("t", 1000, tensor.Float32)
-	}
-	var p Planner
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		p.Plan(in, 4<<20)
+func BenchmarkPlan(b *testing.B) {
+	for _, n := range []int{161, 1000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			in := make([]wire.Response, n)
+			for i := range in {
+				in[i] = ar("t", 1000, tensor.Float32)
+			}
+			var p Planner
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				p.Plan(in, 4<<20)
+			}
+		})
 	}
 }
