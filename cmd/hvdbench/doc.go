@@ -21,5 +21,8 @@
 // yardstick's (from a barrier to the end of the step); algbw = bytes/time,
 // busbw = algbw·2(n−1)/n, as nccl-tests report them. us_per_cached_cycle is
 // the median time inside the step's cycle when it ran from the response
-// cache alone; -cpuprofile writes rank 0's CPU profile.
+// cache alone; -cpuprofile writes rank 0's CPU profile. -rounds N repeats
+// the yardstick-then-runtime pair N times, so that both see about the same
+// machine load, and ends with summary lines: medians over the rounds of the
+// runtime's and the best raw mode's times and of the per-round ratios.
 package main

@@ -19,6 +19,7 @@ func main() {
 	fchunks := flag.String("fchunk", "", "comma-separated fusion piece sizes in bytes (0: whole response; default: the runtime's)")
 	maxFused := flag.String("maxfused", "", "comma-separated largest fused tensor sizes in bytes (0: no limit; default: the runtime's)")
 	cases := flag.String("cases", "resnet50,64MiB,4KiBx1000,tinyx161,tinyx1000", "cases to run")
+	rounds := flag.Int("rounds", 1, "yardstick-then-runtime rounds; more than one prints summary lines with the medians over rounds")
 	rawFusion := flag.Int64("raw-fusion", 4<<20, "the yardstick's fused-mode buffer in bytes")
 	cpuProfile := flag.String("cpuprofile", "", "write rank 0's CPU profile of the runtime cases to this file")
 	flag.Parse()
@@ -66,7 +67,7 @@ func main() {
 			extra = append(extra, "-"+f.Name, f.Value.String())
 		}
 	})
-	if err := orchestrate(orchArgs{np: *np, benchDir: *benchDir, iters: *iters, worker: extra, fusion: *rawFusion}); err != nil {
+	if err := orchestrate(orchArgs{np: *np, benchDir: *benchDir, iters: *iters, worker: extra, fusion: *rawFusion, rounds: *rounds}); err != nil {
 		fail(err)
 	}
 }

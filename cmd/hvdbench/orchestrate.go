@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -46,6 +47,20 @@ type orchArgs struct {
 	iters    int
 	worker   []string // extra worker flags
 	fusion   int64    // the yardstick's fused mode buffer
+	rounds   int      // yardstick-then-runtime rounds
+}
+
+// summary gathers one runtime setting's figures over rounds.
+type summary struct {
+	rec                                      record
+	runtime, best, ratio, perTensor, speedup []float64
+}
+
+// median returns the median of xs (the upper one of an even count).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 func run(out io.Writer, name string, args ...string) ([]byte, error) {
@@ -92,8 +107,11 @@ func orchestrate(a orchArgs) error {
 	iters := strconv.Itoa(a.iters)
 	fb := strconv.FormatInt(a.fusion, 10)
 	shapes := filepath.Join(a.benchDir, "resnet50_shapes.txt")
-	raw := map[string][]record{}
-	for _, c := range []struct {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	yardsticks := []struct {
 		name string
 		args []string
 	}{
@@ -101,48 +119,79 @@ func orchestrate(a orchArgs) error {
 		{"64MiB", []string{"--bytes", "67108864", "--modes", "whole"}},
 		{"4KiBx1000", []string{"--shapes", small, "--fusion-bytes", fb}},
 		{"tinyx161", []string{"--shapes", tiny, "--modes", "per-tensor,whole"}},
-	} {
-		fmt.Fprintf(os.Stderr, "# yardstick %s\n", c.name)
-		b, err := run(os.Stdout, "scripts/mpirun.sh", append([]string{np, base, "--iters", iters}, c.args...)...)
+	}
+	// Each round runs the yardstick, then the runtime, so that both see
+	// about the same load; with several rounds the summary lines give the
+	// medians over rounds.
+	sum := map[string]*summary{}
+	var order []string
+	for round := 1; round <= max(a.rounds, 1); round++ {
+		raw := map[string][]record{}
+		for _, c := range yardsticks {
+			fmt.Fprintf(os.Stderr, "# round %d yardstick %s\n", round, c.name)
+			b, err := run(os.Stdout, "scripts/mpirun.sh", append([]string{np, base, "--iters", iters}, c.args...)...)
+			if err != nil {
+				return fmt.Errorf("yardstick %s: %w", c.name, err)
+			}
+			for _, rec := range parseLines(bytes.NewReader(b)) {
+				rec["case"] = c.name
+				fmt.Printf("impl=raw-mpi case=%s mode=%s median_ms=%s algbw_GBps=%s busbw_GBps=%s\n",
+					c.name, rec["mode"], rec["median_ms"], rec["algbw_GBps"], rec["busbw_GBps"])
+				raw[c.name] = append(raw[c.name], rec)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "# round %d runtime\n", round)
+		b, err := run(os.Stdout, "scripts/mpirun.sh", append([]string{np, self, "-worker", "-iters", iters}, a.worker...)...)
 		if err != nil {
-			return fmt.Errorf("yardstick %s: %w", c.name, err)
+			return fmt.Errorf("runtime worker: %w", err)
 		}
 		for _, rec := range parseLines(bytes.NewReader(b)) {
-			rec["case"] = c.name
-			fmt.Printf("impl=raw-mpi case=%s mode=%s median_ms=%s algbw_GBps=%s busbw_GBps=%s\n",
-				c.name, rec["mode"], rec["median_ms"], rec["algbw_GBps"], rec["busbw_GBps"])
-			raw[c.name] = append(raw[c.name], rec)
-		}
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "# runtime\n")
-	b, err := run(os.Stdout, "scripts/mpirun.sh", append([]string{np, self, "-worker", "-iters", iters}, a.worker...)...)
-	if err != nil {
-		return fmt.Errorf("runtime worker: %w", err)
-	}
-	for _, rec := range parseLines(bytes.NewReader(b)) {
-		c := rec["case"]
-		best, bestMode, perTensor := 0.0, "", 0.0
-		for _, r := range raw[c] {
-			if m := r.num("median_ms"); best == 0 || m < best {
-				best, bestMode = m, r["mode"]
+			c := rec["case"]
+			best, bestMode, perTensor := 0.0, "", 0.0
+			for _, r := range raw[c] {
+				if m := r.num("median_ms"); best == 0 || m < best {
+					best, bestMode = m, r["mode"]
+				}
+				if r["mode"] == "per-tensor" {
+					perTensor = r.num("median_ms")
+				}
 			}
-			if r["mode"] == "per-tensor" {
-				perTensor = r.num("median_ms")
+			if best == 0 {
+				continue
+			}
+			line := fmt.Sprintf("ratio case=%s fusion=%s chunk=%s fchunk=%s maxfused=%s runtime_ms=%s raw_best_ms=%.4f raw_best_mode=%s ratio=%.3f",
+				c, rec["fusion"], rec["chunk"], rec["fchunk"], rec["maxfused"], rec["median_ms"], best, bestMode, rec.num("median_ms")/best)
+			if perTensor > 0 {
+				line += fmt.Sprintf(" speedup_vs_per_tensor=%.2f", perTensor/rec.num("median_ms"))
+			}
+			fmt.Println(line)
+			key := strings.Join([]string{c, rec["fusion"], rec["chunk"], rec["fchunk"], rec["maxfused"]}, " ")
+			s := sum[key]
+			if s == nil {
+				s = &summary{rec: rec}
+				sum[key] = s
+				order = append(order, key)
+			}
+			s.runtime = append(s.runtime, rec.num("median_ms"))
+			s.best = append(s.best, best)
+			s.ratio = append(s.ratio, rec.num("median_ms")/best)
+			if perTensor > 0 {
+				s.perTensor = append(s.perTensor, perTensor)
+				s.speedup = append(s.speedup, perTensor/rec.num("median_ms"))
 			}
 		}
-		if best == 0 {
-			continue
+	}
+	if a.rounds > 1 {
+		for _, key := range order {
+			s := sum[key]
+			line := fmt.Sprintf("summary case=%s fusion=%s chunk=%s fchunk=%s maxfused=%s rounds=%d runtime_ms=%.4f raw_best_ms=%.4f ratio=%.3f",
+				s.rec["case"], s.rec["fusion"], s.rec["chunk"], s.rec["fchunk"], s.rec["maxfused"], len(s.ratio),
+				median(s.runtime), median(s.best), median(s.ratio))
+			if len(s.speedup) > 0 {
+				line += fmt.Sprintf(" raw_per_tensor_ms=%.4f speedup_vs_per_tensor=%.2f", median(s.perTensor), median(s.speedup))
+			}
+			fmt.Println(line)
 		}
-		line := fmt.Sprintf("ratio case=%s fusion=%s chunk=%s fchunk=%s maxfused=%s runtime_ms=%s raw_best_ms=%.4f raw_best_mode=%s ratio=%.3f",
-			c, rec["fusion"], rec["chunk"], rec["fchunk"], rec["maxfused"], rec["median_ms"], best, bestMode, rec.num("median_ms")/best)
-		if perTensor > 0 {
-			line += fmt.Sprintf(" speedup_vs_per_tensor=%.2f", perTensor/rec.num("median_ms"))
-		}
-		fmt.Println(line)
 	}
 	return nil
 }
