@@ -169,6 +169,9 @@ func runCase(rt *hvd.Runtime, ctl comm.Communicator, name string, counts []int, 
 	if err != nil {
 		return err
 	}
+	// Collect the previous cases' tensors now, not in the middle of this
+	// case's timed steps (the yardstick has no collector to pay for).
+	goruntime.GC()
 	ctx := context.Background()
 	step := func() error {
 		h, err := g.Start()
