@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -77,13 +78,16 @@ func (q *queue) pop(dst []*entry) []*entry {
 }
 
 // pushFront returns entries the loop could not perform yet to the head of
-// the FIFO, in order.
+// the FIFO, in order. The entries are copied: es belongs to the loop, which
+// reuses it next cycle, and the FIFO must never share its backing array
+// (appending to an empty FIFO would otherwise return es itself, and later
+// adds would write into the loop's slice).
 func (q *queue) pushFront(es []*entry) {
 	if len(es) == 0 {
 		return
 	}
 	q.mu.Lock()
-	q.fifo = append(es[:len(es):len(es)], q.fifo...)
+	q.fifo = slices.Insert(q.fifo, 0, es...)
 	q.mu.Unlock()
 }
 
