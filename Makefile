@@ -50,6 +50,7 @@ test-mpich:
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchmem ./tensor/
 	bin/hvdbench -np 2
+	$(if $(TAGS),bash scripts/mpirun.sh $(NP),) bin/synthetic
 
 demo: deps build
 	bash scripts/mpirun.sh $(NP) bin/allreduce

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gohorovod/gohorovod/optim"
+	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// report is what a benchmark run measured, the same on every rank.
+type report struct {
+	ranks, tensors int
+	elements       int
+	passes         float64   // calibrated sweeps per gradient element in a backward
+	rankSteps      []float64 // steps per second, per rank
+	rankCI         []float64 // half width of the 95% interval over iterations, per rank
+	totalSteps     float64   // steps per second summed over ranks
+	samples        float64   // samples per second over all ranks
+	// Medians over steps, averaged over ranks, in milliseconds.
+	stepMS, computeMS, commMS, updateMS float64
+	stepMeanMS, stepMaxMS               float64 // mean (from the rate) and slowest step
+	hiddenMS, overlap                   float64
+	reducedInBackward                   float64 // mean share of gradients reduced when backward's compute ended
+	firstReducedEarly                   float64 // share of steps whose first gradient was reduced by then
+}
+
+// poller is the part of a runtime handle the tracker needs.
+type poller interface{ Poll() bool }
+
+// tracker passes collectives through and keeps the handles of the current
+// step's allreduces, to see which have completed at a given moment.
+type tracker struct {
+	optim.Collectives
+	mu sync.Mutex
+	hs []poller
+}
+
+func (t *tracker) AllreduceAsync(x *tensor.Tensor, name string, op optim.Op, prescale, postscale float64) (optim.Waiter, error) {
+	w, err := t.Collectives.AllreduceAsync(x, name, op, prescale, postscale)
+	if err == nil {
+		if p, ok := w.(poller); ok {
+			t.mu.Lock()
+			t.hs = append(t.hs, p)
+			t.mu.Unlock()
+		}
+	}
+	return w, err
+}
+
+func (t *tracker) reset() {
+	t.mu.Lock()
+	t.hs = t.hs[:0]
+	t.mu.Unlock()
+}
+
+// completed returns how many of the allreduces started so far have
+// completed, of how many, and whether the first one has.
+func (t *tracker) completed() (done, started int, first bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, h := range t.hs {
+		if h.Poll() {
+			done++
+			if i == 0 {
+				first = true
+			}
+		}
+	}
+	return done, len(t.hs), first
+}
+
+// bench is one rank's benchmark state.
+type bench struct {
+	m      *model
+	inner  optim.Optimizer
+	opt    *optim.DistributedOptimizer
+	tr     *tracker
+	passes float64
+}
+
+// backward runs the backward pass: each layer's compute in reverse order,
+// handing its gradient to the optimizer when comm is set. It returns, when
+// comm is set, the share of the other gradients' allreduces that had
+// completed when the last layer's compute ended, and whether the first had.
+func (b *bench) backward(comm bool) (reduced float64, first bool, err error) {
+	b.tr.reset()
+	for i := len(b.m.params) - 1; i >= 0; i-- {
+		b.m.compute(i, b.passes)
+		if i == 0 && comm {
+			var done, started int
+			done, started, first = b.tr.completed()
+			if started > 0 {
+				reduced = float64(done) / float64(started)
+			}
+		}
+		if comm {
+			if err := b.opt.Ready(b.m.params[i]); err != nil {
+				return 0, false, err
+			}
+		}
+	}
+	return reduced, first, nil
+}
+
+// calibrate sets b.passes so that a backward's compute takes about ms
+// milliseconds on this rank, then averages it over the ranks so that every
+// rank does the same work.
+func (b *bench) calibrate(ctx context.Context, r *hvd.Runtime, ms float64) error {
+	if ms == 0 {
+		b.passes = 0
+		return nil
+	}
+	b.passes = 1
+	b.backward(false) // warm the caches and the pages
+	// Two rounds of correction, each from the median of three backwards
+	// (the first round also finds the scale, the second the cache effects
+	// of the new amount of work).
+	for range 2 {
+		var ts []float64
+		for range 3 {
+			start := time.Now()
+			b.backward(false)
+			ts = append(ts, msSince(start))
+		}
+		b.passes *= ms / max(median(ts), 1e-3)
+		b.passes = min(max(b.passes, 1e-6), 1e9)
+	}
+	t := tensor.FromFloat64([]float64{b.passes})
+	if err := r.AllreduceInPlace(ctx, t, "synthetic.calibrate", hvd.Average); err != nil {
+		return err
+	}
+	b.passes = t.Float64s()[0]
+	return nil
+}
+
+// run benchmarks on the initialised runtime r and prints the report as
+// key=value lines to out on rank 0.
+func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (report, error) {
+	var rep report
+	rank, err := r.Rank()
+	if err != nil {
+		return rep, err
+	}
+	size, err := r.Size()
+	if err != nil {
+		return rep, err
+	}
+	layers, err := loadShapes(o.model, o.shapes)
+	if err != nil {
+		return rep, err
+	}
+	coll, err := optim.FromRuntime(r)
+	if err != nil {
+		return rep, err
+	}
+	b := &bench{m: newModel(layers), tr: &tracker{Collectives: coll}}
+	if err := optim.BroadcastParameters(ctx, coll, b.m.params, 0); err != nil {
+		return rep, err
+	}
+	if b.inner, err = optim.NewSGD(b.m.params, optim.SGDConfig{LR: o.lr}); err != nil {
+		return rep, err
+	}
+	if b.opt, err = optim.NewDistributed(b.inner, b.tr); err != nil {
+		return rep, err
+	}
+	if err := b.calibrate(ctx, r, o.computeMS); err != nil {
+		return rep, err
+	}
+
+	step := func() (float64, bool, error) {
+		reduced, first, err := b.backward(true)
+		if err != nil {
+			return 0, false, err
+		}
+		return reduced, first, b.opt.StepContext(ctx)
+	}
+	for range o.warmup {
+		if _, _, err := step(); err != nil {
+			return rep, err
+		}
+	}
+	if err := r.Barrier(ctx); err != nil {
+		return rep, err
+	}
+	var stepTimes, iterRates []float64
+	var reducedSum float64
+	var firstCount int
+	timed := time.Now()
+	for range o.iterations {
+		iterStart := time.Now()
+		for range o.batches {
+			s := time.Now()
+			reduced, first, err := step()
+			if err != nil {
+				return rep, err
+			}
+			stepTimes = append(stepTimes, msSince(s))
+			reducedSum += reduced
+			if first {
+				firstCount++
+			}
+		}
+		iterRates = append(iterRates, float64(o.batches)/time.Since(iterStart).Seconds())
+	}
+	rate := float64(o.batches*o.iterations) / time.Since(timed).Seconds()
+	steps := float64(len(stepTimes))
+
+	// Each part of a step alone.
+	var computeMS, commMS, updateMS float64
+	if o.partSteps > 0 {
+		if err := r.Barrier(ctx); err != nil {
+			return rep, err
+		}
+		var ts []float64
+		for range o.partSteps {
+			s := time.Now()
+			b.backward(false)
+			ts = append(ts, msSince(s))
+		}
+		computeMS = median(ts)
+		if err := r.Barrier(ctx); err != nil {
+			return rep, err
+		}
+		passes := b.passes
+		b.passes = 0
+		ts = ts[:0]
+		for range o.partSteps {
+			s := time.Now()
+			if _, _, err := b.backward(true); err != nil {
+				return rep, err
+			}
+			if err := b.opt.Synchronize(ctx); err != nil {
+				return rep, err
+			}
+			ts = append(ts, msSince(s))
+		}
+		b.passes = passes
+		commMS = median(ts)
+		ts = ts[:0]
+		for range o.partSteps {
+			s := time.Now()
+			if err := b.inner.Step(); err != nil {
+				return rep, err
+			}
+			ts = append(ts, msSince(s))
+		}
+		updateMS = median(ts)
+	}
+
+	// Combine over ranks: rates by rank, timings averaged.
+	rates := make([]float64, 2*size)
+	rates[rank] = rate
+	rates[size+rank] = ci95(iterRates)
+	rt := tensor.FromFloat64(rates)
+	if err := r.AllreduceInPlace(ctx, rt, "synthetic.rates", hvd.Sum); err != nil {
+		return rep, err
+	}
+	stepMean := 1000 / rate
+	stepMax := slices.Max(stepTimes)
+	mt := tensor.FromFloat64([]float64{median(stepTimes), stepMean, stepMax, computeMS, commMS, updateMS, reducedSum / steps, float64(firstCount) / steps})
+	if err := r.AllreduceInPlace(ctx, mt, "synthetic.times", hvd.Average); err != nil {
+		return rep, err
+	}
+	v := mt.Float64s()
+	rep = report{ranks: size, tensors: len(layers), elements: b.m.total, passes: b.passes,
+		rankSteps: rt.Float64s()[:size], rankCI: rt.Float64s()[size:],
+		stepMS: v[0], stepMeanMS: v[1], stepMaxMS: v[2], computeMS: v[3], commMS: v[4], updateMS: v[5],
+		reducedInBackward: v[6], firstReducedEarly: v[7]}
+	for _, s := range rep.rankSteps {
+		rep.totalSteps += s
+	}
+	rep.samples = rep.totalSteps * float64(o.batchSize)
+	if o.partSteps > 0 {
+		rep.hiddenMS = rep.computeMS + rep.commMS + rep.updateMS - rep.stepMS
+		if lo := min(rep.computeMS, rep.commMS); lo > 0 {
+			rep.overlap = rep.hiddenMS / lo
+		}
+	}
+	if rank == 0 {
+		rep.print(out, o)
+	}
+	return rep, nil
+}
+
+// print writes the report as key=value lines.
+func (rep report) print(w io.Writer, o options) {
+	model := o.model
+	if o.shapes != "" {
+		model = o.shapes
+	}
+	p := func(k string, v any) { fmt.Fprintf(w, "%s=%v\n", k, v) }
+	f := func(k string, v float64) { fmt.Fprintf(w, "%s=%.4g\n", k, v) }
+	p("model", model)
+	p("ranks", rep.ranks)
+	p("tensors", rep.tensors)
+	p("elements", rep.elements)
+	f("mib", float64(rep.elements)*4/(1<<20))
+	f("compute_ms_target", o.computeMS)
+	f("passes", rep.passes)
+	p("steps", o.batches*o.iterations)
+	for i, s := range rep.rankSteps {
+		f(fmt.Sprintf("rank.%d.steps_per_s", i), s)
+		f(fmt.Sprintf("rank.%d.steps_per_s_ci95", i), rep.rankCI[i])
+	}
+	f("steps_per_s_per_rank", rep.totalSteps/float64(rep.ranks))
+	f("steps_per_s_total", rep.totalSteps)
+	f("samples_per_s_total", rep.samples)
+	f("step_ms", rep.stepMS)
+	f("step_ms_mean", rep.stepMeanMS)
+	f("step_ms_max", rep.stepMaxMS)
+	if o.partSteps > 0 {
+		f("compute_ms", rep.computeMS)
+		f("comm_ms", rep.commMS)
+		f("update_ms", rep.updateMS)
+		f("serial_ms", rep.computeMS+rep.commMS+rep.updateMS)
+		f("hidden_ms", rep.hiddenMS)
+		f("overlap", rep.overlap)
+	}
+	f("reduced_in_backward", rep.reducedInBackward)
+	f("first_reduced_early", rep.firstReducedEarly)
+}
+
+func msSince(t time.Time) float64 { return float64(time.Since(t)) / float64(time.Millisecond) }
+
+// median returns the median of xs (0 for none); xs is sorted in place.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// ci95 returns 1.96 standard deviations of xs (Horovod's "+-" figure).
+func ci95(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	var mean, ss float64
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return 1.96 * math.Sqrt(ss/float64(len(xs)-1))
+}

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/config"
+)
+
+func TestParseShapes(t *testing.T) {
+	cases := []struct {
+		name, in string
+		want     []layer // nil: an error is expected
+	}{
+		{"named", "# comment\nconv.0\t64x3x7x7\n\nbn.1\t64\n", []layer{{"conv.0", []int{64, 3, 7, 7}}, {"bn.1", []int{64}}}},
+		{"unnamed", "2x3\n4\n", []layer{{"tensor.1", []int{2, 3}}, {"tensor.2", []int{4}}}},
+		{"spaces around", "  a\t 2x 3 \n", []layer{{"a", []int{2, 3}}}},
+		{"zero dim", "a\t2x0\n", nil},
+		{"bad dim", "a\t2xz\n", nil},
+		{"duplicate", "a\t2\na\t3\n", nil},
+		{"leading tab", "\t2\n", []layer{{"tensor.1", []int{2}}}},
+		{"no tensors", "# nothing\n", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := parseShapes(strings.NewReader(c.in), "test")
+			if c.want == nil {
+				if err == nil {
+					t.Fatalf("want an error, got %v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("got %v, want %v", got, c.want)
+			}
+			for i := range got {
+				if got[i].name != c.want[i].name || !equalInts(got[i].shape, c.want[i].shape) {
+					t.Fatalf("layer %d: got %v, want %v", i, got[i], c.want[i])
+				}
+			}
+		})
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestBuiltinModels checks the embedded shapes files against the counts
+// their headers state.
+func TestBuiltinModels(t *testing.T) {
+	for _, c := range []struct {
+		model             string
+		tensors, elements int
+	}{
+		{"resnet50", 161, 25557032},
+		{"vgg16", 32, 138357544},
+	} {
+		layers, err := loadShapes(c.model, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, l := range layers {
+			n += l.elements()
+		}
+		if len(layers) != c.tensors || n != c.elements {
+			t.Errorf("%s: %d tensors of %d elements, want %d of %d", c.model, len(layers), n, c.tensors, c.elements)
+		}
+	}
+	if _, err := loadShapes("alexnet", ""); err == nil {
+		t.Error("unknown model accepted")
+	}
+	if _, err := loadShapes("resnet50", "testdata/missing.txt"); err == nil {
+		t.Error("missing shapes file accepted")
+	}
+}
+
+func TestParseOptions(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"--compute-ms", "0", "--part-steps", "0", "--warmup", "0"}, true},
+		{[]string{"--compute-ms", "-1"}, false},
+		{[]string{"--iterations", "0"}, false},
+		{[]string{"--batches-per-iter", "0"}, false},
+		{[]string{"--warmup", "-1"}, false},
+		{[]string{"extra"}, false},
+		{[]string{"--no-such-flag"}, false},
+	} {
+		if _, err := parse(c.args); (err == nil) != c.ok {
+			t.Errorf("parse(%q): error %v, want ok=%v", c.args, err, c.ok)
+		}
+	}
+}
+
+// runRanks runs the benchmark on n ranks over the in-memory group and
+// returns each rank's report and output.
+func runRanks(t *testing.T, n int, args ...string) ([]report, []string) {
+	t.Helper()
+	o, err := parse(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
+	defer group[0].Close()
+	cfg := config.Default()
+	cfg.CycleTime = time.Millisecond
+	reps := make([]report, n)
+	outs := make([]bytes.Buffer, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for rank := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := new(hvd.Runtime)
+			if errs[rank] = r.Init(hvd.WithCommunicator(group[rank]), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop())); errs[rank] != nil {
+				return
+			}
+			defer r.Shutdown()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			reps[rank], errs[rank] = run(ctx, o, r, &outs[rank])
+		}()
+	}
+	wg.Wait()
+	for rank, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", rank, err)
+		}
+	}
+	texts := make([]string, n)
+	for i := range outs {
+		texts[i] = outs[i].String()
+	}
+	return reps, texts
+}
+
+// keyValues parses key=value lines, failing on any other line.
+func keyValues(t *testing.T, out string) map[string]string {
+	t.Helper()
+	kv := make(map[string]string)
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			t.Fatalf("not a key=value line: %q", sc.Text())
+		}
+		kv[k] = v
+	}
+	return kv
+}
+
+func num(t *testing.T, kv map[string]string, k string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(kv[k], 64)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", k, kv[k], err)
+	}
+	return v
+}
+
+// TestRun runs the benchmark briefly at np 2 on a tiny model and checks
+// that the printed report is complete and consistent.
+func TestRun(t *testing.T) {
+	const target = 20.0
+	reps, outs := runRanks(t, 2, "--shapes", "testdata/tiny_shapes.txt", "--compute-ms", "20",
+		"--warmup", "1", "--batches-per-iter", "2", "--iterations", "2", "--part-steps", "3")
+	if outs[1] != "" {
+		t.Errorf("rank 1 printed %q", outs[1])
+	}
+	kv := keyValues(t, outs[0])
+	for k, want := range map[string]float64{"ranks": 2, "tensors": 6, "elements": 312064, "steps": 4, "compute_ms_target": target} {
+		if got := num(t, kv, k); got != want {
+			t.Errorf("%s=%v, want %v", k, got, want)
+		}
+	}
+	r0, r1, total := num(t, kv, "rank.0.steps_per_s"), num(t, kv, "rank.1.steps_per_s"), num(t, kv, "steps_per_s_total")
+	if r0 <= 0 || r1 <= 0 || math.Abs(r0+r1-total) > 1e-3*total {
+		t.Errorf("per-rank rates %g and %g do not add up to the total %g", r0, r1, total)
+	}
+	// The ranks step together, so their rates agree.
+	if math.Abs(r0-r1) > 0.2*total {
+		t.Errorf("rank rates %g and %g differ", r0, r1)
+	}
+	if got, want := num(t, kv, "samples_per_s_total"), 32*total; math.Abs(got-want) > 1e-3*want {
+		t.Errorf("samples_per_s_total=%g, want %g", got, want)
+	}
+	step, compute, comm, update := num(t, kv, "step_ms"), num(t, kv, "compute_ms"), num(t, kv, "comm_ms"), num(t, kv, "update_ms")
+	if step <= 0 || comm <= 0 || update < 0 {
+		t.Errorf("step %g, comm %g, update %g ms", step, comm, update)
+	}
+	// Calibration: the compute alone lands near its target (loosely: the
+	// machine is shared and -race slows loops unevenly).
+	if compute < target/4 || compute > target*4 {
+		t.Errorf("compute_ms=%g, target %g", compute, target)
+	}
+	// A step does at least the compute.
+	if step < compute/2 {
+		t.Errorf("step_ms=%g below the compute alone %g", step, compute)
+	}
+	if got, want := num(t, kv, "serial_ms"), compute+comm+update; math.Abs(got-want) > 1e-3*want+1e-3 {
+		t.Errorf("serial_ms=%g, want compute+comm+update = %g", got, want)
+	}
+	if got, want := num(t, kv, "hidden_ms"), compute+comm+update-step; math.Abs(got-want) > 1e-3*math.Abs(want)+1e-3 {
+		t.Errorf("hidden_ms=%g, want %g", got, want)
+	}
+	if got, want := num(t, kv, "overlap"), (compute+comm+update-step)/min(compute, comm); math.Abs(got-want) > 1e-2*math.Abs(want)+1e-3 {
+		t.Errorf("overlap=%g, want %g", got, want)
+	}
+	// Every rank ends with the same report.
+	if reps[0].stepMS != reps[1].stepMS || reps[0].totalSteps != reps[1].totalSteps || reps[0].passes != reps[1].passes {
+		t.Errorf("reports differ: %+v and %+v", reps[0], reps[1])
+	}
+	if reps[0].passes <= 0 {
+		t.Errorf("calibrated %g passes", reps[0].passes)
+	}
+}
+
+// TestOverlap shows, on the real runtime, that gradients are reduced while
+// backward still computes: in most steps the allreduce of the first
+// gradient (the last layer, small) has completed before the compute of the
+// last layer in backward order has ended. With the reductions deferred to
+// the optimizer's step, first_reduced_early would be 0.
+func TestOverlap(t *testing.T) {
+	reps, _ := runRanks(t, 2, "--shapes", "testdata/tiny_shapes.txt", "--compute-ms", "60",
+		"--warmup", "1", "--batches-per-iter", "3", "--iterations", "2", "--part-steps", "0")
+	for rank, rep := range reps {
+		if rep.firstReducedEarly < 0.5 {
+			t.Errorf("rank %d: the first gradient was reduced before backward's end in %.0f%% of steps", rank, 100*rep.firstReducedEarly)
+		}
+		if rep.reducedInBackward <= 0 {
+			t.Errorf("rank %d: no gradient was reduced during backward", rank)
+		}
+	}
+}
