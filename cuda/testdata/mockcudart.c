@@ -4,6 +4,7 @@
 // current when it was allocated; like the real runtime, the current device is per
 // thread, and every call that touches device memory checks that the
 // caller made the right device current on this thread.
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,46 +45,65 @@ const char *cudaGetErrorName(int e) {
 }
 
 // Allocations are recorded so that an address inside one can be checked.
+// The table is shared by every thread (several ranks run as goroutines in
+// one process), so it is guarded, as the real runtime is thread-safe.
 #define MAXA 4096
 static struct { char *base; size_t n; int dev; } allocs[MAXA];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int find(const void *p, size_t n) {
+	int d = -1;
+	pthread_mutex_lock(&mu);
 	for (int i = 0; i < MAXA; i++)
-		if (allocs[i].base && (const char *)p >= allocs[i].base && (const char *)p + n <= allocs[i].base + allocs[i].n)
-			return allocs[i].dev;
-	return -1;
+		if (allocs[i].base && (const char *)p >= allocs[i].base && (const char *)p + n <= allocs[i].base + allocs[i].n) {
+			d = allocs[i].dev;
+			break;
+		}
+	pthread_mutex_unlock(&mu);
+	return d;
 }
 
 int cudaMalloc(void **p, size_t n) {
 	int cur = take();
 	if (cur < 0) return 900;
 	if (n > ((size_t)1 << 40)) return 2;
+	size_t r = (n + 255) & ~(size_t)255; // cudaMalloc aligns to 256 bytes
+	char *b = aligned_alloc(256, r ? r : 256);
+	if (!b) return 2;
+	memset(b, 0, r);
+	pthread_mutex_lock(&mu);
 	for (int i = 0; i < MAXA; i++) {
 		if (!allocs[i].base) {
-			size_t r = (n + 255) & ~(size_t)255; // cudaMalloc aligns to 256 bytes
-			allocs[i].base = aligned_alloc(256, r);
-			if (!allocs[i].base) return 2;
-			memset(allocs[i].base, 0, r);
+			allocs[i].base = b;
 			allocs[i].n = n;
 			allocs[i].dev = cur;
-			*p = allocs[i].base;
+			pthread_mutex_unlock(&mu);
+			*p = b;
 			return 0;
 		}
 	}
+	pthread_mutex_unlock(&mu);
+	free(b);
 	return 2;
 }
 
 int cudaFree(void *p) {
 	int cur = take();
 	if (!p) return 0;
+	pthread_mutex_lock(&mu);
 	for (int i = 0; i < MAXA; i++) {
 		if (allocs[i].base == p) {
-			if (allocs[i].dev != cur) return 900;
-			free(p);
+			if (allocs[i].dev != cur) {
+				pthread_mutex_unlock(&mu);
+				return 900;
+			}
 			allocs[i].base = NULL;
+			pthread_mutex_unlock(&mu);
+			free(p);
 			return 0;
 		}
 	}
+	pthread_mutex_unlock(&mu);
 	return 1;
 }
 
