@@ -1,13 +1,3 @@
-// Command hvdgpucheck verifies the runtime's GPU paths on a machine with a
-// GPU: NCCL allreduce (single and fused), allgather, broadcast, alltoall
-// and reducescatter at one rank, and the same collectives staged through
-// pinned host memory at two ranks sharing one GPU over the in-memory
-// communicator, checking every result. Device-copy and fusion-copy
-// bandwidth are measured by cuda/cmd/gpucheck. Build it here and copy the
-// binary over (the GPU machine needs only the driver and the libraries):
-//
-//	go build -o hvdgpucheck ./cmd/hvdgpucheck
-//	./hvdgpucheck -device 0
 package main
 
 import (

@@ -1,16 +1,3 @@
-// Command gpucheck verifies CUDA and NCCL support on a machine with a GPU in
-// one run: it loads the libraries (as GOHOROVOD_CUDART_PATH,
-// GOHOROVOD_NCCL_PATH, LD_LIBRARY_PATH and the usual paths say), checks the
-// device contract, prints device-copy bandwidth against a fusion copy of
-// ResNet-50's 161 tensors and host-device bandwidth, and runs NCCL
-// collectives at one rank. It exits 1 if any step fails.
-//
-// Build it on a machine with Go and copy the binary over (the GPU machine
-// needs no Go, CUDA toolkit or MPI, only the driver and the libraries,
-// e.g. from the nvidia-cuda-runtime-cu12 and nvidia-nccl-cu12 wheels):
-//
-//	go build -o gpucheck ./cuda/cmd/gpucheck
-//	./gpucheck -device 0 -iters 20
 package main
 
 import (
