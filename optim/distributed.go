@@ -18,6 +18,17 @@ type Op uint8
 const (
 	Average Op = iota // the mean over ranks (Horovod's default)
 	Sum               // the sum over ranks
+	// Adasum combines the ranks' gradients with the Adasum rule (Maleki
+	// et al., arXiv 2006.02924): orthogonal gradients add up, parallel
+	// ones are averaged. The DistributedOptimizer applies it to the
+	// gradients themselves (a plain Adasum allreduce before the wrapped
+	// optimizer's step), not to the optimizer's parameter deltas as
+	// Horovod's delta optimizer does; since Adasum adapts the effective
+	// step to the agreement of the ranks, do not scale the learning rate
+	// by the number of ranks. It needs float32 or float64 gradients (no
+	// compression), no predivide factor, and, on the runtime, a power of
+	// two ranks.
+	Adasum
 )
 
 func (o Op) String() string {
@@ -26,8 +37,57 @@ func (o Op) String() string {
 		return "Average"
 	case Sum:
 		return "Sum"
+	case Adasum:
+		return "Adasum"
 	}
 	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// Compression is how gradients travel between ranks.
+type Compression uint8
+
+// The gradient compressions. FP16 and BF16 cast each gradient to the half
+// type before the allreduce and back after it, halving the bytes moved at
+// the cost of half-precision rounding (FP16 has a narrow range: use a
+// GradientPredivideFactor to keep large sums finite).
+const (
+	NoCompression Compression = iota // gradients travel in their own type
+	FP16                             // IEEE half precision
+	BF16                             // bfloat16
+)
+
+func (c Compression) String() string {
+	switch c {
+	case NoCompression:
+		return "none"
+	case FP16:
+		return "fp16"
+	case BF16:
+		return "bf16"
+	}
+	return fmt.Sprintf("Compression(%d)", uint8(c))
+}
+
+// dtype returns the type gradients travel in under c, given their own.
+func (c Compression) dtype(own tensor.DType) tensor.DType {
+	switch c {
+	case FP16:
+		return tensor.Float16
+	case BF16:
+		return tensor.BFloat16
+	}
+	return own
+}
+
+// GroupCollectives is a Collectives that can also reduce several tensors
+// as one unit (the runtime's grouped allreduce, which negotiates them
+// together and fuses them where they fit). The DistributedOptimizer uses it
+// for parameter groups when the Collectives provides it.
+type GroupCollectives interface {
+	Collectives
+	// GroupedAllreduceAsync starts combining every tensor of ts in
+	// place, under one name, with AllreduceAsync's scaling.
+	GroupedAllreduceAsync(ts []*tensor.Tensor, name string, op Op, prescale, postscale float64) (Waiter, error)
 }
 
 // Waiter is the handle of an asynchronous collective.
@@ -65,6 +125,9 @@ var (
 	// ErrInFlight: gradients were zeroed while their reductions were in
 	// flight (after backward, before Step or Synchronize).
 	ErrInFlight = errors.New("optim: ZeroGrad called after backward but before Step or Synchronize; this would race with the reductions in flight")
+	// ErrGroups: parameter groups that name a parameter twice, name one
+	// the optimizer does not hold, or are empty.
+	ErrGroups = errors.New("optim: bad parameter groups")
 )
 
 // DistOption configures a DistributedOptimizer.
@@ -74,10 +137,32 @@ type distConfig struct {
 	op        Op
 	passes    int
 	predivide float64
+	comp      Compression
+	groups    [][]string
+	numGroups int
 }
 
 // WithOp sets how gradients are combined (default Average).
 func WithOp(op Op) DistOption { return func(c *distConfig) { c.op = op } }
+
+// WithCompression sets how gradients travel (default NoCompression).
+func WithCompression(c Compression) DistOption { return func(cfg *distConfig) { cfg.comp = c } }
+
+// Groups reduces each listed set of parameters (by name) as one unit: a
+// group's allreduce starts once every member's gradient is ready, as one
+// grouped allreduce where the Collectives is a GroupCollectives, else as
+// one allreduce per member started together. Parameters in no group are
+// reduced on their own. Fewer, larger reductions cost less negotiation;
+// later starts overlap less with backward.
+func Groups(groups ...[]string) DistOption {
+	return func(c *distConfig) { c.groups, c.numGroups = groups, 0 }
+}
+
+// NumGroups splits the parameters, in the wrapped optimizer's order, into
+// n groups of consecutive parameters as equal in count as possible (Horovod's
+// num_groups); see Groups. n larger than the parameters gives one group per
+// parameter.
+func NumGroups(n int) DistOption { return func(c *distConfig) { c.numGroups, c.groups = n, nil } }
 
 // BackwardPassesPerStep sets the number of backward passes whose gradients
 // accumulate locally before one reduction (default 1). Gradients are summed
@@ -108,10 +193,14 @@ type DistributedOptimizer struct {
 	coll  Collectives
 	cfg   distConfig
 	index map[string]int
+	units [][]int          // parameter indices reduced together
+	unit  []int            // per parameter, its unit
+	wire  []*tensor.Tensor // per parameter, what travels (the gradient, or its half-precision copy)
 
 	mu      sync.Mutex
-	count   []int    // times reported this step, per parameter
-	handles []Waiter // in flight, per parameter (nil when not started)
+	count   []int      // times reported this step, per parameter
+	pending []int      // per unit, members not yet final this step
+	handles [][]Waiter // in flight, per unit (nil when not started)
 }
 
 var _ Optimizer = (*DistributedOptimizer)(nil)
@@ -123,7 +212,7 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 		o(&cfg)
 	}
 	switch {
-	case cfg.op != Average && cfg.op != Sum:
+	case cfg.op > Adasum:
 		return nil, fmt.Errorf("optim: DistributedOptimizer: unsupported op %v", cfg.op)
 	case cfg.passes < 1:
 		return nil, fmt.Errorf("optim: DistributedOptimizer: backward passes per step %d must be > 0", cfg.passes)
@@ -131,22 +220,93 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 		return nil, fmt.Errorf("optim: DistributedOptimizer: gradient predivide factor %g must be positive", cfg.predivide)
 	case cfg.predivide != 1 && cfg.op != Average:
 		return nil, fmt.Errorf("optim: DistributedOptimizer: gradient predivide factor needs op Average, not %v", cfg.op)
+	case cfg.comp > BF16:
+		return nil, fmt.Errorf("optim: DistributedOptimizer: unsupported compression %v", cfg.comp)
+	case cfg.comp != NoCompression && cfg.op == Adasum:
+		return nil, fmt.Errorf("optim: DistributedOptimizer: Adasum needs float32 or float64 gradients, not %v compression", cfg.comp)
+	case cfg.numGroups < 0:
+		return nil, fmt.Errorf("%w: %d groups", ErrGroups, cfg.numGroups)
 	}
 	params := inner.Params()
 	if err := CheckParams(params); err != nil {
 		return nil, err
 	}
 	d := &DistributedOptimizer{inner: inner, coll: coll, cfg: cfg, index: make(map[string]int, len(params)),
-		count: make([]int, len(params)), handles: make([]Waiter, len(params))}
+		count: make([]int, len(params)), unit: make([]int, len(params)), wire: make([]*tensor.Tensor, len(params))}
 	for i, p := range params {
 		d.index[p.Name] = i
+		d.wire[i] = p.Grad
+		if dt := cfg.comp.dtype(p.Grad.DType()); dt != p.Grad.DType() {
+			d.wire[i] = tensor.New(dt, p.Grad.Shape()...)
+		}
 	}
+	units, err := d.makeUnits(params)
+	if err != nil {
+		return nil, err
+	}
+	d.units = units
+	for u, members := range units {
+		for _, i := range members {
+			d.unit[i] = u
+		}
+	}
+	d.pending = make([]int, len(units))
+	d.handles = make([][]Waiter, len(units))
+	d.resetPending()
 	return d, nil
+}
+
+// makeUnits turns the group options into units of parameter indices: the
+// groups, in the order given, then every other parameter on its own.
+func (d *DistributedOptimizer) makeUnits(params []Param) ([][]int, error) {
+	groups := d.cfg.groups
+	if n := d.cfg.numGroups; n > 0 {
+		n = min(n, len(params))
+		groups = make([][]string, n)
+		for g := range n {
+			for _, p := range params[g*len(params)/n : (g+1)*len(params)/n] {
+				groups[g] = append(groups[g], p.Name)
+			}
+		}
+	}
+	var units [][]int
+	grouped := make([]bool, len(params))
+	for g, names := range groups {
+		if len(names) == 0 {
+			return nil, fmt.Errorf("%w: group %d is empty", ErrGroups, g)
+		}
+		members := make([]int, 0, len(names))
+		for _, name := range names {
+			i, ok := d.index[name]
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("%w: group %d names %q, which is not a parameter", ErrGroups, g, name)
+			case grouped[i]:
+				return nil, fmt.Errorf("%w: parameter %q is in more than one group (or twice in one)", ErrGroups, name)
+			}
+			grouped[i] = true
+			members = append(members, i)
+		}
+		units = append(units, members)
+	}
+	for i := range params {
+		if !grouped[i] {
+			units = append(units, []int{i})
+		}
+	}
+	return units, nil
+}
+
+func (d *DistributedOptimizer) resetPending() {
+	for u, members := range d.units {
+		d.pending[u] = len(members)
+	}
 }
 
 // Ready reports that p's gradient is final for this backward pass. After
 // the last of BackwardPassesPerStep passes it starts the gradient's
-// allreduce.
+// allreduce (or, for a grouped parameter, once the whole group is final,
+// the group's).
 func (d *DistributedOptimizer) Ready(p Param) error { return d.GradReady(p.Name) }
 
 // GradReady is Ready by parameter name.
@@ -161,25 +321,103 @@ func (d *DistributedOptimizer) GradReady(name string) error {
 		return fmt.Errorf("%w (parameter %q, %d passes)", ErrTooManyPasses, name, d.cfg.passes)
 	}
 	d.count[i]++
-	if d.count[i] == d.cfg.passes {
-		return d.start(i)
+	if d.count[i] < d.cfg.passes {
+		return nil
+	}
+	u := d.unit[i]
+	if d.pending[u]--; d.pending[u] == 0 {
+		return d.start(u)
 	}
 	return nil
 }
 
-// start launches parameter i's allreduce; d.mu is held.
-func (d *DistributedOptimizer) start(i int) error {
-	p := d.inner.Params()[i]
+// unitName is the collective name of unit u: its parameter's name, or
+// for a group of several, "group." and the first member's.
+func (d *DistributedOptimizer) unitName(u int) string {
+	members := d.units[u]
+	name := d.inner.Params()[members[0]].Name
+	if len(members) > 1 {
+		return "group." + name
+	}
+	return name
+}
+
+// start launches unit u's reduction; d.mu is held.
+func (d *DistributedOptimizer) start(u int) error {
+	params := d.inner.Params()
 	pre, post := 1.0, 1.0
 	if d.cfg.predivide != 1 {
 		pre, post = 1/d.cfg.predivide, d.cfg.predivide
 	}
-	h, err := d.coll.AllreduceAsync(p.Grad, p.Name, d.cfg.op, pre, post)
-	if err != nil {
-		return fmt.Errorf("optim: allreduce of the gradient of %q: %w", p.Name, err)
+	members := d.units[u]
+	for _, i := range members {
+		if d.wire[i] != params[i].Grad {
+			compress(d.wire[i], params[i].Grad)
+		}
 	}
-	d.handles[i] = h
+	if gc, ok := d.coll.(GroupCollectives); ok && len(members) > 1 {
+		ts := make([]*tensor.Tensor, len(members))
+		for k, i := range members {
+			ts[k] = d.wire[i]
+		}
+		h, err := gc.GroupedAllreduceAsync(ts, d.unitName(u), d.cfg.op, pre, post)
+		if err != nil {
+			return fmt.Errorf("optim: grouped allreduce of the gradients of %q: %w", d.unitName(u), err)
+		}
+		d.handles[u] = []Waiter{h}
+		return nil
+	}
+	hs := make([]Waiter, 0, len(members))
+	for _, i := range members {
+		h, err := d.coll.AllreduceAsync(d.wire[i], params[i].Name, d.cfg.op, pre, post)
+		if err != nil {
+			d.handles[u] = hs
+			return fmt.Errorf("optim: allreduce of the gradient of %q: %w", params[i].Name, err)
+		}
+		hs = append(hs, h)
+	}
+	d.handles[u] = hs
 	return nil
+}
+
+// compress writes grad, rounded, into the half-precision tensor w.
+func compress(w, grad *tensor.Tensor) {
+	var f32 []float32
+	if grad.DType() == tensor.Float32 {
+		f32 = grad.Float32s()
+	} else {
+		f32 = make([]float32, grad.Len())
+		for k, v := range grad.Float64s() {
+			f32[k] = float32(v)
+		}
+	}
+	switch w.DType() {
+	case tensor.Float16:
+		tensor.Float32ToFloat16(tensor.View[tensor.Float16Bits](w), f32)
+	case tensor.BFloat16:
+		tensor.Float32ToBFloat16(tensor.View[tensor.BFloat16Bits](w), f32)
+	}
+}
+
+// decompress writes the half-precision tensor w back into grad.
+func decompress(grad, w *tensor.Tensor) {
+	var f32 []float32
+	if grad.DType() == tensor.Float32 {
+		f32 = grad.Float32s()
+	} else {
+		f32 = make([]float32, grad.Len())
+	}
+	switch w.DType() {
+	case tensor.Float16:
+		tensor.Float16ToFloat32(f32, tensor.View[tensor.Float16Bits](w))
+	case tensor.BFloat16:
+		tensor.BFloat16ToFloat32(f32, tensor.View[tensor.BFloat16Bits](w))
+	}
+	if grad.DType() == tensor.Float64 {
+		for k, v := range f32 {
+			grad.Float64s()[k] = float64(v)
+		}
+	}
 }
 
 // Synchronize starts the reduction of every gradient not yet started (a
@@ -188,28 +426,38 @@ func (d *DistributedOptimizer) start(i int) error {
 func (d *DistributedOptimizer) Synchronize(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	params := d.inner.Params()
 	var first error
-	for i, p := range d.inner.Params() {
-		if d.handles[i] != nil {
+	for u, members := range d.units {
+		if d.handles[u] != nil {
 			continue
 		}
-		if d.count[i] == 0 {
-			clear(p.Grad.Bytes())
+		for _, i := range members {
+			if d.count[i] == 0 {
+				clear(params[i].Grad.Bytes())
+			}
 		}
-		if err := d.start(i); err != nil && first == nil {
+		if err := d.start(u); err != nil && first == nil {
 			first = err
 		}
 	}
-	for i, h := range d.handles {
-		if h == nil {
-			continue
+	for u, hs := range d.handles {
+		for _, h := range hs {
+			if err := h.Wait(ctx); err != nil && first == nil {
+				first = fmt.Errorf("optim: allreduce of the gradients of %q: %w", d.unitName(u), err)
+			}
 		}
-		if err := h.Wait(ctx); err != nil && first == nil {
-			first = fmt.Errorf("optim: allreduce of the gradient of %q: %w", d.inner.Params()[i].Name, err)
+	}
+	if first == nil {
+		for i, w := range d.wire {
+			if w != params[i].Grad {
+				decompress(params[i].Grad, w)
+			}
 		}
 	}
 	clear(d.handles)
 	clear(d.count)
+	d.resetPending()
 	return first
 }
 
@@ -230,9 +478,9 @@ func (d *DistributedOptimizer) StepContext(ctx context.Context) error {
 func (d *DistributedOptimizer) ZeroGrad() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for i, h := range d.handles {
-		if h != nil {
-			return fmt.Errorf("%w (parameter %q)", ErrInFlight, d.inner.Params()[i].Name)
+	for u, hs := range d.handles {
+		if hs != nil {
+			return fmt.Errorf("%w (%q)", ErrInFlight, d.unitName(u))
 		}
 	}
 	return d.inner.ZeroGrad()

@@ -23,6 +23,7 @@ type group struct {
 	pending map[string]*collective
 	done    map[string]chan struct{} // closed when the name last completed
 	scales  map[string][2]float64    // pre/postscale last seen per name
+	dtypes  map[string]tensor.DType  // dtype last seen per allreduce name
 	fail    error                    // if set, every start fails with it
 }
 
@@ -42,7 +43,7 @@ func (c *collective) Wait(ctx context.Context) error {
 }
 
 func newGroup(n int) *group {
-	return &group{n: n, pending: map[string]*collective{}, done: map[string]chan struct{}{}, scales: map[string][2]float64{}}
+	return &group{n: n, pending: map[string]*collective{}, done: map[string]chan struct{}{}, scales: map[string][2]float64{}, dtypes: map[string]tensor.DType{}}
 }
 
 // member is rank's view of the group.
@@ -99,29 +100,52 @@ func (m member) start(t *tensor.Tensor, name string, finish func(ts []*tensor.Te
 }
 
 func asFloat64s(t *tensor.Tensor) []float64 {
-	if t.DType() == tensor.Float32 {
-		out := make([]float64, t.Len())
+	out := make([]float64, t.Len())
+	switch t.DType() {
+	case tensor.Float32:
 		for i, v := range t.Float32s() {
 			out[i] = float64(v)
 		}
-		return out
+	case tensor.Float16:
+		for i, v := range tensor.View[tensor.Float16Bits](t) {
+			out[i] = float64(v.Float32())
+		}
+	case tensor.BFloat16:
+		for i, v := range tensor.View[tensor.BFloat16Bits](t) {
+			out[i] = float64(v.Float32())
+		}
+	default:
+		return t.Float64s()
 	}
-	return t.Float64s()
+	return out
 }
 
 func setFloat64s(t *tensor.Tensor, v []float64) {
-	if t.DType() == tensor.Float32 {
+	switch t.DType() {
+	case tensor.Float32:
 		for i := range v {
 			t.Float32s()[i] = float32(v[i])
 		}
-		return
+	case tensor.Float16:
+		for i := range v {
+			tensor.View[tensor.Float16Bits](t)[i] = tensor.MakeFloat16(float32(v[i]))
+		}
+	case tensor.BFloat16:
+		for i := range v {
+			tensor.View[tensor.BFloat16Bits](t)[i] = tensor.MakeBFloat16(float32(v[i]))
+		}
+	default:
+		copy(t.Float64s(), v)
 	}
-	copy(t.Float64s(), v)
 }
 
 func (m member) AllreduceAsync(t *tensor.Tensor, name string, op Op, pre, post float64) (Waiter, error) {
+	if op != Average && op != Sum {
+		return nil, fmt.Errorf("group: op %v not supported", op)
+	}
 	m.g.mu.Lock()
 	m.g.scales[name] = [2]float64{pre, post}
+	m.g.dtypes[name] = t.DType()
 	m.g.mu.Unlock()
 	return m.start(t, "allreduce."+name, func(ts []*tensor.Tensor) {
 		sum := make([]float64, t.Len())

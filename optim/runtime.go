@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"context"
 	"fmt"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
@@ -9,32 +10,48 @@ import (
 
 // runtimeCollectives runs the collectives on a gohorovod Runtime.
 type runtimeCollectives struct {
-	r    *hvd.Runtime
-	size int
+	r          *hvd.Runtime
+	rank, size int
 }
 
 // FromRuntime returns the Collectives of an initialised Runtime (hvd.Default()
 // for the package-level one): in-place AllreduceAsync and BroadcastAsync,
-// negotiated and fused by the runtime's background loop.
+// negotiated and fused by the runtime's background loop. It is also a
+// GroupCollectives (grouped allreduce) and a GatherCollectives (allgather)
+// and a Ranker.
 func FromRuntime(r *hvd.Runtime) (Collectives, error) {
 	size, err := r.Size()
 	if err != nil {
 		return nil, err
 	}
-	return &runtimeCollectives{r: r, size: size}, nil
+	rank, err := r.Rank()
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeCollectives{r: r, rank: rank, size: size}, nil
 }
+
+var (
+	_ GroupCollectives  = (*runtimeCollectives)(nil)
+	_ GatherCollectives = (*runtimeCollectives)(nil)
+	_ Ranker            = (*runtimeCollectives)(nil)
+)
+
+func (c *runtimeCollectives) Rank() int { return c.rank }
 
 func (c *runtimeCollectives) Size() int { return c.size }
 
-func (c *runtimeCollectives) AllreduceAsync(t *tensor.Tensor, name string, op Op, prescale, postscale float64) (Waiter, error) {
+func reduceArgs(op Op, prescale, postscale float64) (hvd.ReduceOp, []hvd.CallOption, error) {
 	var hop hvd.ReduceOp
 	switch op {
 	case Average:
 		hop = hvd.Average
 	case Sum:
 		hop = hvd.Sum
+	case Adasum:
+		hop = hvd.Adasum
 	default:
-		return nil, fmt.Errorf("optim: unsupported op %v", op)
+		return hop, nil, fmt.Errorf("optim: unsupported op %v", op)
 	}
 	var opts []hvd.CallOption
 	if prescale != 1 {
@@ -43,11 +60,35 @@ func (c *runtimeCollectives) AllreduceAsync(t *tensor.Tensor, name string, op Op
 	if postscale != 1 {
 		opts = append(opts, hvd.Postscale(postscale))
 	}
+	return hop, opts, nil
+}
+
+func (c *runtimeCollectives) AllreduceAsync(t *tensor.Tensor, name string, op Op, prescale, postscale float64) (Waiter, error) {
+	hop, opts, err := reduceArgs(op, prescale, postscale)
+	if err != nil {
+		return nil, err
+	}
 	h, err := c.r.AllreduceAsyncInPlace(t, name, hop, opts...)
 	if err != nil {
 		return nil, err
 	}
 	return h, nil
+}
+
+func (c *runtimeCollectives) GroupedAllreduceAsync(ts []*tensor.Tensor, name string, op Op, prescale, postscale float64) (Waiter, error) {
+	hop, opts, err := reduceArgs(op, prescale, postscale)
+	if err != nil {
+		return nil, err
+	}
+	h, err := c.r.GroupedAllreduceAsyncInPlace(ts, name, hop, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (c *runtimeCollectives) Allgather(ctx context.Context, t *tensor.Tensor, name string) (*tensor.Tensor, error) {
+	return c.r.Allgather(ctx, t, name)
 }
 
 func (c *runtimeCollectives) BroadcastAsync(t *tensor.Tensor, root int, name string) (Waiter, error) {

@@ -52,6 +52,11 @@ func startRuntimes(t *testing.T, n int) []*hvd.Runtime {
 // global batch through coll, and returns the final weights; with coll nil
 // it trains one process on the whole batch.
 func equivalenceRun(ctx context.Context, coll Collectives, rank, size, steps int) ([]float64, error) {
+	return equivalenceRunWith(ctx, coll, rank, size, steps)
+}
+
+// equivalenceRunWith is equivalenceRun with DistributedOptimizer options.
+func equivalenceRunWith(ctx context.Context, coll Collectives, rank, size, steps int, opts ...DistOption) ([]float64, error) {
 	const d, batch = 6, 24
 	m := newLinear(d, uint64(rank)+1)
 	var opt Optimizer
@@ -64,7 +69,7 @@ func equivalenceRun(ctx context.Context, coll Collectives, rank, size, steps int
 		if err := BroadcastParameters(ctx, coll, m.params, 0); err != nil {
 			return nil, err
 		}
-		dist, err := NewDistributed(opt, coll)
+		dist, err := NewDistributed(opt, coll, opts...)
 		if err != nil {
 			return nil, err
 		}
