@@ -18,4 +18,17 @@
 //
 //	lr := optim.Warmup(optim.StepDecay(base*float64(size), 0.1, 30, 60, 80), size, 5)
 //	opt.SetLR(lr.LR(epoch))
+//
+// NewDistributed wraps any Optimizer for data-parallel training over a
+// Collectives (FromRuntime adapts the gohorovod runtime): each gradient's
+// allreduce starts as soon as backward reports it Ready, and Step waits for
+// them before the wrapped step. Options choose the reduction (WithOp:
+// Average, Sum or Adasum), local accumulation (BackwardPassesPerStep),
+// half-precision transport (WithCompression: FP16 or BF16), a
+// GradientPredivideFactor, and parameter groups reduced as one unit
+// (Groups, NumGroups). BroadcastParameters and BroadcastState start every
+// rank from the same weights and optimizer state; BroadcastObject and
+// AllgatherObject move arbitrary gob-encodable Go values between ranks;
+// Metric and AverageMetrics average evaluation metrics over every rank's
+// samples. Sharding a data set by rank is in the data sub-package.
 package optim

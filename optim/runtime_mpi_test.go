@@ -56,3 +56,65 @@ func TestMPIEquivalence(t *testing.T) {
 		t.Fatalf("rank %d of %d: %v", rank, coll.Size(), err)
 	}
 }
+
+// TestMPIOptions: parameter groups (tightly), fp16 compression (closely)
+// and Adasum over MPI.
+func TestMPIOptions(t *testing.T) {
+	const steps = 30
+	want, err := equivalenceRun(context.Background(), nil, 0, 1, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll, err := FromRuntime(mpiRT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank, _ := mpiRT.Rank()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		opts []DistOption
+		tol  float64
+	}{
+		{"groups", []DistOption{NumGroups(1)}, 1e-12},
+		{"fp16", []DistOption{WithCompression(FP16), NumGroups(2)}, 0.02},
+	} {
+		got, err := equivalenceRunWith(ctx, coll, rank, coll.Size(), steps, c.opts...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if err := closeTo(got, want, c.tol); err != nil {
+			t.Fatalf("%s: rank %d of %d: %v", c.name, rank, coll.Size(), err)
+		}
+	}
+	if size := coll.Size(); size&(size-1) == 0 {
+		orth, same, err := adasumRun(ctx, coll, rank, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range orth {
+			if v != 1 {
+				t.Fatalf("Adasum of orthogonal gradients: element %d = %v, want 1", i, v)
+			}
+		}
+		if err := closeTo(same, []float64{2, -1, 0.5}, 1e-6); err != nil {
+			t.Fatalf("Adasum of equal gradients: %v", err)
+		}
+	}
+}
+
+// TestMPIObjects: object broadcast and allgather and metric averaging
+// across processes.
+func TestMPIObjects(t *testing.T) {
+	coll, err := FromRuntime(mpiRT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank, _ := mpiRT.Rank()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := objectChecks(ctx, coll.(GatherCollectives), rank, coll.Size()); err != nil {
+		t.Fatalf("rank %d: %v", rank, err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // startRuntimes runs n Runtimes over one in-memory group.
@@ -161,4 +162,104 @@ func TestRuntimePredivide(t *testing.T) {
 		}
 		return closeTo(m.gw, []float64{2, 3}, 1e-15)
 	})
+}
+
+// TestRuntimeGroupsAndCompression: the equivalence run over the real
+// runtime with parameter groups (grouped allreduce) matches one process
+// tightly, and with half-precision gradients closely.
+func TestRuntimeGroupsAndCompression(t *testing.T) {
+	const steps = 30
+	want, err := equivalenceRun(context.Background(), nil, 0, 1, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		opts []DistOption
+		tol  float64
+	}{
+		{"one group", []DistOption{NumGroups(1)}, 1e-12},
+		{"explicit group", []DistOption{Groups([]string{"b", "w"})}, 1e-12},
+		{"fp16", []DistOption{WithCompression(FP16)}, 0.02},
+		{"bf16 grouped", []DistOption{WithCompression(BF16), NumGroups(1)}, 0.05},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			const n = 2
+			rts := startRuntimes(t, n)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			onRanks(t, n, func(rank int) error {
+				coll, err := FromRuntime(rts[rank])
+				if err != nil {
+					return err
+				}
+				got, err := equivalenceRunWith(ctx, coll, rank, n, steps, c.opts...)
+				if err != nil {
+					return err
+				}
+				return closeTo(got, want, c.tol)
+			})
+		})
+	}
+}
+
+// adasumRun reduces, with op Adasum on rank's runtime, one gradient that
+// is the rank's unit vector (orthogonal across ranks: Adasum adds them) and
+// one that is the same on every rank (parallel: Adasum keeps it), and
+// returns both after Step with learning rate 1 from zero parameters.
+func adasumRun(ctx context.Context, coll Collectives, rank, size int) ([]float64, []float64, error) {
+	ps := []Param{
+		{Name: "orth", Value: tensor.New(tensor.Float64, size), Grad: tensor.New(tensor.Float64, size)},
+		{Name: "same", Value: tensor.New(tensor.Float32, 3), Grad: tensor.FromFloat32([]float32{2, -1, 0.5})},
+	}
+	ps[0].Grad.Float64s()[rank] = 1
+	inner, err := NewSGD(ps, SGDConfig{LR: 1})
+	if err != nil {
+		return nil, nil, err
+	}
+	opt, err := NewDistributed(inner, coll, WithOp(Adasum))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range ps {
+		if err := opt.Ready(p); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := opt.StepContext(ctx); err != nil {
+		return nil, nil, err
+	}
+	return ps[0].Grad.Float64s(), asFloat64s(ps[1].Grad), nil
+}
+
+// TestRuntimeAdasum: op Adasum reaches the runtime's Adasum allreduce:
+// orthogonal gradients add up (Average would halve them), parallel ones
+// stay (Sum would double them).
+func TestRuntimeAdasum(t *testing.T) {
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
+			rts := startRuntimes(t, n)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			onRanks(t, n, func(rank int) error {
+				coll, err := FromRuntime(rts[rank])
+				if err != nil {
+					return err
+				}
+				orth, same, err := adasumRun(ctx, coll, rank, n)
+				if err != nil {
+					return err
+				}
+				ones := make([]float64, n)
+				for i := range ones {
+					ones[i] = 1
+				}
+				if err := closeTo(orth, ones, 1e-12); err != nil {
+					return fmt.Errorf("orthogonal: %v", err)
+				}
+				return closeTo(same, []float64{2, -1, 0.5}, 1e-6)
+			})
+		})
+	}
 }
