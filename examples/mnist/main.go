@@ -35,7 +35,6 @@ import (
 	"github.com/gohorovod/gohorovod/optim/data"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/comm"
-	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // options are the command-line settings.
@@ -51,6 +50,8 @@ type options struct {
 	dataDir  string
 	limit    int    // use only the first limit training images (0: all)
 	profile  string // CPU profile file (each rank appends .rank)
+	compress string // gradient compression: none, fp16, bf16
+	groups   int    // parameter groups (0: each parameter on its own)
 }
 
 func parse(args []string) (options, error) {
@@ -66,14 +67,31 @@ func parse(args []string) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the weights and of the shuffling")
 	fs.StringVar(&o.dataDir, "data", "", "directory of the MNIST gzip files (default: the GoMNIST module's)")
 	fs.IntVar(&o.limit, "train-limit", 0, "train on the first N images only (0: all 60000)")
+	fs.StringVar(&o.compress, "compression", "none", "gradient compression: none, fp16 or bf16")
+	fs.IntVar(&o.groups, "groups", 0, "reduce the parameters in this many groups (0: one by one)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the training to `file`.RANK")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if o.epochs < 1 || o.batch < 1 || o.lr <= 0 || o.warmup <= 0 {
-		return o, errors.New("mnist: -epochs, -batch, -lr and -warmup-epochs must be positive")
+		return o, errors.New("mnist: --epochs, --batch, --lr and --warmup-epochs must be positive")
+	}
+	if _, err := o.compression(); err != nil {
+		return o, err
+	}
+	if o.groups < 0 {
+		return o, errors.New("mnist: --groups must not be negative")
 	}
 	return o, nil
+}
+
+func (o options) compression() (optim.Compression, error) {
+	for _, c := range []optim.Compression{optim.NoCompression, optim.FP16, optim.BF16} {
+		if c.String() == o.compress {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("mnist: unknown --compression %q (none, fp16, bf16)", o.compress)
 }
 
 func (o options) widths() ([]int, error) {
@@ -219,7 +237,12 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (result,
 		return res, err
 	}
 	// Gradients are averaged across ranks as backward produces them.
-	opt, err := optim.NewDistributed(sgd, coll)
+	comp, _ := o.compression()
+	dopts := []optim.DistOption{optim.WithCompression(comp)}
+	if o.groups > 0 {
+		dopts = append(dopts, optim.NumGroups(o.groups))
+	}
+	opt, err := optim.NewDistributed(sgd, coll, dopts...)
 	if err != nil {
 		return res, err
 	}
@@ -243,8 +266,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (result,
 		sampler.SetEpoch(epoch)
 		batches := sampler.Batches(o.batch, false)
 		start := time.Now()
-		var lossSum float64
-		var seen int
+		loss := optim.Metric{Name: "loss"}
 		for b, idx := range batches {
 			opt.SetLR(sched.LR(float64(epoch) + float64(b+1)/float64(len(batches))))
 			for i, s := range idx {
@@ -256,28 +278,28 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (result,
 				return res, err
 			}
 			model.Forward(x, n)
-			loss, _ := model.Loss(y[:n])
+			l, _ := model.Loss(y[:n])
 			if err := model.Backward(opt.Ready); err != nil {
 				return res, err
 			}
 			if err := opt.Step(); err != nil {
 				return res, err
 			}
-			lossSum += loss * float64(n)
-			seen += n
+			loss.Add(l, float64(n))
 		}
 		elapsed := time.Since(start)
 		correct, count := evaluate(model, test, rank, size)
-		// Metrics summed over ranks: loss·samples, samples, correct, tested.
-		m := tensor.FromFloat64([]float64{lossSum, float64(seen), float64(correct), float64(count)})
-		if err := r.AllreduceInPlace(ctx, m, "metrics", hvd.Sum); err != nil {
+		acc := optim.Metric{Name: "accuracy"}
+		acc.Add(float64(correct)/float64(count), float64(count))
+		// Means over every rank's samples.
+		v, err := optim.AverageMetrics(ctx, coll, &loss, &acc)
+		if err != nil {
 			return res, err
 		}
-		v := m.Float64s()
-		res = result{loss: v[0] / v[1], accuracy: v[2] / v[3]}
+		res = result{loss: v[0], accuracy: v[1]}
 		if rank == 0 {
 			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs  %.0f samples/s  lr %.4g\n",
-				epoch+1, res.loss, 100*res.accuracy, elapsed.Seconds(), v[1]/elapsed.Seconds(), opt.LR())
+				epoch+1, res.loss, 100*res.accuracy, elapsed.Seconds(), float64(size)*loss.Weight/elapsed.Seconds(), opt.LR())
 		}
 	}
 	h := fnv.New64a()

@@ -66,3 +66,38 @@ func TestDataParallel(t *testing.T) {
 	}
 	t.Log(outs[0].String())
 }
+
+// TestCoreShare: each local rank gets an equal share of the cores, at
+// least one.
+func TestCoreShare(t *testing.T) {
+	cases := []struct{ cpus, local, want int }{
+		{2, 1, 2}, {2, 2, 1}, {2, 4, 1}, {16, 4, 4}, {16, 3, 5}, {4, 0, 4},
+	}
+	for _, c := range cases {
+		if got := coreShare(c.cpus, c.local); got != c.want {
+			t.Errorf("coreShare(%d, %d) = %d, want %d", c.cpus, c.local, got, c.want)
+		}
+	}
+}
+
+// TestParse: the options that shape the distributed optimizer are
+// checked.
+func TestParse(t *testing.T) {
+	cases := []struct {
+		args []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"--compression", "fp16", "--groups", "2"}, true},
+		{[]string{"--compression", "bf16"}, true},
+		{[]string{"--compression", "fp8"}, false},
+		{[]string{"--groups", "-1"}, false},
+		{[]string{"--epochs", "0"}, false},
+	}
+	for _, c := range cases {
+		_, err := parse(c.args)
+		if (err == nil) != c.ok {
+			t.Errorf("parse(%q): %v", c.args, err)
+		}
+	}
+}
