@@ -31,6 +31,7 @@ const (
 	Adasum
 )
 
+// String returns the op's name.
 func (o Op) String() string {
 	switch o {
 	case Average:
@@ -56,6 +57,7 @@ const (
 	BF16                             // bfloat16
 )
 
+// String returns the compression's name: none, fp16 or bf16.
 func (c Compression) String() string {
 	switch c {
 	case NoCompression:
@@ -122,8 +124,9 @@ var (
 	// ErrUnknownParam: a gradient was reported for a parameter the
 	// optimizer does not hold.
 	ErrUnknownParam = errors.New("optim: gradient reported for an unknown parameter")
-	// ErrInFlight: gradients were zeroed while their reductions were in
-	// flight (after backward, before Step or Synchronize).
+	// ErrInFlight: gradients were zeroed after some were reported ready
+	// (reductions in flight, or waiting for more passes or group members)
+	// and before Step or Synchronize.
 	ErrInFlight = errors.New("optim: ZeroGrad called after backward but before Step or Synchronize; this would race with the reductions in flight")
 	// ErrGroups: parameter groups that name a parameter twice, name one
 	// the optimizer does not hold, or are empty.
@@ -473,14 +476,22 @@ func (d *DistributedOptimizer) StepContext(ctx context.Context) error {
 	return d.inner.Step()
 }
 
-// ZeroGrad zeroes the gradients. It fails with ErrInFlight while a
-// reduction is in flight.
+// ZeroGrad zeroes the gradients. It fails with ErrInFlight once any
+// gradient has been reported this step (a reduction in flight, a group
+// waiting for its other members, or passes still accumulating): zeroing then
+// would race with the reduction or lose what was reported. Zero before
+// backward, or after Step or Synchronize.
 func (d *DistributedOptimizer) ZeroGrad() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for u, hs := range d.handles {
 		if hs != nil {
 			return fmt.Errorf("%w (%q)", ErrInFlight, d.unitName(u))
+		}
+	}
+	for i, n := range d.count {
+		if n > 0 {
+			return fmt.Errorf("%w (%q reported %d of %d passes)", ErrInFlight, d.inner.Params()[i].Name, n, d.cfg.passes)
 		}
 	}
 	return d.inner.ZeroGrad()

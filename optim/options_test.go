@@ -358,6 +358,36 @@ func TestMisuseOptions(t *testing.T) {
 	if err := opt.ZeroGrad(); err != nil {
 		t.Fatal(err)
 	}
+
+	// Reported but not yet reduced: a group waiting for a member, or a
+	// gradient waiting for its second pass.
+	pending := []struct {
+		name string
+		opt  DistOption
+	}{
+		{"group waiting", Groups([]string{"p0", "p1"})},
+		{"passes accumulating", BackwardPassesPerStep(2)},
+	}
+	for _, c := range pending {
+		ps := fourParams()
+		inner, _ := NewSGD(ps, SGDConfig{LR: 1})
+		opt, err := NewDistributed(inner, member{g, 0}, c.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := opt.Ready(ps[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := opt.ZeroGrad(); !errors.Is(err, ErrInFlight) {
+			t.Errorf("%s: ZeroGrad: %v", c.name, err)
+		}
+		if err := opt.Step(); err != nil {
+			t.Fatal(err)
+		}
+		if err := opt.ZeroGrad(); err != nil {
+			t.Errorf("%s: ZeroGrad after Step: %v", c.name, err)
+		}
+	}
 }
 
 // fakeOpt is an Optimizer that holds parameters and does nothing (so that
