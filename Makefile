@@ -7,7 +7,7 @@ NP      ?= 2
 TAGS    ?= $(shell command -v mpicc >/dev/null 2>&1 && echo mpi)
 GOFLAGS_TAGS = $(if $(TAGS),-tags $(TAGS),)
 
-.PHONY: all deps build test test-unit test-mpi test-mpich bench demo vet fmt clean
+.PHONY: all deps build test test-unit test-mpi test-mpich test-adapters bench demo vet fmt clean
 
 all: build
 
@@ -32,7 +32,19 @@ test-unit:
 test-mpi: deps
 	bash scripts/mpitest.sh
 
-test: deps vet test-unit test-mpi
+test: deps vet test-unit test-mpi test-adapters
+
+# The adapters are Go modules of their own (gonum's optimize and gorgonia stay
+# out of the core module's dependencies), so ./... above skips them: vet and
+# test each, then run the gonum adapter's multi-process test under mpirun.
+ADAPTERS = examples/adapters/gonumopt examples/adapters/gorgoniaopt
+test-adapters:
+	@for m in $(ADAPTERS); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 ./...) || exit 1; done
+ifneq ($(TAGS),)
+	@mkdir -p bin/mpitest
+	cd examples/adapters/gonumopt && $(GO) vet -tags mpi ./... && $(GO) test -tags mpi -c -o ../../../bin/mpitest/gonumopt.test .
+	for np in 2 4; do timeout 300 scripts/mpirun.sh $$np bin/mpitest/gonumopt.test -test.run MPI || exit 1; done
+endif
 
 # The MPI tests linked against MPICH (installed beside Open MPI: apt-get
 # install -y mpich libmpich-dev), under MPICH's own launcher, at np 2 (MPICH
