@@ -267,6 +267,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (result,
 		batches := sampler.Batches(o.batch, false)
 		start := time.Now()
 		loss := optim.Metric{Name: "loss"}
+		var stepTime time.Duration // in Step: waiting for the reductions, then the update
 		for b, idx := range batches {
 			opt.SetLR(sched.LR(float64(epoch) + float64(b+1)/float64(len(batches))))
 			for i, s := range idx {
@@ -282,9 +283,11 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (result,
 			if err := model.Backward(opt.Ready); err != nil {
 				return res, err
 			}
+			t0 := time.Now()
 			if err := opt.Step(); err != nil {
 				return res, err
 			}
+			stepTime += time.Since(t0)
 			loss.Add(l, float64(n))
 		}
 		elapsed := time.Since(start)
@@ -298,8 +301,9 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (result,
 		}
 		res = result{loss: v[0], accuracy: v[1]}
 		if rank == 0 {
-			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs  %.0f samples/s  lr %.4g\n",
-				epoch+1, res.loss, 100*res.accuracy, elapsed.Seconds(), float64(size)*loss.Weight/elapsed.Seconds(), opt.LR())
+			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.0f%% in Step)  %.0f samples/s  lr %.4g\n",
+				epoch+1, res.loss, 100*res.accuracy, elapsed.Seconds(), 100*stepTime.Seconds()/elapsed.Seconds(),
+				float64(size)*loss.Weight/elapsed.Seconds(), opt.LR())
 		}
 	}
 	h := fnv.New64a()
