@@ -109,7 +109,9 @@ func newLinear(rows int, w0 []float64, c0 float64) (*linear, error) {
 	return m, nil
 }
 
-func (m *linear) model() []gorgonia.ValueGrad { return gorgonia.NodesToValueGrads(gorgonia.Nodes{m.w, m.c}) }
+func (m *linear) model() []gorgonia.ValueGrad {
+	return gorgonia.NodesToValueGrads(gorgonia.Nodes{m.w, m.c})
+}
 
 // weights returns w then c.
 func (m *linear) weights() []float64 {
@@ -277,7 +279,7 @@ type valueGrad struct {
 	err  error
 }
 
-func (n valueGrad) Value() gorgonia.Value          { return n.v }
+func (n valueGrad) Value() gorgonia.Value         { return n.v }
 func (n valueGrad) Grad() (gorgonia.Value, error) { return n.g, n.err }
 
 func TestStepErrors(t *testing.T) {
