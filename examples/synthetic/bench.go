@@ -279,7 +279,8 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (report,
 	rep.samples = rep.totalSteps * float64(o.batchSize)
 	if o.partSteps > 0 {
 		rep.hiddenMS = rep.computeMS + rep.commMS + rep.updateMS - rep.stepMS
-		if lo := min(rep.computeMS, rep.commMS); lo > 0 {
+		// With no compute asked for, there is nothing to overlap with.
+		if lo := min(rep.computeMS, rep.commMS); o.computeMS > 0 && lo > 0 {
 			rep.overlap = rep.hiddenMS / lo
 		}
 	}
@@ -296,7 +297,7 @@ func (rep report) print(w io.Writer, o options) {
 		model = o.shapes
 	}
 	p := func(k string, v any) { fmt.Fprintf(w, "%s=%v\n", k, v) }
-	f := func(k string, v float64) { fmt.Fprintf(w, "%s=%.4g\n", k, v) }
+	f := func(k string, v float64) { fmt.Fprintf(w, "%s=%.6g\n", k, v) }
 	p("model", model)
 	p("ranks", rep.ranks)
 	p("tensors", rep.tensors)

@@ -34,10 +34,18 @@
 //	overlap   = hidden_ms / min(compute_ms, comm_ms)
 //
 // the share of the overlap that was possible (1 when communication hides
-// entirely behind compute or the other way round, 0 when nothing overlaps).
-// reduced_in_backward is the mean share of gradients whose allreduce had
-// completed when the last layer's compute ended, and first_reduced_early the
-// share of steps in which the first gradient's had.
+// entirely behind compute or the other way round, 0 when nothing overlaps,
+// negative when a step is slower than its parts one after the other; 0
+// with -compute-ms 0). reduced_in_backward is the mean share of gradients
+// whose allreduce had completed when the last layer's compute ended, and
+// first_reduced_early the share of steps in which the first gradient's had.
+//
+// Overlap needs a spare core: the runtime's background goroutine and MPI
+// copy and reduce on the CPU, and every cycle in which gradients are ready
+// is a rendezvous of the ranks' loops. With as many busy ranks as cores,
+// communication during backward takes CPU from the compute, and a step can
+// be slower than its parts in sequence; a longer HOROVOD_CYCLE_TIME means
+// fewer rendezvous.
 //
 // Configuration of the runtime (fusion threshold, cycle time, ...) comes
 // from the HOROVOD_* environment variables.
