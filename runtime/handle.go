@@ -14,6 +14,7 @@ type Handle struct {
 	done    chan struct{}
 	pending atomic.Int32
 	once    sync.Once
+	q       *queue // set when enqueued: Wait wakes the loop through it
 
 	// Written by the background loop before done is closed.
 	outs     []*tensor.Tensor
@@ -59,7 +60,20 @@ func (h *Handle) Poll() bool {
 // Wait blocks until the operation completes or ctx is done, and returns the
 // operation's error, or ctx's. Abandoning a wait does not cancel the
 // operation: the other ranks are committed to it.
+//
+// A caller that waits has nothing more to submit for now, so Wait wakes the
+// background loop for a cycle at once rather than at the next tick
+// (HOROVOD_CYCLE_TIME): the tail of a backward pass is not held back by up
+// to a cycle of sleep.
 func (h *Handle) Wait(ctx context.Context) error {
+	select {
+	case <-h.done:
+		return h.err
+	default:
+	}
+	if h.q != nil {
+		h.q.signal()
+	}
 	select {
 	case <-h.done:
 		return h.err

@@ -26,7 +26,8 @@ type queue struct {
 	table  map[string]*entry
 	fifo   []*entry
 	closed error // non-nil once the loop has stopped
-	// wake tells the loop that a group of requests was enqueued.
+	// wake tells the loop to start a cycle now: a group of requests was
+	// enqueued, or a caller waits on a handle.
 	wake chan struct{}
 }
 
@@ -54,6 +55,9 @@ func (q *queue) add(es ...*entry) error {
 			return ErrDuplicateName
 		}
 		q.table[e.req.Name] = e
+		if e.h != nil {
+			e.h.q = q
+		}
 	}
 	q.fifo = append(q.fifo, es...)
 	return nil

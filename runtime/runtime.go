@@ -240,6 +240,7 @@ func (r *Runtime) Shutdown() error {
 	default:
 		close(stopReq)
 	}
+	r.q.signal() // do not wait for the next tick to tell the other ranks
 	<-stopped
 	if err := r.gpu.close(); err != nil {
 		r.log.Error().Err(err).Msg("releasing GPU resources")
