@@ -513,34 +513,12 @@ func (o *gpuOp) stagedBcast(p uintptr, n, root int) error {
 
 func (o *gpuOp) alltoall(e *entry) error {
 	l, g, dev := o.l, o.l.r.gpu, o.dev
-	n := l.size
-	mine := make([]int64, n)
-	for i, s := range e.splits {
-		mine[i] = int64(s)
-	}
-	all := make([]int64, n*n)
-	counts := make([]int, n)
-	for i := range counts {
-		counts[i] = n
-	}
-	if err := l.com.Allgatherv(tensor.FromInt64(mine), tensor.FromInt64(all), counts); err != nil {
+	p, err := l.planAlltoall(e)
+	if err != nil {
 		return err
 	}
-	row := rowElems(e.req.Shape)
-	recvSplits := make([]int, n)
-	sendCounts := make([]int, n)
-	recvCounts := make([]int, n)
-	sent, rows := 0, 0
-	for r := 0; r < n; r++ {
-		recvSplits[r] = int(all[r*n+l.rank])
-		rows += recvSplits[r]
-		sent += e.splits[r]
-		sendCounts[r] = e.splits[r] * row
-		recvCounts[r] = recvSplits[r] * row
-	}
-	shape := intShape(e.req.Shape)
-	shape[0] = rows
-	out, err := g.alloc(dev, e.req.DType, shape)
+	recvSplits, sendCounts, recvCounts, sent := p.recvSplits, p.sendCounts, p.recvCounts, p.sent
+	out, err := g.alloc(dev, e.req.DType, p.shape)
 	if err != nil {
 		return err
 	}

@@ -409,7 +409,19 @@ func (l *loop) allgather(e *entry, resp *wire.Response) error {
 	return l.com.Allgatherv(e.in, e.out, l.counts)
 }
 
-func (l *loop) alltoall(e *entry) error {
+// alltoallPlan is what every rank learns before an alltoall moves data:
+// the rows it receives from each rank, the element counts to send and
+// receive, the rows it sends and the shape of its output.
+type alltoallPlan struct {
+	recvSplits, sendCounts, recvCounts []int
+	sent                               int
+	shape                              []int
+}
+
+// planAlltoall exchanges the ranks' splits (one allgather of size x size
+// integers) and derives the counts for e's alltoall; host and GPU paths
+// share it.
+func (l *loop) planAlltoall(e *entry) (alltoallPlan, error) {
 	n := l.size
 	mine := make([]int64, n)
 	for i, s := range e.splits {
@@ -421,27 +433,33 @@ func (l *loop) alltoall(e *entry) error {
 		counts[i] = n
 	}
 	if err := l.com.Allgatherv(tensor.FromInt64(mine), tensor.FromInt64(all), counts); err != nil {
-		return err
+		return alltoallPlan{}, err
 	}
 	row := rowElems(e.req.Shape)
-	recvSplits := make([]int, n)
-	sendCounts := make([]int, n)
-	recvCounts := make([]int, n)
-	sent, rows := 0, 0
+	p := alltoallPlan{recvSplits: make([]int, n), sendCounts: make([]int, n), recvCounts: make([]int, n)}
+	rows := 0
 	for r := 0; r < n; r++ {
-		recvSplits[r] = int(all[r*n+l.rank])
-		rows += recvSplits[r]
-		sent += e.splits[r]
-		sendCounts[r] = e.splits[r] * row
-		recvCounts[r] = recvSplits[r] * row
+		p.recvSplits[r] = int(all[r*n+l.rank])
+		rows += p.recvSplits[r]
+		p.sent += e.splits[r]
+		p.sendCounts[r] = e.splits[r] * row
+		p.recvCounts[r] = p.recvSplits[r] * row
 	}
-	shape := intShape(e.req.Shape)
-	shape[0] = rows
-	e.out = tensor.New(e.req.DType, shape...)
-	if err := l.com.Alltoallv(e.in.Rows(0, sent), sendCounts, e.out, recvCounts); err != nil {
+	p.shape = intShape(e.req.Shape)
+	p.shape[0] = rows
+	return p, nil
+}
+
+func (l *loop) alltoall(e *entry) error {
+	p, err := l.planAlltoall(e)
+	if err != nil {
 		return err
 	}
-	e.h.splits = recvSplits
+	e.out = tensor.New(e.req.DType, p.shape...)
+	if err := l.com.Alltoallv(e.in.Rows(0, p.sent), p.sendCounts, e.out, p.recvCounts); err != nil {
+		return err
+	}
+	e.h.splits = p.recvSplits
 	return nil
 }
 
