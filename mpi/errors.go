@@ -8,7 +8,7 @@ import (
 // ErrNotBuiltIn is returned (wrapped) by every call of a binary built
 // without the "mpi" build tag.
 var ErrNotBuiltIn = errors.New("mpi: MPI support is not built in: rebuild with `go build -tags mpi` " +
-	"(after `make deps` installs Open MPI; add the mpich tag to link MPICH)")
+	"with cgo enabled (after `make deps` installs Open MPI; add the mpich tag to link MPICH)")
 
 // ErrNotInitialized is returned by calls made before Init or after Finalize.
 var ErrNotInitialized = errors.New("mpi: MPI is not initialised (call mpi.Init first)")

@@ -1,4 +1,4 @@
-//go:build mpi && mpich
+//go:build mpi && cgo && mpich
 
 package mpi
 

@@ -1,4 +1,4 @@
-//go:build mpi
+//go:build mpi && cgo
 
 // Multi-process tests: run by scripts/mpitest.sh under mpirun at np 2 and 4
 // (and alone, at np 1). Every rank runs every test in the same order; tests

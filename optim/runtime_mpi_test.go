@@ -1,4 +1,4 @@
-//go:build mpi
+//go:build mpi && cgo
 
 // The DistributedOptimizer under real mpirun (scripts/mpitest.sh runs this
 // package at np 2 and 4): one Runtime over MPI for the whole test binary.

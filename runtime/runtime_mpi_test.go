@@ -1,4 +1,4 @@
-//go:build mpi
+//go:build mpi && cgo
 
 // The runtime under real mpirun (scripts/mpitest.sh, np 2 and 4): the same
 // behaviour as the in-memory tests, over the MPI communicator. TestMain

@@ -41,7 +41,7 @@ func binaries(t *testing.T) (launcher, worker string) {
 			return
 		}
 		builds := [][]string{{"gohorovodrun", "../../cmd/gohorovodrun"}, {"worker", "./testdata/worker"}}
-		if _, err := exec.LookPath("mpicc"); err == nil {
+		if _, err := exec.LookPath("mpicc"); err == nil && cgoEnabled() {
 			builds = append(builds, []string{"worker-mpi", "./testdata/worker", "-tags", "mpi"})
 		}
 		for _, b := range builds {
@@ -57,6 +57,13 @@ func binaries(t *testing.T) (launcher, worker string) {
 		t.Fatal(buildErr)
 	}
 	return filepath.Join(binDir, "gohorovodrun"), filepath.Join(binDir, "worker")
+}
+
+// cgoEnabled reports whether the go command builds cgo code here (the MPI
+// worker needs it; CGO_ENABLED=0 builds report MPI as not built in).
+func cgoEnabled() bool {
+	out, err := exec.Command("go", "env", "CGO_ENABLED").Output()
+	return err == nil && strings.TrimSpace(string(out)) == "1"
 }
 
 func TestMain(m *testing.M) {
@@ -117,7 +124,7 @@ func TestE2EMPIWorkers(t *testing.T) {
 	launcher, _ := binaries(t)
 	worker := filepath.Join(binDir, "worker-mpi")
 	if _, err := os.Stat(worker); err != nil {
-		t.Skip("mpicc not on PATH: no -tags mpi worker (make deps installs Open MPI)")
+		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi worker (make deps installs Open MPI)")
 	}
 	for _, np := range nps {
 		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
@@ -182,8 +189,8 @@ func TestE2EMPICH(t *testing.T) {
 		t.Errorf("%d ranks read HOROVOD_CYCLE_TIME=4, want 2:\n%s", n, out)
 	}
 
-	if err := exec.Command("pkg-config", "--exists", "mpich").Run(); err != nil {
-		t.Skip("MPICH development files (pkg-config mpich) missing: MPICH failure not tested")
+	if err := exec.Command("pkg-config", "--exists", "mpich").Run(); err != nil || !cgoEnabled() {
+		t.Skip("MPICH development files (pkg-config mpich) missing or cgo disabled: MPICH failure not tested")
 	}
 	mpichWorker := filepath.Join(binDir, "worker-mpich")
 	build := exec.Command("go", "build", "-tags", "mpi,mpich", "-o", mpichWorker, "./testdata/worker")
@@ -211,7 +218,7 @@ func TestE2EStallShutdown(t *testing.T) {
 	launcher, _ := binaries(t)
 	worker := filepath.Join(binDir, "worker-mpi")
 	if _, err := os.Stat(worker); err != nil {
-		t.Skip("mpicc not on PATH: no -tags mpi worker (make deps installs Open MPI)")
+		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi worker (make deps installs Open MPI)")
 	}
 	for _, np := range nps {
 		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {

@@ -1,4 +1,4 @@
-//go:build mpi
+//go:build mpi && cgo
 
 // The MPI adapter under real mpirun (scripts/mpitest.sh, np 2 and 4). All
 // MPI work sits in one test that initialises MPI and finalises it at the

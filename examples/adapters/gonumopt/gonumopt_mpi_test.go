@@ -1,4 +1,4 @@
-//go:build mpi
+//go:build mpi && cgo
 
 // The distributed objective under real mpirun (make test-adapters runs this
 // package at np 2 and 4): one Runtime over MPI for the whole test binary.
