@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -60,4 +61,22 @@ func CheckLaunch(env LaunchEnv, built bool, library string, mpiSize int) error {
 			env.Size, env.Var, env.Size, library, library)
 	}
 	return nil
+}
+
+// YieldEnv is the Open MPI parameter that makes a rank waiting in MPI yield
+// its core instead of spinning. Init sets it to 1 unless it is set already.
+const YieldEnv = "OMPI_MCA_mpi_yield_when_idle"
+
+// yieldWhenIdle sets YieldEnv (read by MPI_Init) unless the user chose. A
+// gohorovod rank always has two busy threads, training and the runtime's
+// loop waiting in MPI; where ranks fill the cores, a spinning wait takes the
+// core from training. Measured with examples/synthetic (ResNet-50 shapes,
+// 100 ms compute, np 2 on 2 cores, two alternating rounds): 15.2-15.7
+// steps/s with yielding against 11.2-11.8 spinning, and overlap turned from
+// negative (the step slower than compute plus communication in series) to
+// 0.53-0.75.
+func yieldWhenIdle() {
+	if _, set := os.LookupEnv(YieldEnv); !set {
+		os.Setenv(YieldEnv, "1")
+	}
 }

@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -72,5 +73,19 @@ func TestCheckLaunch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestYieldWhenIdle(t *testing.T) {
+	t.Setenv(YieldEnv, "")
+	os.Unsetenv(YieldEnv)
+	yieldWhenIdle()
+	if got := os.Getenv(YieldEnv); got != "1" {
+		t.Errorf("%s = %q after yieldWhenIdle, want 1", YieldEnv, got)
+	}
+	t.Setenv(YieldEnv, "0") // the user's choice stands
+	yieldWhenIdle()
+	if got := os.Getenv(YieldEnv); got != "0" {
+		t.Errorf("%s = %q, want the user's 0 kept", YieldEnv, got)
 	}
 }

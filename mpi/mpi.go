@@ -300,6 +300,7 @@ func Init() error {
 		return ErrFinalized
 	}
 	if C.hv_initialized() == 0 {
+		yieldWhenIdle()
 		// Start asks for MPI_THREAD_MULTIPLE and exits the process if it
 		// is not granted (both Open MPI and MPICH grant it).
 		gompi.Start(true)

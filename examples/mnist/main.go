@@ -117,13 +117,6 @@ func (o options) widths() ([]int, error) {
 func main() {
 	o, err := parse(os.Args[1:])
 	if err == nil {
-		// A rank waiting in MPI yields its core instead of spinning, so
-		// that on a machine with as many cores as ranks (or fewer) the
-		// waiting runtime goroutine does not take the core from the
-		// training goroutine (measured: see the package comment).
-		if _, set := os.LookupEnv(yieldEnv); !set {
-			os.Setenv(yieldEnv, "1")
-		}
 		err = start(hvd.Default())
 		if err == nil {
 			var stop func() error
@@ -143,9 +136,6 @@ func main() {
 		os.Exit(1)
 	}
 }
-
-// yieldEnv makes Open MPI yield the processor while it waits.
-const yieldEnv = "OMPI_MCA_mpi_yield_when_idle"
 
 // start initialises r: over MPI when the binary is built with it (run it
 // under mpirun or gohorovodrun for several ranks), else as a single rank.
