@@ -44,11 +44,13 @@ test: deps vet test-unit test-mpi test-adapters
 ADAPTERS = examples/adapters/gonumopt examples/adapters/gorgoniaopt
 test-adapters:
 	@for m in $(ADAPTERS); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 ./...) || exit 1; done
-ifneq ($(TAGS),)
-	@mkdir -p bin/mpitest
-	cd examples/adapters/gonumopt && $(GO) vet -tags mpi ./... && $(GO) test -tags mpi -c -o ../../../bin/mpitest/gonumopt.test .
-	for np in 2 4; do timeout 300 scripts/mpirun.sh $$np bin/mpitest/gonumopt.test -test.run MPI || exit 1; done
-endif
+	@# Decided when the recipe runs, not when make starts: on a fresh machine
+	@# make deps installs mpicc during this very run.
+	@if command -v mpicc >/dev/null 2>&1; then \
+	  mkdir -p bin/mpitest && \
+	  (cd examples/adapters/gonumopt && $(GO) vet -tags mpi ./... && $(GO) test -tags mpi -c -o ../../../bin/mpitest/gonumopt.test .) && \
+	  for np in 2 4; do echo "=== mpirun -np $$np gonumopt"; timeout 300 scripts/mpirun.sh $$np bin/mpitest/gonumopt.test -test.run MPI || exit 1; done; \
+	else echo "test-adapters: mpicc not found: gonumopt's MPI test skipped"; fi
 
 # The MPI tests linked against MPICH (installed beside Open MPI: apt-get
 # install -y mpich libmpich-dev), under MPICH's own launcher, at np 2 (MPICH
