@@ -1,0 +1,52 @@
+// Command synthetic is a synthetic-model benchmark in the manner of
+// Horovod's pytorch_synthetic_benchmark: it trains a model that exists only
+// as a list of parameter shapes, with the DistributedOptimizer, and measures
+// how fast steps go and how much of the gradient communication hides behind
+// the backward pass.
+//
+// Usage:
+//
+//	synthetic [-model resnet50|vgg16 | -shapes FILE] [-compute-ms 100] [-warmup 3]
+//	          [-batches-per-iter 5] [-iterations 5] [-part-steps 10] [-batch-size 32]
+//
+//	scripts/mpirun.sh 2 bin/synthetic        # 2 ranks (binary built with -tags mpi)
+//	go run ./examples/synthetic              # one process
+//
+// A step is a backward pass and an optimizer step. Backward visits the
+// parameters in reverse file order; for each it does real arithmetic over
+// the gradient, in an amount proportional to the parameter's size (sweeps
+// calibrated at start so that the whole backward takes -compute-ms on this
+// machine with every rank computing), then hands the gradient to the
+// DistributedOptimizer, which starts its allreduce at once. The optimizer
+// step (plain SGD) waits for the reductions and updates the parameters.
+//
+// After warm-up steps, the benchmark times -iterations of -batches-per-iter
+// steps, then -part-steps steps of each part of a step alone: backward
+// compute with no communication, communication with no compute (every
+// gradient handed over at once, then waited for), and the parameter update.
+// Rank 0 prints key=value lines: steps per second per rank
+// (rank.N.steps_per_s) and in total (steps_per_s_total, with samples per
+// second at -batch-size samples a step), the median step time and the median
+// times of the parts (step_ms, compute_ms, comm_ms, update_ms), and the
+// overlap achieved:
+//
+//	hidden_ms = compute_ms + comm_ms + update_ms - step_ms
+//	overlap   = hidden_ms / min(compute_ms, comm_ms)
+//
+// the share of the overlap that was possible (1 when communication hides
+// entirely behind compute or the other way round, 0 when nothing overlaps,
+// negative when a step is slower than its parts one after the other; 0
+// with -compute-ms 0). reduced_in_backward is the mean share of gradients
+// whose allreduce had completed when the last layer's compute ended, and
+// first_reduced_early the share of steps in which the first gradient's had.
+//
+// Overlap needs a spare core: the runtime's background goroutine and MPI
+// copy and reduce on the CPU, and every cycle in which gradients are ready
+// is a rendezvous of the ranks' loops. With as many busy ranks as cores,
+// communication during backward takes CPU from the compute, and a step can
+// be slower than its parts in sequence; a longer HOROVOD_CYCLE_TIME means
+// fewer rendezvous.
+//
+// Configuration of the runtime (fusion threshold, cycle time, ...) comes
+// from the HOROVOD_* environment variables.
+package main
