@@ -28,6 +28,7 @@ type Error struct {
 	Msg  string // cudaGetErrorString, e.g. "out of memory"
 }
 
+// Error implements the error interface.
 func (e *Error) Error() string {
 	return fmt.Sprintf("cuda: %s: %s (%s, code %d)", e.Op, e.Msg, e.Name, e.Code)
 }
@@ -55,6 +56,7 @@ type NCCLError struct {
 	Detail string
 }
 
+// Error implements the error interface.
 func (e *NCCLError) Error() string {
 	s := fmt.Sprintf("cuda: %s: %s (ncclResult %d)", e.Op, e.Msg, e.Code)
 	if e.Detail != "" {
@@ -77,6 +79,7 @@ type SymbolError struct {
 	Msg    string // dlerror's message
 }
 
+// Error implements the error interface.
 func (e *SymbolError) Error() string {
 	return fmt.Sprintf("%s lacks symbol %s (%s)", e.Path, e.Symbol, e.Msg)
 }
@@ -92,6 +95,7 @@ type LoadError struct {
 	Searched []string  // directories searched that contained none of the names
 }
 
+// Error implements the error interface.
 func (e *LoadError) Error() string {
 	var b strings.Builder
 	if e.Override != "" {

@@ -104,6 +104,7 @@ type DeviceInfo struct {
 	TotalMemoryBytes uint64
 }
 
+// String implements fmt.Stringer.
 func (d DeviceInfo) String() string {
 	return fmt.Sprintf("GPU %d (%s) sm_%d%d, %d SMs, %.1f GiB", d.Ordinal, d.PCIBusID, d.ComputeMajor, d.ComputeMinor,
 		d.Multiprocessors, float64(d.TotalMemoryBytes)/(1<<30))

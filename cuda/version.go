@@ -7,6 +7,7 @@ type Version struct {
 	Major, Minor, Patch int
 }
 
+// String implements fmt.Stringer.
 func (v Version) String() string {
 	if v.Patch == 0 {
 		return fmt.Sprintf("%d.%d", v.Major, v.Minor)

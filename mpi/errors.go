@@ -29,6 +29,7 @@ type Error struct {
 	Text  string // MPI_Error_string of Code
 }
 
+// Error implements the error interface.
 func (e *Error) Error() string {
 	return fmt.Sprintf("mpi: %s failed: %s (code %d, class %d)", e.Call, e.Text, e.Code, e.Class)
 }
@@ -40,6 +41,7 @@ type MismatchError struct {
 	Detail string // what disagreed, e.g. "element count differs across ranks (4 to 5)"
 }
 
+// Error implements the error interface.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("mpi: %s: arguments disagree across ranks: %s", e.Op, e.Detail)
 }
@@ -54,6 +56,7 @@ type ArgError struct {
 	Msg  string // what it found
 }
 
+// Error implements the error interface.
 func (e *ArgError) Error() string {
 	return fmt.Sprintf("mpi: %s: rank %d: %s", e.Op, e.Rank, e.Msg)
 }

@@ -40,6 +40,7 @@ type OpError struct {
 	Message string // Horovod's text, naming the field and the values
 }
 
+// Error implements the error interface.
 func (e *OpError) Error() string { return fmt.Sprintf("hvd: %s: %s", e.Name, e.Message) }
 
 // shutdownError is ErrShutdown with the cause that led to it.

@@ -10,6 +10,7 @@ import (
 // with status 2 for it.
 type UsageError struct{ Msg string }
 
+// Error implements the error interface.
 func (e *UsageError) Error() string { return e.Msg }
 
 func usagef(format string, a ...any) error {
@@ -33,6 +34,7 @@ type WorkerError struct {
 	Signal string
 }
 
+// Error implements the error interface.
 func (e *WorkerError) Error() string {
 	who := "a worker"
 	if e.Rank >= 0 {

@@ -16,6 +16,7 @@ const (
 	IntelMPI             // Intel MPI (Hydra-based, -ppn placement)
 )
 
+// String implements fmt.Stringer.
 func (f Flavor) String() string {
 	switch f {
 	case OpenMPI:

@@ -14,6 +14,7 @@ type Host struct {
 	Slots int
 }
 
+// String implements fmt.Stringer.
 func (h Host) String() string { return h.Name + ":" + strconv.Itoa(h.Slots) }
 
 // hostEntry is horovodrun's pattern for one -H entry.

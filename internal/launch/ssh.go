@@ -57,6 +57,7 @@ type UnreachableError struct {
 	Output map[string]string
 }
 
+// Error implements the error interface.
 func (e *UnreachableError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "could not connect to %d host(s) via ssh: %s", len(e.Hosts), strings.Join(e.Hosts, ", "))

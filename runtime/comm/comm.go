@@ -76,6 +76,7 @@ type MismatchError struct {
 	Detail string // what disagreed, e.g. "element counts 4 and 5"
 }
 
+// Error implements the error interface.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("comm: %s: arguments disagree across ranks: %s", e.Op, e.Detail)
 }

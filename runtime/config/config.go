@@ -186,10 +186,12 @@ type EnvError struct {
 	Err   error  // what is wrong with it
 }
 
+// Error implements the error interface.
 func (e *EnvError) Error() string {
 	return fmt.Sprintf("config: %s=%q: %v", e.Var, e.Value, e.Err)
 }
 
+// Unwrap returns the underlying error, for errors.Is and errors.As.
 func (e *EnvError) Unwrap() error { return e.Err }
 
 // ErrNegative is wrapped by the errors for knobs given a negative value.

@@ -18,6 +18,7 @@ type Result struct {
 	Speedup float64       // relative to the first result of its group (0 for the first)
 }
 
+// String implements fmt.Stringer.
 func (r Result) String() string {
 	s := fmt.Sprintf("%-34s %9.1f MiB %5d copies %10v %8.2f GB/s", r.Name, float64(r.Bytes)/(1<<20), r.Copies, r.Median.Round(time.Microsecond), r.GBPerS)
 	if r.Speedup != 0 {

@@ -16,6 +16,7 @@ const (
 	Invalid              // cached with different parameters: must be erased everywhere
 )
 
+// String implements fmt.Stringer.
 func (s State) String() string {
 	switch s {
 	case Hit:
