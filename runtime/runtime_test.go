@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -539,7 +540,16 @@ func TestPlacement(t *testing.T) {
 
 func TestAllreduceGroup(t *testing.T) {
 	c := startCluster(t, 2, testConfig())
+	// Rank 1 starts its first step only after rank 0 has tried a second
+	// Start, so that the group cannot have completed in between.
+	checked := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(checked) }) }
+	defer release()
 	c.each(t, func(r *Runtime, rank int) error {
+		if rank == 0 {
+			defer release()
+		}
 		ts := make([]*tensor.Tensor, 50)
 		names := make([]string, len(ts))
 		for i := range ts {
@@ -551,12 +561,19 @@ func TestAllreduceGroup(t *testing.T) {
 			return err
 		}
 		for step := 1; step <= 3; step++ {
+			if step == 1 && rank == 1 {
+				<-checked
+			}
 			h, err := g.Start()
 			if err != nil {
 				return err
 			}
-			if _, err := g.Start(); !errors.Is(err, ErrDuplicateName) {
-				return fmt.Errorf("second start while running: %v", err)
+			if step == 1 && rank == 0 {
+				_, err := g.Start()
+				release()
+				if !errors.Is(err, ErrDuplicateName) {
+					return fmt.Errorf("second start while running: %v", err)
+				}
 			}
 			if err := h.Wait(ctxT(t)); err != nil {
 				return err
