@@ -41,7 +41,6 @@ type loop struct {
 	joined    bool
 	performed bool      // the last cycle performed at least one response
 	slow      bool      // the last cycle negotiated
-	idle      int       // consecutive cycles that neither negotiated nor performed
 	syncedAt  time.Time // when the last agreement allreduce returned
 	stallErr  error
 	invalid   map[string]bool // cached names to force through negotiation
@@ -161,17 +160,11 @@ func (l *loop) run() {
 		}
 		t0 := time.Now()
 		stop, err := l.cycle()
-		busy := int64(time.Since(t0))
-		if l.performed || l.slow || len(l.msgs) > 0 {
-			l.idle = 0
-		} else {
-			l.idle++
-		}
 		// The next tick counts from the agreement allreduce, where the
 		// ranks met, so that their cycles stay in phase and no rank waits
 		// in the next agreement for a peer that is still asleep.
-		l.r.q.backoff.Store(l.idle > 0)
-		next = l.syncedAt.Add(l.cfg.CycleTime * time.Duration(idleBackoff(l.idle)))
+		next = l.syncedAt.Add(l.cfg.CycleTime)
+		busy := int64(time.Since(t0))
 		st := &l.r.stats
 		st.cycles.Add(1)
 		if l.performed {
@@ -194,29 +187,6 @@ func (l *loop) run() {
 			return
 		}
 	}
-}
-
-// maxIdleBackoff bounds how many cycle times the loop sleeps after a run of
-// idle cycles.
-const maxIdleBackoff = 8
-
-// idleBackoff returns how many cycle times to sleep after n consecutive
-// idle cycles (cycles that found no request on this rank and negotiated and
-// performed nothing): 1 while work flows, then doubling up to maxIdleBackoff. An idle cycle still costs an
-// allreduce and a wake-up of the loop beside the training goroutine. Work
-// that arrives does not wait for the longer sleep: while the loop backs off,
-// the first request wakes it (and the cycle returns to every cycle time, so
-// that gradients submitted during backward still overlap it), as do a Wait
-// and Shutdown.
-// Measured with examples/mnist --groups 1 at np 2 on 2 cores (epochs 2-3,
-// two alternating rounds): 50-55k samples/s with the backoff against
-// 32-42k with a cycle every 1 ms.
-func idleBackoff(n int) int {
-	b := 1
-	for i := 0; i < n && b < maxIdleBackoff; i++ {
-		b *= 2
-	}
-	return b
 }
 
 func (l *loop) shutdownRequested() bool {

@@ -128,13 +128,3 @@ func TestFusedPiecesAndInPlace(t *testing.T) {
 		})
 	}
 }
-
-func TestIdleBackoff(t *testing.T) {
-	for _, tt := range []struct{ idle, want int }{
-		{0, 1}, {1, 2}, {2, 4}, {3, 8}, {4, 8}, {100, 8},
-	} {
-		if got := idleBackoff(tt.idle); got != tt.want {
-			t.Errorf("idleBackoff(%d) = %d, want %d", tt.idle, got, tt.want)
-		}
-	}
-}

@@ -3,7 +3,6 @@ package runtime
 import (
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
@@ -30,9 +29,6 @@ type queue struct {
 	// wake tells the loop to start a cycle now: a group of requests was
 	// enqueued, or a caller waits on a handle.
 	wake chan struct{}
-	// backoff is set while the loop sleeps longer than a cycle after idle
-	// cycles: the first request to arrive then wakes it.
-	backoff atomic.Bool
 }
 
 func (q *queue) reset() {
@@ -64,9 +60,6 @@ func (q *queue) add(es ...*entry) error {
 		}
 	}
 	q.fifo = append(q.fifo, es...)
-	if q.backoff.Load() {
-		q.signal()
-	}
 	return nil
 }
 

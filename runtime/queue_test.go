@@ -56,25 +56,3 @@ func TestQueuePushFrontKeepsOrder(t *testing.T) {
 		t.Fatalf("got %d entries in the wrong order", len(got))
 	}
 }
-
-// While the loop backs off after idle cycles, the first request wakes it;
-// otherwise a lone request waits for the tick (a group or a Wait wakes it).
-func TestQueueAddWakesABackingOffLoop(t *testing.T) {
-	for _, backoff := range []bool{false, true} {
-		var q queue
-		q.reset()
-		q.backoff.Store(backoff)
-		if err := q.add(&entry{req: wire.Request{Name: "x"}, h: newHandle(1)}); err != nil {
-			t.Fatal(err)
-		}
-		woken := false
-		select {
-		case <-q.wake:
-			woken = true
-		default:
-		}
-		if woken != backoff {
-			t.Errorf("backoff %v: loop woken = %v", backoff, woken)
-		}
-	}
-}
