@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -20,32 +18,13 @@ import (
 // startRuntimes runs n Runtimes over one in-memory group.
 func startRuntimes(t *testing.T, n int) []*hvd.Runtime {
 	t.Helper()
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
 	cfg := config.Default()
 	cfg.CycleTime = time.Millisecond
-	rts := make([]*hvd.Runtime, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		rts[i] = new(hvd.Runtime)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = rts[i].Init(hvd.WithCommunicator(group[i]), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
-		}()
+	rts, err := hvd.StartLocal(n, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: Init: %v", i, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, r := range rts {
-			r.Shutdown()
-		}
-		group[0].Close()
-	})
+	t.Cleanup(func() { hvd.StopLocal(rts) })
 	return rts
 }
 

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -24,36 +22,22 @@ func TestDataParallel(t *testing.T) {
 		t.Skip("trains on MNIST")
 	}
 	const n = 2
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
-	defer group[0].Close()
 	cfg := config.Default()
 	o, err := parse([]string{"--epochs", "1", "--train-limit", "12000", "--warmup-epochs", "0.5"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
 	res := make([]result, n)
-	errs := make([]error, n)
 	outs := make([]bytes.Buffer, n)
-	for rank := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := new(hvd.Runtime)
-			if errs[rank] = r.Init(hvd.WithCommunicator(group[rank]), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop())); errs[rank] != nil {
-				return
-			}
-			defer r.Shutdown()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			res[rank], errs[rank] = run(ctx, o, r, &outs[rank])
-		}()
-	}
-	wg.Wait()
-	for rank, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", rank, err)
-		}
+	err = hvd.RunLocal(n, func(r *hvd.Runtime, rank int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var err error
+		res[rank], err = run(ctx, o, r, &outs[rank])
+		return err
+	}, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
 	}
 	if res[0].checksum != res[1].checksum {
 		t.Fatal("ranks ended with different parameters")

@@ -7,14 +7,12 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -126,33 +124,19 @@ func runRanks(t *testing.T, n int, args ...string) ([]report, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
-	defer group[0].Close()
 	cfg := config.Default()
 	cfg.CycleTime = time.Millisecond
 	reps := make([]report, n)
 	outs := make([]bytes.Buffer, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for rank := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := new(hvd.Runtime)
-			if errs[rank] = r.Init(hvd.WithCommunicator(group[rank]), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop())); errs[rank] != nil {
-				return
-			}
-			defer r.Shutdown()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			reps[rank], errs[rank] = run(ctx, o, r, &outs[rank])
-		}()
-	}
-	wg.Wait()
-	for rank, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", rank, err)
-		}
+	err = hvd.RunLocal(n, func(r *hvd.Runtime, rank int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		var err error
+		reps[rank], err = run(ctx, o, r, &outs[rank])
+		return err
+	}, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
 	}
 	texts := make([]string, n)
 	for i := range outs {
