@@ -146,7 +146,9 @@ func (l *loop) run() {
 	defer timer.Stop()
 	next := time.Now()
 	for {
-		if d := time.Until(next); d > 0 {
+		// Sleep until the tick unless a caller waits on names still
+		// in flight (see Handle.Wait).
+		if d := time.Until(next); d > 0 && !l.r.q.hot() {
 			timer.Reset(d)
 			select {
 			case <-timer.C:

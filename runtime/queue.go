@@ -3,6 +3,7 @@ package runtime
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
@@ -29,6 +30,8 @@ type queue struct {
 	// wake tells the loop to start a cycle now: a group of requests was
 	// enqueued, or a caller waits on a handle.
 	wake chan struct{}
+	// waiters counts callers blocked in Handle.Wait.
+	waiters atomic.Int32
 }
 
 func (q *queue) reset() {
@@ -69,6 +72,18 @@ func (q *queue) signal() {
 	case q.wake <- struct{}{}:
 	default:
 	}
+}
+
+// hot reports whether a caller waits while names are still in flight: the
+// loop then cycles again at once instead of sleeping until the tick.
+func (q *queue) hot() bool {
+	if q.waiters.Load() == 0 {
+		return false
+	}
+	q.mu.Lock()
+	n := len(q.table)
+	q.mu.Unlock()
+	return n > 0
 }
 
 // pop moves the FIFO's entries to dst.
