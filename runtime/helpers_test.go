@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -48,32 +46,7 @@ type cluster struct {
 // startCluster runs n runtimes over one in-memory group.
 func startCluster(t *testing.T, n int, cfg config.Config) *cluster {
 	t.Helper()
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
-	c := &cluster{rts: make([]*Runtime, n), counts: make([]*counting, n)}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := 0; i < n; i++ {
-		c.rts[i] = new(Runtime)
-		c.counts[i] = &counting{Communicator: group[i]}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			errs[i] = c.rts[i].Init(WithCommunicator(c.counts[i]), WithConfig(cfg), WithLogger(zerolog.Nop()))
-		}(i)
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d init: %v", i, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, r := range c.rts {
-			r.Shutdown()
-		}
-		group[0].Close()
-	})
-	return c
+	return startClusterWith(t, n, WithConfig(cfg))
 }
 
 // each runs fn on every rank concurrently and reports errors.

@@ -12,7 +12,9 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// startClusterWith is startCluster with extra Init options.
+// startClusterWith starts n runtimes over one in-memory group (each
+// communicator wrapped in a counting one) with the test configuration and
+// the logger off, then opts; they shut down when the test ends.
 func startClusterWith(t *testing.T, n int, opts ...Option) *cluster {
 	t.Helper()
 	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gohorovod/gohorovod/cuda"
+	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -56,7 +57,7 @@ func (c *cudaComm) AllGatherV(send, recv uintptr, counts []int, dt tensor.DType)
 		}
 		return c.c.AllGather(send, recv, counts[0], dt, c.s)
 	}
-	off := offsets(counts)
+	off := comm.Offsets(counts)
 	es := uintptr(dt.Size())
 	return c.n.Group(func() error {
 		for r, n := range counts {
@@ -91,7 +92,7 @@ func (c *cudaComm) ReduceScatterV(send, recv uintptr, counts []int, dt tensor.DT
 		}
 		return c.c.ReduceScatter(send, recv, counts[0], dt, op, c.s)
 	}
-	off := offsets(counts)
+	off := comm.Offsets(counts)
 	es := uintptr(dt.Size())
 	return c.n.Group(func() error {
 		for r, n := range counts {

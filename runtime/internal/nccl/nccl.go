@@ -44,17 +44,6 @@ type Comm interface {
 	Close() error
 }
 
-// offsets returns the element offset of each block.
-func offsets(counts []int) []int {
-	off := make([]int, len(counts))
-	n := 0
-	for i, c := range counts {
-		off[i] = n
-		n += c
-	}
-	return off
-}
-
 func equal(counts []int) bool {
 	for _, c := range counts {
 		if c != counts[0] {
