@@ -335,8 +335,31 @@ func (l *loop) allreduce(resp *wire.Response) error {
 	buf := l.fusionBuffer(step)
 	in, out := fusedCursor{ents: l.ents}, fusedCursor{ents: l.ents, out: true}
 	var t1, t2 time.Time
+	inPlace := 0
 	for off := 0; off < total; off += step {
-		b := buf[:min(step, total-off)]
+		n := min(step, total-off)
+		if b, ok := in.run(n); ok {
+			// The piece is one run of memory already (gradients that
+			// are views of one flat buffer): reduce it where it is.
+			// Every rank makes the same calls on the same pieces
+			// whatever its layout, so ranks may differ in this.
+			in.skip(n)
+			out.skip(n)
+			inPlace += n
+			tensor.Scale(dt, b, pre)
+			if off == 0 {
+				t1 = time.Now()
+			}
+			if err := l.reduceBytes(b, dt, op); err != nil {
+				return collectiveErr(l.ents, err)
+			}
+			if off+n >= total {
+				t2 = time.Now()
+			}
+			tensor.Scale(dt, b, post)
+			continue
+		}
+		b := buf[:n]
 		in.copy(b)
 		tensor.Scale(dt, b, pre)
 		if off == 0 {
@@ -351,6 +374,8 @@ func (l *loop) allreduce(resp *wire.Response) error {
 		tensor.Scale(dt, b, post)
 		out.copy(b)
 	}
+	l.r.stats.inPlace.Add(int64(inPlace))
+	l.r.stats.copied.Add(int64(total - inPlace))
 	end := time.Now()
 	if l.tl != nil {
 		// With more than one chunk the copies interleave with the
@@ -372,6 +397,48 @@ type fusedCursor struct {
 	out  bool // copy the chunk to the outputs rather than from the inputs
 	i    int  // current entry
 	off  int  // bytes of it already copied
+}
+
+// run returns the next n bytes of the concatenation as one slice of
+// memory, when they are: the entries they span are reduced in place (input
+// and output the same tensor) and each follows the one before in one
+// allocation (tensor.Follows).
+func (c *fusedCursor) run(n int) ([]byte, bool) {
+	e := c.ents[c.i]
+	if e.in != e.out {
+		return nil, false
+	}
+	b := e.in.Bytes()[c.off:]
+	have := len(b)
+	prev := e.in
+	for j := c.i + 1; have < n; j++ {
+		f := c.ents[j]
+		if f.in != f.out {
+			return nil, false
+		}
+		if f.in.NumBytes() == 0 {
+			continue
+		}
+		if !tensor.Follows(f.in, prev) || have+f.in.NumBytes() > cap(b) {
+			return nil, false
+		}
+		have += f.in.NumBytes()
+		prev = f.in
+	}
+	return b[:n], true
+}
+
+// skip moves the cursor n bytes on without copying.
+func (c *fusedCursor) skip(n int) {
+	for n > 0 {
+		left := c.ents[c.i].in.NumBytes() - c.off
+		if n < left {
+			c.off += n
+			return
+		}
+		n -= left
+		c.i, c.off = c.i+1, 0
+	}
 }
 
 // copy moves the next len(b) bytes of the concatenation to or from b.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -128,5 +129,122 @@ func TestFusedPiecesAndInPlace(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFlatTensorsReducedInPlace checks fused pieces that lie in one run of
+// memory (tensors that are views of one flat buffer) are reduced where they
+// lie, and that ranks whose layouts differ still make the same calls and
+// get the same sums: rank 0's tensors are views of one flat buffer in
+// submission order, rank 1's are separate allocations, rank 2's are flat
+// but in reverse order (no two neighbours in submission order follow each
+// other), and rank 3's first half is flat and its second half separate.
+func TestFlatTensorsReducedInPlace(t *testing.T) {
+	sizes := []int{3, 5, 1, 8, 13, 2, 7, 4} // float32 elements
+	total := 0
+	for _, n := range sizes {
+		total += n * 4
+	}
+	const fchunk = 24 // pieces of 6 elements, cutting tensors in the middle
+	c := startClusterWith(t, 4, WithFusionChunkBytes(fchunk), WithMaxFusedBytes(0))
+	layout := func(rank int) []*tensor.Tensor {
+		ts := make([]*tensor.Tensor, len(sizes))
+		shapes := make([]tensor.Shape, len(sizes))
+		for i, n := range sizes {
+			shapes[i] = tensor.Shape{n}
+		}
+		switch rank {
+		case 0:
+			_, ts = tensor.NewFlat(tensor.Float32, shapes...)
+		case 2:
+			rev := slices.Clone(shapes)
+			slices.Reverse(rev)
+			_, parts := tensor.NewFlat(tensor.Float32, rev...)
+			for i := range ts {
+				ts[i] = parts[len(parts)-1-i]
+			}
+		case 3:
+			_, parts := tensor.NewFlat(tensor.Float32, shapes[:4]...)
+			copy(ts, parts)
+		}
+		for i, n := range sizes {
+			if ts[i] == nil {
+				ts[i] = tensor.New(tensor.Float32, n)
+			}
+		}
+		return ts
+	}
+	names := make([]string, len(sizes))
+	for i := range names {
+		names[i] = fmt.Sprintf("flat.%d", i)
+	}
+	const steps = 3
+	c.each(t, func(r *Runtime, rank int) error {
+		ts := layout(rank)
+		g, err := r.NewAllreduceGroup(ts, names, Sum, Prescale(2), Postscale(0.25))
+		if err != nil {
+			return err
+		}
+		for step := 0; step < steps; step++ {
+			// Element j of tensor i on rank k holds 100(k+1) + 10i + j: every
+			// element's sum over the 4 ranks is distinct.
+			for i, x := range ts {
+				for j := range x.Float32s() {
+					x.Float32s()[j] = float32(100*(rank+1) + 10*i + j)
+				}
+			}
+			h, err := g.Start()
+			if err != nil {
+				return err
+			}
+			if err := h.Wait(ctxT(t)); err != nil {
+				return err
+			}
+			for i, x := range ts {
+				for j, v := range x.Float32s() {
+					// (100·(1+2+3+4) + 4(10i+j))·2·0.25
+					want := float32(1000+4*(10*i+j)) / 2
+					if v != want {
+						return fmt.Errorf("step %d tensor %d[%d] = %v, want %v", step, i, j, v, want)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	// What each rank reduces in place: the pieces that lie wholly inside
+	// one run of neighbours. runs[k] gives each tensor's run on rank k.
+	runs := [][]int{
+		{0, 0, 0, 0, 0, 0, 0, 0},
+		{0, 1, 2, 3, 4, 5, 6, 7},
+		{0, 1, 2, 3, 4, 5, 6, 7},
+		{0, 0, 0, 0, 4, 5, 6, 7},
+	}
+	wantInPlace := make([]int64, len(runs))
+	for rank, run := range runs {
+		var of []int // the run of every byte
+		for i, n := range sizes {
+			for range n * 4 {
+				of = append(of, run[i])
+			}
+		}
+		for off := 0; off < total; off += fchunk {
+			end := min(off+fchunk, total)
+			if of[off] == of[end-1] {
+				wantInPlace[rank] += int64(end - off)
+			}
+		}
+	}
+	if wantInPlace[0] != int64(total) || wantInPlace[1] == 0 || wantInPlace[3] <= wantInPlace[1] {
+		t.Fatalf("the layouts do not exercise the cases: %v", wantInPlace)
+	}
+	for rank, r := range c.rts {
+		s := r.Stats()
+		if got := s.FusedInPlace; got != steps*wantInPlace[rank] {
+			t.Errorf("rank %d: %d bytes reduced in place, want %d", rank, got, steps*wantInPlace[rank])
+		}
+		if got := s.FusedCopied + s.FusedInPlace; got != steps*int64(total) {
+			t.Errorf("rank %d: %d fused bytes in all, want %d", rank, got, steps*total)
+		}
 	}
 }

@@ -269,3 +269,68 @@ func TestMPIShutdownOnOneRank(t *testing.T) {
 		}
 	}
 }
+
+// TestMPIFlatAndSeparateLayouts reduces a model's gradients held as views
+// of one flat buffer on even ranks and as separate tensors on odd ranks:
+// the ranks make the same MPI calls whatever their layouts, the even ranks
+// without copying through the fusion buffer.
+func TestMPIFlatAndSeparateLayouts(t *testing.T) {
+	r := new(Runtime)
+	if err := r.Init(WithConfig(testConfig()), WithoutMPIFinalize(), WithLogger(zerolog.Nop()),
+		WithFusionChunkBytes(1024), WithMaxFusedBytes(0)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.Shutdown()
+		world.Barrier()
+	})
+	rank, _ := r.Rank()
+	size, _ := r.Size()
+	shapes := make([]tensor.Shape, 40)
+	names := make([]string, len(shapes))
+	for i := range shapes {
+		shapes[i] = tensor.Shape{64 + 8*i} // 256..568 bytes: pieces cut tensors
+		names[i] = fmt.Sprintf("layout.%d", i)
+	}
+	var ts []*tensor.Tensor
+	if rank%2 == 0 {
+		_, ts = tensor.NewFlat(tensor.Float32, shapes...)
+	} else {
+		for _, s := range shapes {
+			ts = append(ts, tensor.New(tensor.Float32, s...))
+		}
+	}
+	g, err := r.NewAllreduceGroup(ts, names, Average)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := 0; step < 3; step++ {
+		for i, x := range ts {
+			for j := range x.Float32s() {
+				x.Float32s()[j] = float32(rank + i + j + step)
+			}
+		}
+		h, err := g.Start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Wait(mpiCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		// The average of rank+i+j+step over the ranks.
+		for i, x := range ts {
+			for j, v := range x.Float32s() {
+				if want := float32(size-1)/2 + float32(i+j+step); v != want {
+					t.Fatalf("step %d tensor %d[%d] = %v, want %v", step, i, j, v, want)
+				}
+			}
+		}
+	}
+	s := r.Stats()
+	if rank%2 == 0 && (s.FusedInPlace == 0 || s.FusedCopied != 0) {
+		t.Errorf("flat rank %d: %d bytes in place, %d copied; want all in place", rank, s.FusedInPlace, s.FusedCopied)
+	}
+	if rank%2 == 1 && s.FusedCopied == 0 {
+		t.Errorf("rank %d with separate tensors copied nothing", rank)
+	}
+}

@@ -17,12 +17,18 @@ type Stats struct {
 	// the steady-state cost of a training step's cycle.
 	CachedCycles int64
 	CachedBusy   time.Duration
+	// FusedCopied and FusedInPlace count the bytes of fused allreduces
+	// that went through the fusion buffer (copied in and out) and those
+	// reduced where they lie, because the tensors they span follow one
+	// another in one allocation (tensor.NewFlat; see tensor.Follows).
+	FusedCopied, FusedInPlace int64
 }
 
 type stats struct {
 	cycles, active, slow atomic.Int64
 	activeNs, idleNs     atomic.Int64
 	cached, cachedNs     atomic.Int64
+	copied, inPlace      atomic.Int64
 }
 
 // Stats returns the loop's counters.
@@ -36,5 +42,7 @@ func (r *Runtime) Stats() Stats {
 		SlowCycles:   s.slow.Load(),
 		CachedCycles: s.cached.Load(),
 		CachedBusy:   time.Duration(s.cachedNs.Load()),
+		FusedCopied:  s.copied.Load(),
+		FusedInPlace: s.inPlace.Load(),
 	}
 }

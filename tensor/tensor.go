@@ -201,12 +201,16 @@ func View[T Element](t *Tensor) []T {
 	return fromBytes[T](t.data)
 }
 
+// asBytes reinterprets s as bytes. The result keeps s's capacity, so that
+// tensors made from neighbouring subslices of one slice are seen to be
+// neighbours in one allocation (see Follows).
 func asBytes[T any](s []T) []byte {
-	if len(s) == 0 {
+	if cap(s) == 0 {
 		return []byte{}
 	}
 	var z T
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(z)))
+	size := int(unsafe.Sizeof(z))
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), cap(s)*size)[:len(s)*size]
 }
 
 func fromBytes[T any](b []byte) []T {
@@ -322,6 +326,41 @@ func (t *Tensor) Rows(lo, hi int) *Tensor {
 		c.ptr = t.ptr + uintptr(lo*rb)
 	}
 	return &c
+}
+
+// NewFlat returns one zero-filled host tensor holding every shape's elements
+// back to back, and a tensor per shape that is a view of its part, in order.
+// Gradients allocated this way are reduced in place as one buffer when they
+// are fused (no copy into or out of the fusion buffer), as with PyTorch
+// DDP's gradient_as_bucket_view.
+func NewFlat(dt DType, shapes ...Shape) (flat *Tensor, parts []*Tensor) {
+	total := 0
+	for _, s := range shapes {
+		if err := s.Validate(); err != nil {
+			panic(err.Error())
+		}
+		total += s.NumElements()
+	}
+	flat = New(dt, total)
+	parts = make([]*Tensor, len(shapes))
+	off := 0
+	for i, s := range shapes {
+		n := s.NumElements() * dt.Size()
+		parts[i] = &Tensor{dtype: dt, shape: s.Clone(), data: flat.data[off : off+n]}
+		off += n
+	}
+	return flat, parts
+}
+
+// Follows reports whether b's host storage starts exactly where a's ends,
+// within one allocation (a's storage has capacity left that b occupies):
+// the two can then be handled as one run of bytes, a.Bytes() extended to
+// its capacity. Empty tensors follow nothing.
+func Follows(b, a *Tensor) bool {
+	if a.device.Kind != CPU || b.device.Kind != CPU || len(b.data) == 0 || len(a.data) >= cap(a.data) {
+		return false
+	}
+	return &a.data[:len(a.data)+1][len(a.data)] == &b.data[0]
 }
 
 // String describes the tensor briefly: dtype, shape and device.

@@ -18,7 +18,7 @@ func main() {
 	chunks := flag.String("chunk", "", "comma-separated transport chunk sizes in bytes (0: none; default: the runtime's)")
 	fchunks := flag.String("fchunk", "", "comma-separated fusion piece sizes in bytes (0: whole response; default: the runtime's)")
 	maxFused := flag.String("maxfused", "", "comma-separated largest fused tensor sizes in bytes (0: no limit; default: the runtime's)")
-	cases := flag.String("cases", "resnet50,64MiB,4KiBx1000,tinyx161,tinyx1000", "cases to run")
+	cases := flag.String("cases", "resnet50,64MiB,4KiBx1000,4KiBx1000flat,tinyx161,tinyx1000", "cases to run")
 	rounds := flag.Int("rounds", 1, "yardstick-then-runtime rounds; more than one prints summary lines with the medians over rounds")
 	rawFusion := flag.Int64("raw-fusion", 4<<20, "the yardstick's fused-mode buffer in bytes")
 	cpuProfile := flag.String("cpuprofile", "", "write rank 0's CPU profile of the runtime cases to this file")

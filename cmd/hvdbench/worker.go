@@ -89,8 +89,16 @@ func worker(a workerArgs) error {
 		"resnet50":  resnet,
 		"64MiB":     {16 << 20},
 		"4KiBx1000": slices.Repeat([]int{1024}, 1000),
-		"tinyx161":  slices.Repeat([]int{1}, 161),
-		"tinyx1000": slices.Repeat([]int{1}, 1000),
+		// The same tensors as views of one flat buffer: fused pieces
+		// are reduced in place, with no copies.
+		"4KiBx1000" + flatSuffix: slices.Repeat([]int{1024}, 1000),
+		"tinyx161":               slices.Repeat([]int{1}, 161),
+		"tinyx1000":              slices.Repeat([]int{1}, 1000),
+	}
+	for _, name := range a.cases {
+		if _, ok := sets[name]; !ok {
+			return fmt.Errorf("unknown case %q", name)
+		}
 	}
 	for _, thr := range a.thresholds {
 		for _, chunk := range a.chunks {
@@ -164,10 +172,21 @@ func runCase(rt *hvd.Runtime, ctl comm.Communicator, name string, counts []int, 
 	ts := make([]*tensor.Tensor, len(counts))
 	names := make([]string, len(counts))
 	total := 0
+	if strings.HasSuffix(name, flatSuffix) {
+		// The tensors are views of one flat buffer, as gradients
+		// allocated with tensor.NewFlat are.
+		shapes := make([]tensor.Shape, len(counts))
+		for i, n := range counts {
+			shapes[i] = tensor.Shape{n}
+		}
+		_, ts = tensor.NewFlat(tensor.Float32, shapes...)
+	}
 	for i, n := range counts {
-		ts[i] = tensor.New(tensor.Float32, n)
-		for j := range ts[i].Float32s() {
-			ts[i].Float32s()[j] = 1
+		if ts[i] == nil {
+			ts[i] = tensor.New(tensor.Float32, n)
+		}
+		for j, v := 0, ts[i].Float32s(); j < len(v); j++ {
+			v[j] = 1
 		}
 		names[i] = fmt.Sprintf("%s.%d", name, i)
 		total += n
