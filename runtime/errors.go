@@ -24,6 +24,10 @@ var (
 	// ErrDuplicateName is returned at enqueue time when a name is already
 	// in flight on this rank.
 	ErrDuplicateName = errors.New("hvd: " + duplicateNameText)
+	// ErrGroupClosed is returned by AllreduceGroup.Start on a group that
+	// was closed, or whose runtime was shut down (and perhaps initialised
+	// again) since the group was made.
+	ErrGroupClosed = errors.New("hvd: allreduce group closed, or made before the runtime was last initialised")
 	// ErrAlreadyInitialized is returned by a second Init of a running
 	// Runtime.
 	ErrAlreadyInitialized = errors.New("hvd: already initialized")

@@ -11,12 +11,15 @@ import (
 // together, step after step — a model's gradients. Its requests are built
 // once, so Start allocates the same small amount whatever the number of
 // tensors; each tensor is still negotiated by name, cached and fused like
-// any other allreduce.
+// any other allreduce. The group holds its names from NewAllreduceGroup to
+// Close: no other operation may use them meanwhile (ErrDuplicateName), and
+// in exchange a step looks none of them up by name in the tensor table.
 type AllreduceGroup struct {
 	r    *Runtime
 	ents []*entry
 	outs []*tensor.Tensor
 	last *Handle
+	gen  int // the runtime's generation (Init) the names are held in
 }
 
 // NewAllreduceGroup prepares the in-place allreduce of ts, tensor i under
@@ -51,7 +54,25 @@ func (r *Runtime) NewAllreduceGroup(ts []*tensor.Tensor, names []string, op Redu
 		e.req.Op, e.req.Prescale, e.req.Postscale = op, o.prescale, o.postscale
 		g.ents[i] = e
 	}
+	gen, err := r.q.own(g.ents)
+	if err != nil {
+		return nil, err
+	}
+	g.gen = gen
 	return g, nil
+}
+
+// Close releases the group's names. It fails with ErrDuplicateName while a
+// step is in flight; closing twice is harmless.
+func (g *AllreduceGroup) Close() error {
+	if g.gen == 0 {
+		return nil
+	}
+	if err := g.r.q.disown(g.ents, g.gen); err != nil {
+		return err
+	}
+	g.gen = 0
+	return nil
 }
 
 // Len returns the number of tensors in the group.
@@ -62,6 +83,9 @@ func (g *AllreduceGroup) Len() int { return len(g.ents) }
 func (g *AllreduceGroup) Start() (*Handle, error) {
 	if err := g.r.checkRunning(); err != nil {
 		return nil, err
+	}
+	if g.gen == 0 || g.gen != g.r.q.generation() {
+		return nil, ErrGroupClosed
 	}
 	if g.last != nil && !g.last.Poll() {
 		return nil, ErrDuplicateName

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"weak"
 
 	"github.com/rs/zerolog"
 
@@ -33,11 +34,11 @@ type loop struct {
 	coord     *negotiate.Coordinator // rank 0 only
 	planner   fusion.Planner
 	stall     *stall.Inspector
-	tl        *timeline.Timeline // rank 0 with HOROVOD_TIMELINE only
-	fusion    []byte             // persistent fusion buffer, grown up to the threshold
-	views     [4]*tensor.Tensor  // recent transport views, reused (see view)
-	chunk     int                // bytes per collective call on large buffers; 0: no chunking
-	fuseChunk int                // bytes of fused tensors copied, reduced and copied back at a time; 0: all
+	tl        *timeline.Timeline                      // rank 0 with HOROVOD_TIMELINE only
+	fusion    []byte                                  // persistent fusion buffer, grown up to the threshold
+	views     map[viewKey]weak.Pointer[tensor.Tensor] // transport views, reused (see view)
+	chunk     int                                     // bytes per collective call on large buffers; 0: no chunking
+	fuseChunk int                                     // bytes of fused tensors copied, reduced and copied back at a time; 0: all
 	joined    bool
 	performed bool      // the last cycle performed at least one response
 	slow      bool      // the last cycle negotiated
@@ -48,6 +49,9 @@ type loop struct {
 
 	// Reused from cycle to cycle.
 	msgs, hits, uncached, back []*entry
+	byBit                      []*entry // this cycle's common hits, by cache bit
+	respEnts                   []*entry // the entry of each of l.responses, when known
+	sources                    []int    // indices in l.responses of the response performed
 	hitBits, common, inv       []int
 	responses                  []wire.Response
 	ents                       []*entry
@@ -64,6 +68,7 @@ func newLoop(r *Runtime) (*loop, error) {
 		r: r, com: r.com, rank: r.rank, size: r.size, cfg: r.cfg, log: r.log, stopReq: r.stopReq,
 		cache:     cache.New(r.cfg.CacheCapacity, r.rank),
 		invalid:   make(map[string]bool),
+		views:     make(map[viewKey]weak.Pointer[tensor.Tensor]),
 		chunk:     defaultChunkBytes,
 		fuseChunk: defaultFusionChunkBytes,
 		planner:   fusion.Planner{MaxFused: defaultMaxFusedBytes},
@@ -216,6 +221,7 @@ func (l *loop) cycle() (bool, error) {
 		l.tl.MarkCycle(now)
 	}
 	l.performed, l.slow = false, false
+	defer l.forget()
 	l.msgs = l.r.q.pop(l.msgs[:0])
 	l.sync.Reset(l.cache.Bits())
 	l.hits, l.uncached, l.back, l.hitBits = l.hits[:0], l.uncached[:0], l.back[:0], l.hitBits[:0]
@@ -234,7 +240,8 @@ func (l *loop) cycle() (bool, error) {
 			l.uncached = append(l.uncached, e)
 			continue
 		}
-		st, bit := l.cache.Lookup(&e.req)
+		st, bit := l.cache.LookupHint(&e.req, e.bit)
+		e.bit = bit
 		if st == cache.Hit && len(l.invalid) > 0 && l.invalid[e.req.Name] {
 			delete(l.invalid, e.req.Name)
 			st = cache.Invalid
@@ -293,19 +300,28 @@ func (l *loop) cycle() (bool, error) {
 		}
 	}
 	l.common = l.sync.AppendCommonHits(l.common[:0])
+	if n := l.cache.Bits(); len(l.byBit) < n {
+		l.byBit = append(l.byBit, make([]*entry, n-len(l.byBit))...)
+	}
 	for i, e := range l.hits {
 		bit := l.hitBits[i]
 		if l.sync.IsHit(bit) && l.cache.Has(bit) {
 			l.stall.RemoveCached(e.req.Name)
+			l.byBit[bit] = e
 			continue
 		}
 		l.back = append(l.back, e)
 		l.stall.ObserveCached(e.req.Name, now)
 	}
-	l.responses = l.responses[:0]
+	// The cached responses, and beside each the entry it performs (nil
+	// where this rank has joined and submitted nothing): the entries are
+	// then taken without looking their names up (see entries).
+	l.responses, l.respEnts = l.responses[:0], l.respEnts[:0]
 	for _, bit := range l.common {
 		if l.cache.Has(bit) {
 			l.responses = append(l.responses, *l.cache.Get(bit))
+			l.respEnts = append(l.respEnts, l.byBit[bit])
+			l.byBit[bit] = nil
 		}
 	}
 	shutdown := l.sync.Shutdown()
@@ -322,16 +338,19 @@ func (l *loop) cycle() (bool, error) {
 			}
 		}
 		l.responses = append(l.responses, list.Responses...)
+		for range list.Responses {
+			l.respEnts = append(l.respEnts, nil)
+		}
 		shutdown = shutdown || list.Shutdown
 	}
 	l.r.q.pushFront(l.back)
-	clear(l.msgs)
 	if shutdown {
 		// Every rank stops; pending operations fail with ErrShutdown.
 		return true, nil
 	}
-	for _, resp := range l.planner.Plan(l.responses, l.cfg.FusionThreshold) {
+	for k, resp := range l.planner.Plan(l.responses, l.cfg.FusionThreshold) {
 		l.performed = true
+		l.sources = l.planner.Sources(k)
 		if err := l.perform(&resp); err != nil {
 			return false, err
 		}
@@ -342,6 +361,18 @@ func (l *loop) cycle() (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// forget drops the cycle's references to entries, which hold the callers'
+// tensors: the slices are reused, and what they held past the cycle would
+// keep memory the callers have let go of alive.
+func (l *loop) forget() {
+	clear(l.msgs)
+	clear(l.hits)
+	clear(l.uncached)
+	clear(l.back)
+	clear(l.respEnts)
+	clear(l.ents)
 }
 
 // negotiate is the slow path: every rank sends its uncached requests to rank

@@ -68,7 +68,7 @@ func (r *Runtime) newEntry(typ wire.RequestType, name string, in, out *tensor.Te
 	return &entry{
 		req: wire.Request{Rank: int32(r.rank), Type: typ, DType: in.DType(), Name: name, Device: deviceOf(in),
 			Shape: shapeOf(in), Prescale: 1, Postscale: 1},
-		in: in, out: out, h: h, idx: idx, enqueued: time.Now(),
+		in: in, out: out, h: h, idx: idx, enqueued: time.Now(), bit: -1,
 	}
 }
 

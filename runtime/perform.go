@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 	"unsafe"
+	"weak"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
@@ -192,18 +193,31 @@ func (l *loop) perform(resp *wire.Response) error {
 // contributes zeros for names it never submitted.
 func (l *loop) entries(resp *wire.Response) error {
 	l.ents = l.ents[:0]
-	// Take every name under one lock: a fused response has hundreds.
+	// Take every name under one lock: a fused response has hundreds. The
+	// entries of cached responses are known already (l.respEnts), one per
+	// source response: no name is looked up then.
+	src := l.sources
+	known := len(src) == len(resp.Names)
 	q := &l.r.q
 	q.mu.Lock()
-	for _, name := range resp.Names {
-		e := q.table[name]
-		delete(q.table, name)
+	for i, name := range resp.Names {
+		var e *entry
+		if known {
+			if c := l.respEnts[src[i]]; c != nil && !c.idle && c.req.Name == name {
+				e = c
+				q.releaseLocked(e)
+			}
+		}
+		if e == nil {
+			e = q.takeLocked(name)
+		}
 		l.ents = append(l.ents, e)
 	}
 	if len(q.table) == 0 {
-		// Drop the deleted slots' tombstones: a group's names are
-		// inserted and deleted every step, and the probes through them
-		// made the table's operations a third slower (1000 names).
+		// Drop the deleted slots' tombstones: the names of single
+		// calls are inserted and deleted every step, and the probes
+		// through them made the table's operations a third slower
+		// (1000 names).
 		clear(q.table)
 	}
 	q.mu.Unlock()
@@ -248,23 +262,37 @@ func (l *loop) reduceBytes(b []byte, dt tensor.DType, op tensor.ReduceOp) error 
 	return nil
 }
 
-// view returns a tensor over b (not empty), reusing one of the last few
-// made: the fusion buffer's chunks and a tensor's own bytes come back cycle
-// after cycle, and a view each time would make allocations grow with the
-// number of tensors.
+// viewKey identifies a transport view: where it starts (an address, not
+// a pointer, so that the key keeps nothing alive), its length, its element
+// type.
+type viewKey struct {
+	p  uintptr
+	n  int
+	dt tensor.DType
+}
+
+// maxViews bounds the views kept; past it they are all dropped.
+const maxViews = 1024
+
+// view returns a tensor over b (not empty), reusing the one made for the
+// same bytes before: the fusion buffer's pieces, a tensor's chunks and the
+// pieces of flat buffers come back cycle after cycle, and a view each time
+// would make allocations grow with the number of tensors. The views are
+// held weakly, so that they never keep a caller's memory alive: one the
+// collector took is made again.
 func (l *loop) view(dt tensor.DType, b []byte) (*tensor.Tensor, error) {
-	p := unsafe.SliceData(b)
-	for _, t := range l.views {
-		if t != nil && t.DType() == dt && t.NumBytes() == len(b) && unsafe.SliceData(t.Bytes()) == p {
-			return t, nil
-		}
+	k := viewKey{p: uintptr(unsafe.Pointer(unsafe.SliceData(b))), n: len(b), dt: dt}
+	if t := l.views[k].Value(); t != nil {
+		return t, nil
 	}
 	t, err := tensor.FromBytes(dt, b)
 	if err != nil {
 		return nil, err
 	}
-	copy(l.views[1:], l.views[:len(l.views)-1])
-	l.views[0] = t
+	if len(l.views) >= maxViews {
+		clear(l.views)
+	}
+	l.views[k] = weak.Make(t)
 	return t, nil
 }
 

@@ -2,10 +2,12 @@ package runtime
 
 import (
 	"fmt"
+	goruntime "runtime"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/rs/zerolog"
 
@@ -245,6 +247,27 @@ func TestFlatTensorsReducedInPlace(t *testing.T) {
 		}
 		if got := s.FusedCopied + s.FusedInPlace; got != steps*int64(total) {
 			t.Errorf("rank %d: %d fused bytes in all, want %d", rank, got, steps*total)
+		}
+	}
+}
+
+// TestTransportViewsKeepNothingAlive checks that the views the loop keeps
+// for reuse over a caller's tensor (here one reduced in transport chunks)
+// do not keep the tensor's memory alive once the caller drops it.
+func TestTransportViewsKeepNothingAlive(t *testing.T) {
+	c := startClusterWith(t, 2, WithChunkBytes(64), WithMaxFusedBytes(64))
+	gone := make([]weak.Pointer[float32], 2)
+	c.each(t, func(r *Runtime, rank int) error {
+		data := make([]float32, 256) // 1 KiB: 16 chunks
+		gone[rank] = weak.Make(&data[0])
+		return r.AllreduceInPlace(ctxT(t), tensor.FromFloat32(data), "dropped", Sum)
+	})
+	for i := 0; i < 5 && (gone[0].Value() != nil || gone[1].Value() != nil); i++ {
+		goruntime.GC()
+	}
+	for rank, w := range gone {
+		if w.Value() != nil {
+			t.Errorf("rank %d: the reduced tensor's memory is still alive", rank)
 		}
 	}
 }

@@ -18,15 +18,28 @@ type entry struct {
 	h        *Handle
 	idx      int // index of this tensor in h.outs
 	enqueued time.Time
+	// bit is the response cache bit the loop found this name at last
+	// (a hint, checked before use: see cache.LookupHint); -1 when none.
+	// Only the loop touches it.
+	bit int
+	// owned entries belong to an AllreduceGroup: they stay in the table
+	// from the group's creation to its Close, and idle says whether they
+	// are out of flight. Guarded by queue.mu.
+	owned, idle bool
 }
 
 // queue is the tensor queue: the table of in-flight names and the FIFO of
 // requests the loop has not yet taken.
 type queue struct {
-	mu     sync.Mutex
-	table  map[string]*entry
-	fifo   []*entry
-	closed error // non-nil once the loop has stopped
+	mu sync.Mutex
+	// table maps the names in flight to their entries, and the names of
+	// live AllreduceGroups to theirs (idle between steps): a group's
+	// steps then cost no hashing here.
+	table    map[string]*entry
+	inflight int // entries in flight
+	gen      int // counts resets: a group belongs to one generation
+	fifo     []*entry
+	closed   error // non-nil once the loop has stopped
 	// wake tells the loop to start a cycle now: a group of requests was
 	// enqueued, or a caller waits on a handle.
 	wake chan struct{}
@@ -37,6 +50,8 @@ type queue struct {
 func (q *queue) reset() {
 	q.mu.Lock()
 	q.table = make(map[string]*entry)
+	q.inflight = 0
+	q.gen++
 	q.fifo = nil
 	q.closed = nil
 	q.wake = make(chan struct{}, 1)
@@ -44,6 +59,7 @@ func (q *queue) reset() {
 }
 
 // add inserts entries atomically: all names must be free (and distinct).
+// A group's owned entries must be idle.
 func (q *queue) add(es ...*entry) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -51,19 +67,86 @@ func (q *queue) add(es ...*entry) error {
 		return q.closed
 	}
 	for i, e := range es {
-		if _, ok := q.table[e.req.Name]; ok {
-			for _, f := range es[:i] {
-				delete(q.table, f.req.Name)
+		if e.owned {
+			if !e.idle {
+				q.unadd(es[:i])
+				return ErrDuplicateName
 			}
-			return ErrDuplicateName
+			e.idle = false
+		} else {
+			if _, ok := q.table[e.req.Name]; ok {
+				q.unadd(es[:i])
+				return ErrDuplicateName
+			}
+			q.table[e.req.Name] = e
 		}
-		q.table[e.req.Name] = e
 		if e.h != nil {
 			e.h.q = q
 		}
 	}
+	q.inflight += len(es)
 	q.fifo = append(q.fifo, es...)
 	return nil
+}
+
+// unadd undoes add for es; q.mu is held.
+func (q *queue) unadd(es []*entry) {
+	for _, e := range es {
+		if e.owned {
+			e.idle = true
+		} else {
+			delete(q.table, e.req.Name)
+		}
+	}
+}
+
+// own enters a group's entries in the table, idle, for the group's life.
+// Their names must be free. It returns the queue's generation.
+func (q *queue) own(es []*entry) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed != nil {
+		return 0, q.closed
+	}
+	for i, e := range es {
+		if _, ok := q.table[e.req.Name]; ok {
+			for _, f := range es[:i] {
+				delete(q.table, f.req.Name)
+			}
+			return 0, ErrDuplicateName
+		}
+		e.owned, e.idle = true, true
+		q.table[e.req.Name] = e
+	}
+	return q.gen, nil
+}
+
+// disown removes a group's idle entries from the table (generation gen);
+// it fails while they are in flight.
+func (q *queue) disown(es []*entry, gen int) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if gen != q.gen {
+		return nil // the runtime was shut down since: the table is new
+	}
+	for _, e := range es {
+		if !e.idle {
+			return ErrDuplicateName
+		}
+	}
+	for _, e := range es {
+		if q.table[e.req.Name] == e {
+			delete(q.table, e.req.Name)
+		}
+	}
+	return nil
+}
+
+// generation returns the number of resets so far.
+func (q *queue) generation() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.gen
 }
 
 // signal wakes the loop for an early cycle.
@@ -81,7 +164,7 @@ func (q *queue) hot() bool {
 		return false
 	}
 	q.mu.Lock()
-	n := len(q.table)
+	n := q.inflight
 	q.mu.Unlock()
 	return n > 0
 }
@@ -110,24 +193,47 @@ func (q *queue) pushFront(es []*entry) {
 	q.mu.Unlock()
 }
 
-// take removes name from the table and returns its entry (nil if absent).
+// take removes name from the flight and returns its entry (nil if it is
+// not in flight).
 func (q *queue) take(name string) *entry {
 	q.mu.Lock()
-	e := q.table[name]
-	delete(q.table, name)
+	e := q.takeLocked(name)
 	q.mu.Unlock()
 	return e
+}
+
+// takeLocked is take with q.mu held.
+func (q *queue) takeLocked(name string) *entry {
+	e := q.table[name]
+	if e == nil || e.idle {
+		return nil
+	}
+	q.releaseLocked(e)
+	return e
+}
+
+// releaseLocked takes e, which is in flight, out of it; q.mu is held.
+func (q *queue) releaseLocked(e *entry) {
+	if e.owned {
+		e.idle = true
+	} else {
+		delete(q.table, e.req.Name)
+	}
+	q.inflight--
 }
 
 // close fails every in-flight entry with err and rejects later adds.
 func (q *queue) close(err error) {
 	q.mu.Lock()
 	q.closed = err
-	es := make([]*entry, 0, len(q.table))
+	es := make([]*entry, 0, q.inflight)
 	for _, e := range q.table {
-		es = append(es, e)
+		if !e.idle {
+			es = append(es, e)
+		}
 	}
 	q.table = make(map[string]*entry)
+	q.inflight = 0
 	q.fifo = nil
 	q.mu.Unlock()
 	for _, e := range es {

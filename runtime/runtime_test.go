@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -587,4 +589,88 @@ func TestAllreduceGroup(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAllreduceGroupHoldsItsNames checks the life of a group's names: held
+// from NewAllreduceGroup to Close (no other operation or group may use
+// them, in flight or not), free again after Close; a closed group, or one
+// from before a Shutdown, does not start; Close fails while a step is in
+// flight; a step in flight at Shutdown fails rather than hangs; and a rank
+// that has joined contributes zeros for a group it never started.
+func TestAllreduceGroupHoldsItsNames(t *testing.T) {
+	c := startCluster(t, 2, testConfig())
+	r0 := c.rts[0]
+	ts := []*tensor.Tensor{fill(tensor.Float32, 2, 1), fill(tensor.Float32, 3, 1)}
+	names := []string{"w", "b"}
+	g, err := r0.NewAllreduceGroup(ts, names, Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r0.AllreduceAsync(fill(tensor.Float32, 1, 1), "w", Sum); !errors.Is(err, ErrDuplicateName) {
+		t.Errorf("allreduce of a group's idle name: %v, want ErrDuplicateName", err)
+	}
+	if _, err := r0.NewAllreduceGroup([]*tensor.Tensor{fill(tensor.Float32, 1, 1)}, []string{"b"}, Sum); !errors.Is(err, ErrDuplicateName) {
+		t.Errorf("second group over a held name: %v, want ErrDuplicateName", err)
+	}
+	h, err := g.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); !errors.Is(err, ErrDuplicateName) {
+		t.Errorf("close in flight: %v, want ErrDuplicateName", err)
+	}
+	// Rank 1 has joined: rank 0's step completes with its own values.
+	joined, err := c.rts[1].JoinAsync()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts[1].Float32s()[2]; got != 1 {
+		t.Errorf("with rank 1 joined: %v, want 1 (its zeros added)", got)
+	}
+	if _, err := r0.Join(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := joined.Wait(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Errorf("second close: %v", err)
+	}
+	if _, err := g.Start(); !errors.Is(err, ErrGroupClosed) {
+		t.Errorf("start after close: %v, want ErrGroupClosed", err)
+	}
+	// The names are free again: a plain allreduce on both ranks.
+	c.each(t, func(r *Runtime, rank int) error {
+		return r.AllreduceInPlace(ctxT(t), fill(tensor.Float32, 1, 1), "w", Sum)
+	})
+
+	// A step in flight when the runtime stops fails; the group does not
+	// start on the runtime initialised again.
+	g2, err := r0.NewAllreduceGroup(ts, names, Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := g2.Start() // rank 1 never starts it
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.each(t, func(r *Runtime, rank int) error { return r.Shutdown() })
+	if err := h2.Wait(ctxT(t)); !errors.Is(err, ErrShutdown) {
+		t.Errorf("step in flight at shutdown: %v, want ErrShutdown", err)
+	}
+	one := comm.NewGroup(1)
+	defer one[0].Close()
+	if err := r0.Init(WithCommunicator(one[0]), WithConfig(testConfig()), WithLogger(zerolog.Nop())); err != nil {
+		t.Fatal(err)
+	}
+	defer r0.Shutdown()
+	if _, err := g2.Start(); !errors.Is(err, ErrGroupClosed) {
+		t.Errorf("start after shutdown: %v, want ErrGroupClosed", err)
+	}
 }

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"slices"
+	"unsafe"
 
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
@@ -88,6 +89,29 @@ func (c *Cache) Lookup(req *wire.Request) (State, int) {
 		return Hit, bit
 	}
 	return Invalid, bit
+}
+
+// LookupHint is Lookup for a request whose bit was hint when last looked
+// up: when the hint still holds the same name, no hashing is needed. Any
+// hint is safe (a stale or invalid one falls back to Lookup).
+func (c *Cache) LookupHint(req *wire.Request, hint int) (State, int) {
+	if hint < 0 || hint >= len(c.entries) || !c.entries[hint].used {
+		return c.Lookup(req)
+	}
+	r := &c.entries[hint].resp
+	if name := r.Names[0]; unsafe.StringData(name) != unsafe.StringData(req.Name) {
+		if name != req.Name {
+			return c.Lookup(req)
+		}
+		// Keep the request's copy of the name (the entry's Names is its
+		// own): the next comparison, here and by the caller, is then
+		// of one pointer, not of the bytes.
+		r.Names[0] = req.Name
+	}
+	if c.matches(r, req) {
+		return Hit, hint
+	}
+	return Invalid, hint
 }
 
 func (c *Cache) matches(r *wire.Response, req *wire.Request) bool {

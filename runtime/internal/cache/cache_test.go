@@ -47,11 +47,24 @@ func TestLookup(t *testing.T) {
 		{"device changed", func() wire.Request { q := req("a", 4); q.Device = 0; return q }(), Invalid},
 		{"type changed", func() wire.Request { q := req("a", 4); q.Type = wire.Allgather; return q }(), Invalid},
 	}
+	bitA, _ := c.BitOf("a")
+	bitB, _ := c.BitOf("b")
 	for _, tt := range tests {
-		got, _ := c.Lookup(&tt.req)
+		got, bit := c.Lookup(&tt.req)
 		if got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
+		// Whatever the hint, LookupHint agrees with Lookup.
+		for _, hint := range []int{-1, bitA, bitB, 99} {
+			if st, b := c.LookupHint(&tt.req, hint); st != got || b != bit {
+				t.Errorf("%s: hint %d gives %v at %d, Lookup %v at %d", tt.name, hint, st, b, got, bit)
+			}
+		}
+	}
+	// A hint at a freed bit falls back to the name.
+	c.Erase(bitA)
+	if st, _ := c.LookupHint(&tests[0].req, bitA); st != Miss {
+		t.Errorf("hint at an erased bit: %v, want miss", st)
 	}
 	// Broadcasts are never cached.
 	b := resp(2, "bc")

@@ -41,6 +41,19 @@ type Planner struct {
 	shapes  [][]int64
 	used    []bool
 	pending []int
+	src     []int // input indices of the outputs, in order
+	srcEnd  []int // srcEnd[k]: end of output k's indices in src
+}
+
+// Sources returns the indices in the last Plan's input of the responses
+// that output k was made of, in the order of its names (one index per
+// input response; a response that held several names appears once).
+func (p *Planner) Sources(k int) []int {
+	start := 0
+	if k > 0 {
+		start = p.srcEnd[k-1]
+	}
+	return p.src[start:p.srcEnd[k]:p.srcEnd[k]]
 }
 
 // Plan returns the responses of in with fusible runs packed into responses
@@ -50,7 +63,12 @@ type Planner struct {
 // same output.
 func (p *Planner) Plan(in []wire.Response, threshold int64) []wire.Response {
 	p.out = p.out[:0]
+	p.src, p.srcEnd = p.src[:0], p.srcEnd[:0]
 	if threshold <= 0 {
+		for i := range in {
+			p.src = append(p.src, i)
+			p.srcEnd = append(p.srcEnd, len(p.src))
+		}
 		return append(p.out, in...)
 	}
 	total := 0
@@ -71,10 +89,13 @@ func (p *Planner) Plan(in []wire.Response, threshold int64) []wire.Response {
 		head := &in[i]
 		if !Fusible(head.Type) || len(head.Names) != 1 || p.alone(head) {
 			p.out = append(p.out, *head)
+			p.src = append(p.src, i)
+			p.srcEnd = append(p.srcEnd, len(p.src))
 			continue
 		}
 		n0 := len(p.names)
 		p.add(head)
+		p.src = append(p.src, i)
 		size := Bytes(head)
 		var skipped int64
 		for j := i + 1; j < len(in); j++ {
@@ -91,6 +112,7 @@ func (p *Planner) Plan(in []wire.Response, threshold int64) []wire.Response {
 			if len(r.Names) == 1 && size+b <= threshold && compatible(head, r) {
 				p.used[j] = true
 				p.add(r)
+				p.src = append(p.src, j)
 				size += b
 				continue
 			}
@@ -106,6 +128,7 @@ func (p *Planner) Plan(in []wire.Response, threshold int64) []wire.Response {
 		f.Sizes = p.sizes[n0:len(p.sizes):len(p.sizes)]
 		f.Shapes = p.shapes[n0:len(p.shapes):len(p.shapes)]
 		p.out = append(p.out, f)
+		p.srcEnd = append(p.srcEnd, len(p.src))
 	}
 	return p.out
 }

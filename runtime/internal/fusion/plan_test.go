@@ -23,10 +23,34 @@ func groups(out []wire.Response) []string {
 	return g
 }
 
+// checkSources checks that Sources names, for every output, the inputs
+// whose names it holds, in order, and every input exactly once.
+func checkSources(t *testing.T, name string, p *Planner, in, out []wire.Response) {
+	t.Helper()
+	seen := make([]int, len(in))
+	for k := range out {
+		var names []string
+		for _, i := range p.Sources(k) {
+			names = append(names, in[i].Names...)
+			seen[i]++
+		}
+		if !reflect.DeepEqual(names, out[k].Names) {
+			t.Errorf("%s: output %d holds %v, its sources' names are %v", name, k, out[k].Names, names)
+		}
+	}
+	for i, n := range seen {
+		if n != 1 {
+			t.Errorf("%s: input %d is a source of %d outputs", name, i, n)
+		}
+	}
+}
+
 func TestPlan(t *testing.T) {
 	f32, f16 := tensor.Float32, tensor.Float16
 	scaled := ar("s", 4, f32)
 	scaled.Postscale = 0.5
+	two := ar("g1", 4, f32)
+	two.Names, two.Sizes, two.Shapes = []string{"g1", "g2"}, []int64{4, 4}, [][]int64{{4}, {4}}
 	bc := ar("bc", 4, f32)
 	bc.Type = wire.ResponseType(wire.Broadcast)
 	tests := []struct {
@@ -44,14 +68,17 @@ func TestPlan(t *testing.T) {
 		{"look-ahead bounded by threshold", []wire.Response{ar("a", 4, f32), ar("h", 16, f16), ar("b", 4, f32)}, 40,
 			[]string{"a", "h", "b"}},
 		{"different scale", []wire.Response{ar("a", 4, f32), scaled, ar("b", 4, f32)}, 1 << 20, []string{"a+b", "s"}},
+		{"a response of two names stays whole", []wire.Response{ar("a", 4, f32), two, ar("b", 4, f32)}, 1 << 20, []string{"a+b", "g1+g2"}},
 		{"broadcast not fused", []wire.Response{ar("a", 4, f32), bc, ar("b", 4, f32)}, 1 << 20, []string{"a+b", "bc"}},
 	}
 	var p Planner
 	for _, tt := range tests {
-		got := groups(p.Plan(tt.in, tt.threshold))
+		out := p.Plan(tt.in, tt.threshold)
+		got := groups(out)
 		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
+		checkSources(t, tt.name, &p, tt.in, out)
 	}
 	// Tensors above MaxFused run alone and do not stop the look-ahead.
 	big := []wire.Response{ar("a", 4, f32), ar("big", 64, f32), ar("b", 4, f32), ar("big2", 64, f32), ar("c", 4, f32)}
@@ -64,9 +91,11 @@ func TestPlan(t *testing.T) {
 		{256, []string{"a+big+b", "big2+c"}},
 	} {
 		p.MaxFused = tt.maxFused
-		if got := groups(p.Plan(big, 300)); !reflect.DeepEqual(got, tt.want) {
+		out := p.Plan(big, 300)
+		if got := groups(out); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("MaxFused %d: %v, want %v", tt.maxFused, got, tt.want)
 		}
+		checkSources(t, fmt.Sprint("MaxFused ", tt.maxFused), &p, big, out)
 	}
 	p.MaxFused = 0
 	out := p.Plan([]wire.Response{ar("a", 4, f32), ar("b", 6, f32)}, 1<<20)
