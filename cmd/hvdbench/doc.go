@@ -10,8 +10,9 @@
 //
 // Under mpirun (the worker) it drives the runtime as training does — every
 // tensor of a model submitted asynchronously, then waited for — over
-// ResNet-50's gradients, one 64 MiB tensor, 1000 tensors of 4 KiB and 161
-// tiny tensors (the steady-state cycle cost with the cache warm, and heap
+// ResNet-50's gradients, one 64 MiB tensor, 1000 tensors of 4 KiB (and the
+// same 1000 as views of one flat buffer, 4KiBx1000flat, whose fused pieces
+// are reduced in place; its yardstick is 4KiBx1000's) and 161 tiny tensors (the steady-state cycle cost with the cache warm, and heap
 // allocations per step), for each setting of the runtime's knobs asked for:
 // -fusion (threshold), -chunk (transport chunk of tensors reduced in
 // place), -fchunk (piece of a fused response copied, reduced and copied

@@ -195,6 +195,7 @@ func runCase(rt *hvd.Runtime, ctl comm.Communicator, name string, counts []int, 
 	if err != nil {
 		return err
 	}
+	defer g.Close()
 	// Collect the previous cases' tensors now, not in the middle of this
 	// case's timed steps (the yardstick has no collector to pay for).
 	goruntime.GC()

@@ -166,6 +166,7 @@ func rank(rt *cuda.Runtime, cfg Config, c comm.Communicator, hc config.Config, e
 	if err != nil {
 		return "", err
 	}
+	defer grp.Close()
 	var best time.Duration
 	for it := 0; it < max(cfg.Iters, 1); it++ {
 		for i, t := range ts {
