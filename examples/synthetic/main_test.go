@@ -229,15 +229,18 @@ func TestRun(t *testing.T) {
 }
 
 // TestOverlap shows, on the real runtime, that gradients are reduced while
-// backward still computes: in most steps the allreduce of the first
-// gradient (the last layer, small) has completed before the compute of the
-// last layer in backward order has ended. With the reductions deferred to
-// the optimizer's step, first_reduced_early would be 0.
+// backward still computes: the allreduce of the first gradient (the last
+// layer, small) has completed before the compute of the last layer in
+// backward order has ended. On a quiet machine that holds in every step;
+// under the load of the whole test suite on two cores, a rank's backward
+// can run a whole pass behind the other's (42% of steps seen once), so
+// the test asks for some steps. With the reductions deferred to the
+// optimizer's step, first_reduced_early would be 0 in every run.
 func TestOverlap(t *testing.T) {
 	reps, _ := runRanks(t, 2, "--shapes", "testdata/tiny_shapes.txt", "--compute-ms", "60",
 		"--warmup", "1", "--batches-per-iter", "3", "--iterations", "2", "--part-steps", "0")
 	for rank, rep := range reps {
-		if rep.firstReducedEarly < 0.5 {
+		if rep.firstReducedEarly <= 0 {
 			t.Errorf("rank %d: the first gradient was reduced before backward's end in %.0f%% of steps", rank, 100*rep.firstReducedEarly)
 		}
 		if rep.reducedInBackward <= 0 {
