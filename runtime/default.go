@@ -152,3 +152,8 @@ func Join(ctx context.Context) (int, error) { return Default().Join(ctx) }
 
 // JoinAsync: see Runtime.JoinAsync.
 func JoinAsync() (*Handle, error) { return Default().JoinAsync() }
+
+// NewAllreduceGroup prepares an AllreduceGroup on the default Runtime.
+func NewAllreduceGroup(ts []*tensor.Tensor, names []string, op ReduceOp, opts ...CallOption) (*AllreduceGroup, error) {
+	return Default().NewAllreduceGroup(ts, names, op, opts...)
+}

@@ -20,6 +20,14 @@
 // ranks agree with one bitwise-AND allreduce instead. Ready allreduces are
 // fused into a persistent buffer up to HOROVOD_FUSION_THRESHOLD bytes,
 // reduced with one collective and copied back; then the handles complete.
+// Pieces of a fused response that already lie in one run of memory (tensors
+// that are views of one flat buffer, tensor.NewFlat) are reduced where they
+// lie, with no copy.
+//
+// A model's gradients, reduced step after step, are best held in an
+// AllreduceGroup (NewAllreduceGroup): its requests are built once and its
+// names held for its life, so a step costs no allocation that grows with
+// the number of tensors and no lookup of a name.
 //
 // Every call exists as a method on a Runtime; the package-level functions
 // use one default instance (see Default and SetDefault). Several Runtimes
