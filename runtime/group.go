@@ -84,7 +84,7 @@ func (g *AllreduceGroup) Start() (*Handle, error) {
 	if err := g.r.checkRunning(); err != nil {
 		return nil, err
 	}
-	if g.gen == 0 || g.gen != g.r.q.generation() {
+	if g.gen == 0 {
 		return nil, ErrGroupClosed
 	}
 	if g.last != nil && !g.last.Poll() {
@@ -97,7 +97,7 @@ func (g *AllreduceGroup) Start() (*Handle, error) {
 		e.h = h
 		e.enqueued = now
 	}
-	if err := g.r.q.add(g.ents...); err != nil {
+	if err := g.r.q.addOwned(g.gen, g.ents); err != nil {
 		return nil, err
 	}
 	g.last = h

@@ -363,32 +363,22 @@ func (l *loop) allreduce(resp *wire.Response) error {
 	buf := l.fusionBuffer(step)
 	in, out := fusedCursor{ents: l.ents}, fusedCursor{ents: l.ents, out: true}
 	var t1, t2 time.Time
-	inPlace := 0
+	placed := 0
 	for off := 0; off < total; off += step {
 		n := min(step, total-off)
-		if b, ok := in.run(n); ok {
-			// The piece is one run of memory already (gradients that
-			// are views of one flat buffer): reduce it where it is.
-			// Every rank makes the same calls on the same pieces
-			// whatever its layout, so ranks may differ in this.
+		// A piece that is one run of memory already (gradients that are
+		// views of one flat buffer) is reduced where it lies. Every rank
+		// makes the same calls on the same pieces whatever its layout,
+		// so ranks may differ in this.
+		b, inPlace := in.run(n)
+		if inPlace {
 			in.skip(n)
 			out.skip(n)
-			inPlace += n
-			tensor.Scale(dt, b, pre)
-			if off == 0 {
-				t1 = time.Now()
-			}
-			if err := l.reduceBytes(b, dt, op); err != nil {
-				return collectiveErr(l.ents, err)
-			}
-			if off+n >= total {
-				t2 = time.Now()
-			}
-			tensor.Scale(dt, b, post)
-			continue
+			placed += n
+		} else {
+			b = buf[:n]
+			in.copy(b)
 		}
-		b := buf[:n]
-		in.copy(b)
 		tensor.Scale(dt, b, pre)
 		if off == 0 {
 			t1 = time.Now()
@@ -396,14 +386,16 @@ func (l *loop) allreduce(resp *wire.Response) error {
 		if err := l.reduceBytes(b, dt, op); err != nil {
 			return collectiveErr(l.ents, err)
 		}
-		if off+len(b) >= total {
+		if off+n >= total {
 			t2 = time.Now()
 		}
 		tensor.Scale(dt, b, post)
-		out.copy(b)
+		if !inPlace {
+			out.copy(b)
+		}
 	}
-	l.r.stats.inPlace.Add(int64(inPlace))
-	l.r.stats.copied.Add(int64(total - inPlace))
+	l.r.stats.inPlace.Add(int64(placed))
+	l.r.stats.copied.Add(int64(total - placed))
 	end := time.Now()
 	if l.tl != nil {
 		// With more than one chunk the copies interleave with the

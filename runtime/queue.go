@@ -59,10 +59,25 @@ func (q *queue) reset() {
 }
 
 // add inserts entries atomically: all names must be free (and distinct).
-// A group's owned entries must be idle.
 func (q *queue) add(es ...*entry) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.addLocked(es)
+}
+
+// addOwned puts a group's entries, owned in generation gen, in flight; they
+// must be idle.
+func (q *queue) addOwned(gen int, es []*entry) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if gen != q.gen {
+		return ErrGroupClosed
+	}
+	return q.addLocked(es)
+}
+
+// addLocked is add with q.mu held.
+func (q *queue) addLocked(es []*entry) error {
 	if q.closed != nil {
 		return q.closed
 	}
@@ -140,13 +155,6 @@ func (q *queue) disown(es []*entry, gen int) error {
 		}
 	}
 	return nil
-}
-
-// generation returns the number of resets so far.
-func (q *queue) generation() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.gen
 }
 
 // signal wakes the loop for an early cycle.
