@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gohorovod/gohorovod/runtime/comm"
 )
 
 // The texts of Horovod's common errors (horovod/common/common.h).
@@ -66,4 +68,58 @@ func (e *shutdownError) Unwrap() []error {
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// RankError is the root cause reported on every rank when another rank
+// stopped the job: its runtime failed (Message is its error, as that rank
+// reported it), its stall inspector shut the job down (Stall), or it called
+// Shutdown (Shutdown; not a failure). Pending and later calls return an
+// error that wraps it (errors.As).
+type RankError struct {
+	Rank     int    // the rank that failed or stopped the job
+	Message  string // its error's text (empty for Shutdown)
+	Stall    bool   // rank 0's stall inspector shut the job down
+	Shutdown bool   // the rank called Shutdown
+}
+
+// Error names the rank and its cause.
+func (e *RankError) Error() string {
+	if e.Shutdown {
+		return fmt.Sprintf("hvd: rank %d called Shutdown", e.Rank)
+	}
+	return fmt.Sprintf("hvd: rank %d failed: %s", e.Rank, e.Message)
+}
+
+// PanicError is the root cause when the background loop panicked: the
+// panic's value and the loop's stack (also written to the log). Every
+// pending and later call on the rank returns an error that wraps it.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+// Error names the panic's value.
+func (e *PanicError) Error() string { return fmt.Sprintf("hvd: background loop panicked: %v", e.Value) }
+
+// StallError is the root cause when the stall inspector shut the job down
+// (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS): Message is its report, naming the
+// tensors and the ranks that did not submit them.
+type StallError struct{ Message string }
+
+// Error returns the stall report.
+func (e *StallError) Error() string { return "hvd: stall inspector: " + e.Message }
+
+// FailedRank reports which rank's failure err comes from, when the runtime
+// or the transport could tell (a *RankError, or a transport's
+// *comm.PeerError), and its cause's text.
+func FailedRank(err error) (rank int, cause string, ok bool) {
+	var re *RankError
+	if errors.As(err, &re) && !re.Shutdown {
+		return re.Rank, re.Message, true
+	}
+	var pe *comm.PeerError
+	if errors.As(err, &pe) {
+		return pe.Rank, pe.Cause, true
+	}
+	return -1, "", false
 }

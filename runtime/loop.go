@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/cache"
+	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
 	"github.com/gohorovod/gohorovod/runtime/internal/fusion"
 	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
 	"github.com/gohorovod/gohorovod/runtime/internal/stall"
@@ -29,8 +32,7 @@ type loop struct {
 	log        zerolog.Logger
 	stopReq    <-chan struct{}
 
-	cache     *cache.Cache
-	sync      cache.Sync
+	st        *cycle.State
 	coord     *negotiate.Coordinator // rank 0 only
 	planner   fusion.Planner
 	stall     *stall.Inspector
@@ -39,35 +41,32 @@ type loop struct {
 	views     map[viewKey]weak.Pointer[tensor.Tensor] // transport views, reused (see view)
 	chunk     int                                     // bytes per collective call on large buffers; 0: no chunking
 	fuseChunk int                                     // bytes of fused tensors copied, reduced and copied back at a time; 0: all
-	joined    bool
-	performed bool      // the last cycle performed at least one response
-	slow      bool      // the last cycle negotiated
-	syncedAt  time.Time // when the last agreement allreduce returned
-	stallErr  error
-	invalid   map[string]bool // cached names to force through negotiation
+	performed bool                                    // the last cycle performed at least one response
+	slow      bool                                    // the last cycle negotiated
+	syncedAt  time.Time                               // when the last agreement allreduce returned
+	stallErr  error                                   // rank 0: the stall inspector stopped the job
+	failing   error                                   // this rank failed where the others can still be told
+	aligned   bool                                    // no collective entered yet this cycle (see fail)
 	checker   comm.AgreementChecker
+	testPanic atomic.Pointer[func()] // tests: called at the start of each cycle
 
 	// Reused from cycle to cycle.
-	msgs, hits, uncached, back []*entry
-	byBit                      []*entry // this cycle's common hits, by cache bit
-	respEnts                   []*entry // the entry of each of l.responses, when known
-	sources                    []int    // indices in l.responses of the response performed
-	hitBits, common, inv       []int
-	responses                  []wire.Response
-	ents                       []*entry
-	reqList                    wire.RequestList
-	sendBuf, recvBuf           []byte
-	syncT, invT                *tensor.Tensor
-	lenMine, lens              []int64
-	ones                       []int
-	counts                     []int
+	msgs, back       []*entry
+	items            []cycle.Item
+	respEnts         []*entry // the entry of each response of the cycle, when known
+	sources          []int    // indices in the cycle's responses of the response performed
+	ents             []*entry // the entries taken for the response being performed
+	reqList          wire.RequestList
+	sendBuf, recvBuf []byte
+	syncT, invT      *tensor.Tensor
+	lenMine, lens    []int64
+	ones             []int
+	counts           []int
 }
 
 func newLoop(r *Runtime) (*loop, error) {
 	l := &loop{
 		r: r, com: r.com, rank: r.rank, size: r.size, cfg: r.cfg, log: r.log, stopReq: r.stopReq,
-		cache:     cache.New(r.cfg.CacheCapacity, r.rank),
-		invalid:   make(map[string]bool),
 		views:     make(map[viewKey]weak.Pointer[tensor.Tensor]),
 		chunk:     defaultChunkBytes,
 		fuseChunk: defaultFusionChunkBytes,
@@ -96,6 +95,7 @@ func newLoop(r *Runtime) (*loop, error) {
 		l.log.Warn().Msg(warning)
 	}
 	l.stall = s
+	l.st = cycle.New(cache.New(r.cfg.CacheCapacity, r.rank), s)
 	if r.cfg.Timeline != "" && l.rank == 0 {
 		tl, err := timeline.Open(r.cfg.Timeline, time.Now(), r.cfg.TimelineMarkCycles)
 		if err != nil {
@@ -140,9 +140,6 @@ func (l *loop) run() {
 				l.log.Error().Err(err).Msg("closing the timeline")
 			}
 		}
-		if cause == nil {
-			cause = l.stallErr
-		}
 		l.r.loopExited(cause)
 		l.r.q.close(&shutdownError{cause: cause})
 		close(l.r.stopped)
@@ -166,7 +163,7 @@ func (l *loop) run() {
 			}
 		}
 		t0 := time.Now()
-		stop, err := l.cycle()
+		stop, err := l.safeCycle()
 		// The next tick counts from the agreement allreduce, where the
 		// ranks met, so that their cycles stay in phase and no rank waits
 		// in the next agreement for a peer that is still asleep.
@@ -185,15 +182,166 @@ func (l *loop) run() {
 			st.idleNs.Add(busy)
 		}
 		if err != nil {
-			l.log.Error().Err(err).Msg("Horovod background loop uncaught exception")
-			cause = err
+			cause = l.fail(err)
 			return
 		}
 		if stop {
-			l.log.Debug().Msg("background loop stopping: shutdown requested")
+			cause = l.farewell()
+			if cause == nil {
+				l.log.Debug().Msg("background loop stopping: shutdown requested")
+			}
 			return
 		}
 	}
+}
+
+// safeCycle runs one cycle, turning a panic into a *PanicError (the stack
+// goes to the log).
+func (l *loop) safeCycle() (stop bool, err error) {
+	l.aligned = true
+	defer func() {
+		if p := recover(); p != nil {
+			pe := &PanicError{Value: p, Stack: debug.Stack()}
+			l.log.Error().Str("stack", string(pe.Stack)).Msgf("Horovod background loop panicked: %v", p)
+			stop, err = false, pe
+		}
+	}()
+	if f := l.testPanic.Load(); f != nil {
+		(*f)()
+	}
+	return l.cycle()
+}
+
+// fail handles an error that stops this rank's loop, and returns the root
+// cause the rank's handles and later calls report. The handles of the
+// response being performed fail with it at once (their entries have left
+// the table); the queue's are failed by run. When the failure came before
+// this rank entered any collective of the cycle, the other ranks are
+// waiting for it in the cycle's agreement: one more cycle asks them to
+// stop, and the farewell exchange tells them which rank failed and why.
+// Otherwise the ranks are out of step: the transport is torn down with the
+// cause where it can be (comm.Aborter), so that no rank waits for ever.
+func (l *loop) fail(err error) error {
+	l.log.Error().Err(err).Msg("Horovod background loop uncaught exception")
+	cause := err
+	l.failTaken(&shutdownError{cause: cause})
+	var peer *comm.PeerError
+	if l.aligned && !errors.As(err, &peer) && l.failing == nil {
+		l.failing = err
+		stop, ferr := l.safeCycle()
+		l.failTaken(&shutdownError{cause: cause})
+		if ferr == nil && stop {
+			if c := l.farewell(); c != nil {
+				return c
+			}
+			return cause
+		}
+		if ferr != nil {
+			l.log.Error().Err(ferr).Msg("telling the other ranks")
+		}
+	}
+	if a, ok := l.com.(comm.Aborter); ok {
+		if aerr := a.Abort(cause); aerr != nil {
+			l.log.Error().Err(aerr).Msg("aborting the transport")
+		}
+	}
+	return cause
+}
+
+// failTaken fails the handles of the entries taken for the response being
+// performed (a fused response's, or one tensor's).
+func (l *loop) failTaken(err error) {
+	for _, e := range l.ents {
+		if e != nil && e.h != nil {
+			e.h.fail(err)
+		}
+	}
+	l.ents = l.ents[:0]
+}
+
+// farewell runs once every rank has agreed to stop: each rank tells the
+// others why it stops (nothing, Shutdown called, the stall inspector, a
+// failure), so that every rank's handles and later calls report the same
+// root cause: the lowest failing rank's error, or else which rank called
+// Shutdown. It returns that cause (nil on the rank that called Shutdown,
+// when no rank failed).
+func (l *loop) farewell() error {
+	kind, text := farewellNone, ""
+	switch {
+	case l.failing != nil:
+		kind, text = farewellFailed, l.failing.Error()
+	case l.stallErr != nil:
+		kind, text = farewellStall, l.stallErr.Error()
+	case l.shutdownRequested():
+		kind = farewellShutdown
+	}
+	recs, err := l.exchangeFarewell(kind, text)
+	if err != nil {
+		l.log.Error().Err(err).Msg("farewell exchange")
+		if l.failing != nil {
+			return l.failing
+		}
+		if l.stallErr != nil {
+			return l.stallErr
+		}
+		return err
+	}
+	cause := farewellCause(recs, l.rank)
+	if cause == nil {
+		return nil
+	}
+	var re *RankError
+	if errors.As(cause, &re) {
+		if re.Rank == l.rank {
+			// This rank's own failure: its own error, unflattened.
+			if l.failing != nil {
+				return l.failing
+			}
+			if l.stallErr != nil {
+				return l.stallErr
+			}
+		}
+		if re.Stall {
+			dumpStacks(l.log, "the stall inspector on rank 0 stopped the job")
+		}
+		if !re.Shutdown {
+			l.log.Error().Err(re).Msg("stopping: another rank failed")
+		}
+	}
+	return cause
+}
+
+// exchangeFarewell gathers every rank's farewell record on every rank.
+func (l *loop) exchangeFarewell(kind byte, text string) ([][]byte, error) {
+	mine := append([]byte{kind}, text...)
+	l.lenMine[0] = int64(len(mine))
+	if err := l.com.Allgatherv(tensor.FromInt64(l.lenMine), tensor.FromInt64(l.lens), l.ones); err != nil {
+		return nil, fmt.Errorf("gathering farewell sizes: %w", err)
+	}
+	total := 0
+	for r, n := range l.lens {
+		l.counts[r] = int(n)
+		total += int(n)
+	}
+	send, err := tensor.FromBytes(tensor.Uint8, mine)
+	if err != nil {
+		return nil, err
+	}
+	all := make([]byte, total)
+	recv, err := tensor.FromBytes(tensor.Uint8, all)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.com.Allgatherv(send, recv, l.counts); err != nil {
+		return nil, fmt.Errorf("gathering farewells: %w", err)
+	}
+	recs := make([][]byte, l.size)
+	off := 0
+	for r := range recs {
+		recs[r] = all[off : off+l.counts[r]]
+		off += l.counts[r]
+	}
+	return recs, nil
 }
 
 func (l *loop) shutdownRequested() bool {
@@ -214,7 +362,8 @@ func wordsTensor(t **tensor.Tensor, w []uint64) *tensor.Tensor {
 }
 
 // cycle runs one negotiation and performs what is ready. It returns true
-// when every rank must stop.
+// when every rank must stop. The decisions are cycle.State's; this function
+// does the I/O between them.
 func (l *loop) cycle() (bool, error) {
 	now := time.Now()
 	if l.tl != nil {
@@ -223,60 +372,23 @@ func (l *loop) cycle() (bool, error) {
 	l.performed, l.slow = false, false
 	defer l.forget()
 	l.msgs = l.r.q.pop(l.msgs[:0])
-	l.sync.Reset(l.cache.Bits())
-	l.hits, l.uncached, l.back, l.hitBits = l.hits[:0], l.uncached[:0], l.back[:0], l.hitBits[:0]
-	useCache := l.cache.Capacity() > 0
+	l.items = l.items[:0]
 	for _, e := range l.msgs {
-		switch e.req.Type {
-		case wire.Join:
-			l.joined = true
-			l.uncached = append(l.uncached, e)
-			continue
-		case wire.Barrier:
-			l.uncached = append(l.uncached, e)
-			continue
-		}
-		if !useCache {
-			l.uncached = append(l.uncached, e)
-			continue
-		}
-		st, bit := l.cache.LookupHint(&e.req, e.bit)
-		e.bit = bit
-		if st == cache.Hit && len(l.invalid) > 0 && l.invalid[e.req.Name] {
-			delete(l.invalid, e.req.Name)
-			st = cache.Invalid
-		}
-		switch st {
-		case cache.Hit:
-			l.sync.Hit(bit)
-			l.hits = append(l.hits, e)
-			l.hitBits = append(l.hitBits, bit)
-		case cache.Invalid:
-			l.sync.MarkInvalid(bit)
-			l.uncached = append(l.uncached, e)
-		default:
-			l.uncached = append(l.uncached, e)
-		}
+		l.items = append(l.items, cycle.Item{Req: &e.req, Bit: e.bit})
 	}
-	if l.joined {
-		l.sync.HitAll()
-	}
-	if l.shutdownRequested() || l.stallErr != nil {
-		l.sync.SetShutdown()
-	}
-	if len(l.uncached) > 0 {
-		l.sync.SetUncached()
+	stopping := l.shutdownRequested() || l.stallErr != nil || l.failing != nil
+	words := l.st.Begin(l.items, stopping)
+	for i, e := range l.msgs {
+		e.bit = l.items[i].Bit
 	}
 	if l.stall.Enabled() {
-		for _, name := range l.stall.StaleCached(now) {
-			l.invalid[name] = true
-		}
+		l.st.StaleCached(now)
 		if l.coord != nil && l.stall.Due(now) {
 			if rep, ok := l.stall.Check(now, l.size, l.coord.Pending()); ok {
 				if rep.Shutdown {
 					l.log.Error().Msg(rep.Message)
-					l.stallErr = errors.New("hvd: stall inspector: " + rep.Message)
-					l.sync.SetShutdown()
+					l.stallErr = &StallError{Message: rep.Message}
+					l.st.Stop()
 				} else {
 					l.log.Warn().Msg(rep.Message)
 				}
@@ -285,72 +397,59 @@ func (l *loop) cycle() (bool, error) {
 	}
 
 	// The agreement: one bitwise-AND allreduce, plus an OR when some rank
-	// found a cached entry with changed parameters.
-	if err := l.com.Allreduce(wordsTensor(&l.syncT, l.sync.Words()), tensor.BitAnd); err != nil {
+	// found a cached entry with changed parameters. Until it returns, this
+	// rank is where every other rank is (at the start of a cycle): a
+	// failure before it can still be told to the others (see farewell).
+	if err := l.com.Allreduce(wordsTensor(&l.syncT, words), tensor.BitAnd); err != nil {
 		return false, fmt.Errorf("cache agreement: %w", err)
 	}
+	l.aligned = false
 	l.syncedAt = time.Now()
-	if l.sync.Invalid() {
-		if err := l.com.Allreduce(wordsTensor(&l.invT, l.sync.InvalidWords()), tensor.BitOr); err != nil {
+	if inv := l.st.Agreed(); inv != nil {
+		if err := l.com.Allreduce(wordsTensor(&l.invT, inv), tensor.BitOr); err != nil {
 			return false, fmt.Errorf("cache invalidation: %w", err)
 		}
-		l.inv = l.sync.AppendInvalid(l.inv[:0])
-		for _, bit := range l.inv {
-			l.cache.Erase(bit)
-		}
 	}
-	l.common = l.sync.AppendCommonHits(l.common[:0])
-	if n := l.cache.Bits(); len(l.byBit) < n {
-		l.byBit = append(l.byBit, make([]*entry, n-len(l.byBit))...)
-	}
-	for i, e := range l.hits {
-		bit := l.hitBits[i]
-		if l.sync.IsHit(bit) && l.cache.Has(bit) {
-			l.stall.RemoveCached(e.req.Name)
-			l.byBit[bit] = e
-			continue
-		}
-		l.back = append(l.back, e)
-		l.stall.ObserveCached(e.req.Name, now)
-	}
+	d := l.st.Decide(now)
 	// The cached responses, and beside each the entry it performs (nil
 	// where this rank has joined and submitted nothing): the entries are
 	// then taken without looking their names up (see entries).
-	l.responses, l.respEnts = l.responses[:0], l.respEnts[:0]
-	for _, bit := range l.common {
-		if l.cache.Has(bit) {
-			l.responses = append(l.responses, *l.cache.Get(bit))
-			l.respEnts = append(l.respEnts, l.byBit[bit])
-			l.byBit[bit] = nil
+	l.respEnts = l.respEnts[:0]
+	for _, i := range d.Items {
+		var e *entry
+		if i != cycle.None {
+			e = l.msgs[i]
 		}
+		l.respEnts = append(l.respEnts, e)
 	}
-	shutdown := l.sync.Shutdown()
-	if l.sync.Uncached() {
+	l.back = l.back[:0]
+	for _, i := range d.Back {
+		l.back = append(l.back, l.msgs[i])
+	}
+	if d.Negotiate {
 		l.r.stats.slow.Add(1)
 		l.slow = true
-		list, err := l.negotiate()
+		list, err := l.negotiate(d.Uncached)
 		if err != nil {
 			return false, err
 		}
-		for i := range list.Responses {
-			if l.cache.Put(&list.Responses[i]) {
-				l.log.Warn().Msg(cache.EvictionWarning)
-			}
+		if l.st.Negotiated(&list) {
+			l.log.Warn().Msg(cache.EvictionWarning)
 		}
-		l.responses = append(l.responses, list.Responses...)
 		for range list.Responses {
 			l.respEnts = append(l.respEnts, nil)
 		}
-		shutdown = shutdown || list.Shutdown
 	}
 	l.r.q.pushFront(l.back)
-	if shutdown {
-		// Every rank stops; pending operations fail with ErrShutdown.
+	if d.Shutdown {
+		// Every rank stops; pending operations fail with the cause that
+		// the farewell exchange finds.
 		return true, nil
 	}
-	for k, resp := range l.planner.Plan(l.responses, l.cfg.FusionThreshold) {
+	for k, resp := range l.planner.Plan(d.Responses, l.cfg.FusionThreshold) {
 		l.performed = true
 		l.sources = l.planner.Sources(k)
+		l.ents = l.ents[:0]
 		if err := l.perform(&resp); err != nil {
 			return false, err
 		}
@@ -368,8 +467,7 @@ func (l *loop) cycle() (bool, error) {
 // keep memory the callers have let go of alive.
 func (l *loop) forget() {
 	clear(l.msgs)
-	clear(l.hits)
-	clear(l.uncached)
+	clear(l.items)
 	clear(l.back)
 	clear(l.respEnts)
 	clear(l.ents)
@@ -377,16 +475,16 @@ func (l *loop) forget() {
 
 // negotiate is the slow path: every rank sends its uncached requests to rank
 // 0, which validates them and broadcasts the ordered responses.
-func (l *loop) negotiate() (wire.ResponseList, error) {
+func (l *loop) negotiate(uncached []int) (wire.ResponseList, error) {
 	if l.checker != nil {
 		l.checker.SetCheck(true)
 		defer l.checker.SetCheck(false)
 	}
 	l.reqList.Requests = l.reqList.Requests[:0]
-	for _, e := range l.uncached {
-		l.reqList.Requests = append(l.reqList.Requests, e.req)
+	for _, i := range uncached {
+		l.reqList.Requests = append(l.reqList.Requests, l.msgs[i].req)
 	}
-	l.reqList.Shutdown = l.shutdownRequested()
+	l.reqList.Shutdown = l.shutdownRequested() || l.stallErr != nil || l.failing != nil
 	l.sendBuf = wire.AppendRequestList(l.sendBuf[:0], &l.reqList)
 	l.lenMine[0] = int64(len(l.sendBuf))
 	if err := l.com.Allgatherv(tensor.FromInt64(l.lenMine), tensor.FromInt64(l.lens), l.ones); err != nil {

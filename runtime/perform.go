@@ -172,7 +172,7 @@ func (l *loop) perform(resp *wire.Response) error {
 		act = actBarrier
 		err = l.com.Barrier()
 	case wire.Join:
-		l.joined = false
+		l.st.Unjoin()
 		e.h.joinRank = int(resp.LastJoinedRank)
 	default:
 		err = fmt.Errorf("internal: unknown response type %v", resp.Type)
@@ -223,7 +223,7 @@ func (l *loop) entries(resp *wire.Response) error {
 	q.mu.Unlock()
 	for i, name := range resp.Names {
 		if e := l.ents[i]; e == nil {
-			if !l.joined {
+			if !l.st.Joined() {
 				return fmt.Errorf("internal: response for %q, which this rank did not submit", name)
 			}
 			z := tensor.New(resp.DType, intShape(resp.Shapes[i])...)

@@ -9,6 +9,11 @@ const (
 	StatusShutdown = iota // some rank asks to shut down
 	StatusUncached        // some rank has requests that need full negotiation
 	StatusInvalid         // some rank found a cached entry with changed parameters
+	// StatusJoined follows the opposite rule: it is set when this rank
+	// has joined, so that after the AND it is set only when every rank
+	// has (and cached responses must not be replayed: nobody submitted
+	// them).
+	StatusJoined
 	NumStatusBits
 )
 
@@ -66,6 +71,9 @@ func (s *Sync) MarkInvalid(bit int) {
 // SetShutdown records that this rank asks every rank to shut down.
 func (s *Sync) SetShutdown() { clearBit(s.words, StatusShutdown) }
 
+// SetJoined records that this rank has joined (see StatusJoined).
+func (s *Sync) SetJoined() { setBit(s.words, StatusJoined) }
+
 // SetUncached records that this rank has requests for full negotiation.
 func (s *Sync) SetUncached() { clearBit(s.words, StatusUncached) }
 
@@ -81,6 +89,9 @@ func (s *Sync) Shutdown() bool { return !bitSet(s.words, StatusShutdown) }
 
 // Uncached reports, after the AND, whether some rank needs full negotiation.
 func (s *Sync) Uncached() bool { return !bitSet(s.words, StatusUncached) }
+
+// AllJoined reports, after the AND, whether every rank has joined.
+func (s *Sync) AllJoined() bool { return bitSet(s.words, StatusJoined) }
 
 // Invalid reports, after the AND, whether some rank found invalid entries.
 func (s *Sync) Invalid() bool { return !bitSet(s.words, StatusInvalid) }

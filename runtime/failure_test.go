@@ -1,0 +1,197 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// TestJoinAfterCachedAllgather is issue 11's first defect, end to end: an
+// allgather (cached), then Join on every rank. Join returns the last rank
+// on every rank and the runtime keeps working, with the default cache and
+// with a cache of one entry.
+func TestJoinAfterCachedAllgather(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		for _, capacity := range []int{1024, 1, 0} {
+			t.Run(fmt.Sprintf("np%d/cache%d", n, capacity), func(t *testing.T) {
+				cfg := testConfig()
+				cfg.CacheCapacity = capacity
+				c := startCluster(t, n, cfg)
+				c.each(t, func(r *Runtime, rank int) error {
+					for i := 0; i < 3; i++ {
+						out, err := r.Allgather(ctxT(t), tensor.FromFloat32([]float32{float32(rank), 1}), "x")
+						if err != nil {
+							return err
+						}
+						if out.Len() != 2*n || out.Float32s()[2*(n-1)] != float32(n-1) {
+							return fmt.Errorf("allgather %v", out.Float32s())
+						}
+					}
+					last, err := r.Join(ctxT(t))
+					if err != nil {
+						return fmt.Errorf("join: %w", err)
+					}
+					if last < 0 || last >= n {
+						return fmt.Errorf("join returned %d", last)
+					}
+					v := tensor.FromFloat32([]float32{1})
+					if err := r.AllreduceInPlace(ctxT(t), v, "after", Sum); err != nil {
+						return fmt.Errorf("allreduce after join: %w", err)
+					}
+					if v.Float32s()[0] != float32(n) {
+						return fmt.Errorf("allreduce after join gave %v", v.Float32s())
+					}
+					return nil
+				})
+			})
+		}
+	}
+}
+
+// TestCachedAllgatherWhileJoined: one rank joins while the other repeats a
+// cached allgather: the allgather fails with Horovod's error, not the
+// runtime, and the job goes on.
+func TestCachedAllgatherWhileJoined(t *testing.T) {
+	c := startCluster(t, 2, testConfig())
+	c.each(t, func(r *Runtime, rank int) error {
+		_, err := r.Allgather(ctxT(t), tensor.FromFloat32([]float32{1}), "x")
+		return err
+	})
+	c.each(t, func(r *Runtime, rank int) error {
+		if rank == 1 {
+			_, err := r.Join(ctxT(t))
+			return err
+		}
+		_, err := r.Allgather(ctxT(t), tensor.FromFloat32([]float32{1}), "x")
+		var oe *OpError
+		if !errors.As(err, &oe) || !strings.Contains(oe.Message, "Allgather is not supported with Join") {
+			return fmt.Errorf("allgather while rank 1 joined: %v", err)
+		}
+		_, err = r.Join(ctxT(t))
+		return err
+	})
+	c.each(t, func(r *Runtime, rank int) error {
+		_, err := r.Allgather(ctxT(t), tensor.FromFloat32([]float32{1}), "x")
+		return err
+	})
+}
+
+// TestLoopPanicNamesTheRank: rank 1's loop panics at the start of a cycle
+// (before it entered any collective): every rank's pending handle fails,
+// the others' errors name rank 1 and the panic, and later calls return the
+// same root cause. Nothing hangs and the process survives.
+func TestLoopPanicNamesTheRank(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
+			c := startCluster(t, n, testConfig())
+			var arm atomic.Bool
+			c.rts[1].loop.testPanicHook(func() {
+				if arm.CompareAndSwap(true, false) {
+					panic("injected fault")
+				}
+			})
+			hs := make([]*Handle, n)
+			for r := 0; r < n; r++ {
+				// A name only rank 0 submits: it waits, pending, when
+				// rank 1 fails.
+				name := "pending"
+				if r != 0 {
+					name = fmt.Sprint("other", r)
+				}
+				h, err := c.rts[r].AllreduceAsync(fill(tensor.Float32, 4, 1), name, Sum)
+				if err != nil {
+					t.Fatal(err)
+				}
+				hs[r] = h
+			}
+			time.Sleep(5 * time.Millisecond)
+			arm.Store(true)
+			for r, h := range hs {
+				err := h.Wait(ctxT(t))
+				checkRootCause(t, r, err, 1, "injected fault")
+				if r == 1 {
+					var pe *PanicError
+					if !errors.As(err, &pe) || len(pe.Stack) == 0 {
+						t.Fatalf("rank 1: %v does not carry the PanicError and its stack", err)
+					}
+				}
+				_, err = c.rts[r].AllreduceAsync(fill(tensor.Float32, 1, 1), "later", Sum)
+				checkRootCause(t, r, err, 1, "injected fault")
+			}
+		})
+	}
+}
+
+// checkRootCause asserts that err, seen on rank me, is a shutdown error that
+// names rank failed and contains cause.
+func checkRootCause(t *testing.T, me int, err error, failed int, cause string) {
+	t.Helper()
+	if !errors.Is(err, ErrShutdown) {
+		t.Fatalf("rank %d: %v, want ErrShutdown", me, err)
+	}
+	if !strings.Contains(err.Error(), cause) {
+		t.Fatalf("rank %d: %v does not contain the cause %q", me, err, cause)
+	}
+	if me != failed {
+		r, _, ok := FailedRank(err)
+		if !ok || r != failed {
+			t.Fatalf("rank %d: %v names rank %d (%v), want %d", me, err, r, ok, failed)
+		}
+		if !strings.Contains(err.Error(), fmt.Sprintf("rank %d", failed)) {
+			t.Fatalf("rank %d: %q does not name rank %d", me, err, failed)
+		}
+	}
+}
+
+// TestShutdownNamesTheRank: when rank 2 calls Shutdown, the others' pending
+// handles say so.
+func TestShutdownNamesTheRank(t *testing.T) {
+	c := startCluster(t, 3, testConfig())
+	h, err := c.rts[0].AllreduceAsync(fill(tensor.Float32, 1, 1), "orphan", Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.rts[2].Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	err = h.Wait(ctxT(t))
+	var re *RankError
+	if !errors.Is(err, ErrShutdown) || !errors.As(err, &re) || re.Rank != 2 || !re.Shutdown {
+		t.Fatalf("got %v, want ErrShutdown naming rank 2's Shutdown", err)
+	}
+	if !strings.Contains(err.Error(), "rank 2 called Shutdown") {
+		t.Fatalf("message %q", err)
+	}
+	if _, _, ok := FailedRank(err); ok {
+		t.Fatal("a Shutdown is reported as a failure")
+	}
+}
+
+func TestFarewellCause(t *testing.T) {
+	rec := func(kind byte, text string) []byte { return append([]byte{kind}, text...) }
+	for _, tt := range []struct {
+		name string
+		recs [][]byte
+		me   int
+		want string
+	}{
+		{"clean", [][]byte{rec(farewellShutdown, ""), rec(farewellNone, "")}, 0, "<nil>"},
+		{"other asked", [][]byte{rec(farewellShutdown, ""), rec(farewellNone, "")}, 1, "hvd: rank 0 called Shutdown"},
+		{"failure wins", [][]byte{rec(farewellShutdown, ""), rec(farewellNone, ""), rec(farewellFailed, "boom")}, 0, "hvd: rank 2 failed: boom"},
+		{"lowest failure", [][]byte{rec(farewellNone, ""), rec(farewellFailed, "a"), rec(farewellFailed, "b")}, 2, "hvd: rank 1 failed: a"},
+		{"stall", [][]byte{rec(farewellStall, "hvd: stall inspector: x"), rec(farewellNone, "")}, 1, "hvd: rank 0 failed: hvd: stall inspector: x"},
+		{"unreadable", [][]byte{nil, nil}, 0, "<nil>"},
+	} {
+		if got := fmt.Sprint(farewellCause(tt.recs, tt.me)); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+// testPanicHook makes the loop call f at the start of every cycle.
+func (l *loop) testPanicHook(f func()) { l.testPanic.Store(&f) }
