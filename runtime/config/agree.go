@@ -12,8 +12,8 @@ import (
 // way the user sets it: a variable (HOROVOD_FUSION_THRESHOLD) or an Init
 // option (hvd.WithChunkBytes), with the value as that variable is written.
 type Setting struct {
-	Name  string
-	Value string
+	Name  string // e.g. HOROVOD_FUSION_THRESHOLD, or hvd.WithChunkBytes
+	Value string // e.g. 4194304
 }
 
 // Agreed returns the knobs of c that every rank must hold alike, named by
@@ -152,7 +152,7 @@ type Disagreement struct {
 // rank's value. Its message starts "ranks disagree on"; the runtime wraps it
 // in its initialization error.
 type AgreementError struct {
-	Knobs []Disagreement
+	Knobs []Disagreement // in rank 0's order, then those only other ranks name
 }
 
 // maxRuns bounds how many runs of ranks one knob's part of the message
