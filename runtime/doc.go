@@ -36,5 +36,11 @@
 //
 // Configuration comes from the HOROVOD_* environment variables, read once by
 // Init through runtime/config (or given with WithConfig). Logging goes
-// through zerolog with a rank field, at HOROVOD_LOG_LEVEL.
+// through zerolog with a rank field, at HOROVOD_LOG_LEVEL. Init logs a
+// warning, on each rank, for every knob that is set but not implemented yet
+// (autotuning, the hierarchical collectives, HOROVOD_MPI_THREADS_DISABLE,
+// the placement variables), and fails on every rank when the ranks were
+// started with different values of a knob that must agree (the fusion
+// threshold, cycle time and cache capacity, and the chunking options),
+// naming the knob and each rank's value.
 package runtime

@@ -44,17 +44,20 @@ type options struct {
 // WithChunkBytes sets the largest buffer handed to one transport collective:
 // larger fused buffers and tensors are reduced in chunks of n bytes (0: no
 // chunking). The default comes from cmd/hvdbench's measurements.
+// Every rank must give the same value: Init fails otherwise.
 func WithChunkBytes(n int) Option { return func(o *options) { o.chunk = &n } }
 
 // WithMaxFusedBytes sets the largest tensor, in bytes, that is copied into
 // the fusion buffer with others; larger ones are reduced in place (0: any
 // tensor up to the fusion threshold is fused). The default comes from
 // cmd/hvdbench's measurements.
+// Every rank must give the same value: Init fails otherwise.
 func WithMaxFusedBytes(n int64) Option { return func(o *options) { o.maxFuse = &n } }
 
 // WithFusionChunkBytes sets how many bytes of a fused response are copied
 // into the fusion buffer, reduced and copied back at a time (0: the whole
 // response at once). The default comes from cmd/hvdbench's measurements.
+// Every rank must give the same value: Init fails otherwise.
 func WithFusionChunkBytes(n int) Option { return func(o *options) { o.fuseChk = &n } }
 
 // WithCommunicator runs the runtime over c (for example one member of
@@ -115,6 +118,13 @@ type Runtime struct {
 // Init starts the runtime: it reads the configuration (once), opens the
 // communicator (MPI unless WithCommunicator is given), learns the local and
 // cross placement and starts the background loop. Every rank must call it.
+//
+// Init logs a warning for each knob that is set but not implemented yet
+// (config.Config.Unimplemented). It fails on every rank, with a
+// *config.AgreementError that names each knob and each rank's value, when
+// the ranks differ in a knob that must agree: the fusion threshold, cycle
+// time and cache capacity (config.Config.Agreed), and the values of
+// WithChunkBytes, WithMaxFusedBytes and WithFusionChunkBytes.
 func (r *Runtime) Init(opts ...Option) error {
 	var o options
 	for _, f := range opts {
@@ -155,6 +165,7 @@ func (r *Runtime) Init(opts ...Option) error {
 		}
 		log = zerolog.New(w).With().Timestamp().Int("rank", rank).Logger().Level(zlevel(cfg.LogLevel))
 	}
+	warnUnimplemented(log, cfg)
 	local, err := com.SplitLocal()
 	if err != nil {
 		return r.initFailed(com, owns, fmt.Errorf("local communicator: %w", err))
@@ -187,6 +198,9 @@ func (r *Runtime) Init(opts ...Option) error {
 	}
 	if o.fuseChk != nil {
 		l.fuseChunk = max(*o.fuseChk, 0)
+	}
+	if err := l.agree(); err != nil {
+		return r.initFailed(com, owns, err)
 	}
 	r.loop = l
 	r.gpu = newGPUState(o.gpu, log)

@@ -11,6 +11,12 @@
 // runs the plan, stops the job when the context ends, and reports the first
 // failing rank and its exit status (read from mpirun's report).
 //
+// Flags and variables for knobs that are not implemented yet (--autotune,
+// --autotune-log-file, --hierarchical-allreduce, --hierarchical-allgather,
+// --mpi-threads-disable) are passed on but draw a warning on stderr; the
+// placement variables of the launcher's own environment (HOROVOD_RANK, ...)
+// are not passed on, since MPI places the workers.
+//
 // Bad input is a *UsageError (exit status 2) raised before anything starts.
 // ExitCode maps Run's error to the exit status.
 package launch

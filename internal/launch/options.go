@@ -103,11 +103,11 @@ func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
 	fs.Float64Var(&o.StallShutdownSeconds, "stall-check-shutdown-time-seconds", d.StallShutdownTime.Seconds(), "shut the job down after a stall this long (0: never)")
 	fs.StringVar(&o.LogLevel, "log-level", d.LogLevel.String(), "TRACE, DEBUG, INFO, WARNING, ERROR or FATAL")
 	fs.BoolVar(&o.LogWithoutTimestamp, "log-without-timestamp", false, "leave timestamps out of log lines")
-	fs.BoolVar(&o.MPIThreadsDisable, "mpi-threads-disable", false, "ask MPI for MPI_THREAD_SINGLE")
-	fs.BoolVar(&o.HierarchicalAllreduce, "hierarchical-allreduce", false, "hierarchical allreduce (no effect on one node)")
-	fs.BoolVar(&o.HierarchicalAllgather, "hierarchical-allgather", false, "hierarchical allgather (no effect on one node)")
-	fs.BoolVar(&o.Autotune, "autotune", false, "tune fusion threshold and cycle time while training")
-	fs.StringVar(&o.AutotuneLogFile, "autotune-log-file", "", "CSV log of the autotuning samples")
+	fs.BoolVar(&o.MPIThreadsDisable, "mpi-threads-disable", false, "ask MPI for MPI_THREAD_SINGLE (not implemented yet: no effect)")
+	fs.BoolVar(&o.HierarchicalAllreduce, "hierarchical-allreduce", false, "hierarchical allreduce (not implemented yet: no effect)")
+	fs.BoolVar(&o.HierarchicalAllgather, "hierarchical-allgather", false, "hierarchical allgather (not implemented yet: no effect)")
+	fs.BoolVar(&o.Autotune, "autotune", false, "tune fusion threshold and cycle time while training (not implemented yet: no effect)")
+	fs.StringVar(&o.AutotuneLogFile, "autotune-log-file", "", "CSV log of the autotuning samples (not implemented yet: no effect)")
 	return fs
 }
 

@@ -112,6 +112,9 @@ func (l *Launcher) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range knobWarnings(o, spec.Config) {
+		fmt.Fprintln(l.Stderr, "gohorovodrun: "+w)
+	}
 	plan, err := BuildPlan(spec)
 	if err != nil {
 		return err
@@ -159,6 +162,7 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 	if cfg, err = o.ApplyTo(cfg); err != nil {
 		return Spec{}, err
 	}
+	cfg = withoutPlacement(cfg)
 	var hosts []Host
 	switch {
 	case o.Hosts != "":

@@ -33,7 +33,8 @@ const (
 	EnvAutotuneNoise          = "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"
 
 	// The process placement, set by a launcher that does not start the
-	// workers through MPI (MPI itself tells an MPI-started worker).
+	// workers through MPI (MPI itself tells an MPI-started worker). Not
+	// implemented yet: the runtime's placement comes from its communicator.
 	EnvRank      = "HOROVOD_RANK"
 	EnvSize      = "HOROVOD_SIZE"
 	EnvLocalRank = "HOROVOD_LOCAL_RANK"
@@ -80,8 +81,10 @@ const (
 // not give.
 const Unset = -1
 
-// Config holds every knob gohorovod honours. The zero value is not useful:
-// start from Default or FromEnv.
+// Config holds every knob gohorovod reads. The zero value is not useful:
+// start from Default or FromEnv. A few knobs are accepted but not
+// implemented yet (see Unimplemented); the knobs that every rank must hold
+// alike are listed by Agreed.
 type Config struct {
 	// FusionThreshold is the fusion buffer size in bytes; 0 disables
 	// fusion. HOROVOD_FUSION_THRESHOLD.
@@ -114,45 +117,51 @@ type Config struct {
 	LogLevel LogLevel
 	// LogHideTime leaves timestamps out of log lines. HOROVOD_LOG_HIDE_TIME.
 	LogHideTime bool
-	// HierarchicalAllreduce asks for node-local reduce-scatter, cross-node
-	// allreduce, node-local allgather. Accepted for compatibility; on one
-	// node (Size == LocalSize) it changes nothing, as in Horovod.
-	// HOROVOD_HIERARCHICAL_ALLREDUCE.
+	// HierarchicalAllreduce asks, as in Horovod, for node-local
+	// reduce-scatter, cross-node allreduce, node-local allgather.
+	// HOROVOD_HIERARCHICAL_ALLREDUCE. Not implemented yet: it is accepted
+	// and passed on, but has no effect; setting it logs a warning at Init.
 	HierarchicalAllreduce bool
 	// HierarchicalAllgather is the allgather counterpart of
-	// HierarchicalAllreduce; a no-op on one node.
-	// HOROVOD_HIERARCHICAL_ALLGATHER.
+	// HierarchicalAllreduce. HOROVOD_HIERARCHICAL_ALLGATHER. Not implemented
+	// yet: setting it logs a warning at Init.
 	HierarchicalAllgather bool
-	// MPIThreadsDisable asks MPI for MPI_THREAD_SINGLE instead of
-	// MPI_THREAD_MULTIPLE. HOROVOD_MPI_THREADS_DISABLE.
+	// MPIThreadsDisable asks, in Horovod, for MPI_THREAD_SINGLE instead of
+	// MPI_THREAD_MULTIPLE. HOROVOD_MPI_THREADS_DISABLE. Not implemented yet:
+	// gohorovod always asks for, and requires, MPI_THREAD_MULTIPLE; setting
+	// it logs a warning at Init.
 	MPIThreadsDisable bool
-	// Autotune turns on the tuning of FusionThreshold and CycleTime while
-	// training runs. HOROVOD_AUTOTUNE.
+	// Autotune asks for the tuning of FusionThreshold and CycleTime while
+	// training runs. HOROVOD_AUTOTUNE. Not implemented yet: setting it (or
+	// any of the Autotune fields below) logs a warning at Init.
 	Autotune bool
-	// AutotuneLog is a CSV file that records each autotuning sample; empty
-	// means none. HOROVOD_AUTOTUNE_LOG.
+	// AutotuneLog is a CSV file that would record each autotuning sample;
+	// empty means none. HOROVOD_AUTOTUNE_LOG. Not implemented yet.
 	AutotuneLog string
-	// AutotuneWarmupSamples is how many samples are discarded first.
-	// HOROVOD_AUTOTUNE_WARMUP_SAMPLES.
+	// AutotuneWarmupSamples is how many samples would be discarded first.
+	// HOROVOD_AUTOTUNE_WARMUP_SAMPLES. Not implemented yet.
 	AutotuneWarmupSamples int
-	// AutotuneStepsPerSample is how many steps make one sample.
-	// HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE.
+	// AutotuneStepsPerSample is how many steps would make one sample.
+	// HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE. Not implemented yet.
 	AutotuneStepsPerSample int
-	// AutotuneMaxSamples bounds the Bayesian optimisation.
-	// HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES.
+	// AutotuneMaxSamples would bound the Bayesian optimisation.
+	// HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES. Not implemented yet.
 	AutotuneMaxSamples int
 	// AutotuneNoise is the Gaussian process noise, in [0, 1].
-	// HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE.
+	// HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE. Not implemented yet.
 	AutotuneNoise float64
 
 	// Rank, Size, LocalRank, LocalSize, CrossRank and CrossSize are the
-	// process placement a launcher gives (HOROVOD_RANK, ...), or Unset.
-	// Under mpirun they stay Unset: MPI tells the worker.
+	// process placement that a launcher which does not start workers
+	// through MPI would give (HOROVOD_RANK, ...), or Unset. Not implemented
+	// yet: the runtime takes its placement from the communicator (MPI, or
+	// the one given to Init) and ignores these; setting one logs a warning
+	// at Init.
 	Rank, Size           int
 	LocalRank, LocalSize int
 	CrossRank, CrossSize int
-	// Hostname is the host name the launcher assigned this worker to, or
-	// empty. HOROVOD_HOSTNAME.
+	// Hostname is the host name such a launcher assigned this worker to, or
+	// empty. HOROVOD_HOSTNAME. Not implemented yet, as the placement above.
 	Hostname string
 }
 

@@ -16,4 +16,19 @@
 // DefaultFusionThreshold), and the stall times, which may be fractional
 // seconds here (Horovod reads whole seconds; every whole-second value means
 // the same thing in both).
+//
+// Not every variable is implemented yet: the hierarchical collectives
+// (HOROVOD_HIERARCHICAL_ALLREDUCE, HOROVOD_HIERARCHICAL_ALLGATHER),
+// autotuning (HOROVOD_AUTOTUNE and its HOROVOD_AUTOTUNE_* parameters),
+// HOROVOD_MPI_THREADS_DISABLE and the placement variables (HOROVOD_RANK,
+// HOROVOD_SIZE, HOROVOD_LOCAL_*, HOROVOD_CROSS_*, HOROVOD_HOSTNAME) are
+// parsed and passed on but have no effect. Config.Unimplemented lists those
+// that a Config sets, and the runtime logs a warning naming each at Init.
+//
+// Some knobs must be the same on every rank, or the ranks would make
+// different transport calls: Config.Agreed lists them, AppendSettings and
+// DecodeSettings carry them between ranks, and CheckAgreement compares
+// every rank's values and names each knob that differs with each rank's
+// value. The runtime runs that check at Init and fails on every rank when
+// the ranks disagree.
 package config

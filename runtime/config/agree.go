@@ -1,0 +1,271 @@
+package config
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Setting is one value that every rank of a job must hold alike, named the
+// way the user sets it: a variable (HOROVOD_FUSION_THRESHOLD) or an Init
+// option (hvd.WithChunkBytes), with the value as that variable is written.
+type Setting struct {
+	Name  string // e.g. HOROVOD_FUSION_THRESHOLD, or hvd.WithChunkBytes
+	Value string // e.g. 4194304
+}
+
+// Agreed returns the knobs of c that every rank must hold alike, named by
+// their variables and written as Environ writes them, in a fixed order. The
+// runtime compares them across ranks at Init (see CheckAgreement) and
+// refuses to start when they differ.
+//
+// A knob belongs here when ranks that differ in it would make different
+// transport calls, or would silently run with tuning other than what the
+// user asked for:
+//
+//   - HOROVOD_FUSION_THRESHOLD: every rank plans its own fused responses
+//     from the same response list; different thresholds fuse differently
+//     and the ranks' allreduces no longer match.
+//   - HOROVOD_CACHE_CAPACITY: the per-cycle agreement allreduce carries one
+//     bit per cache entry, and eviction depends on the capacity.
+//   - HOROVOD_CYCLE_TIME: the ranks meet in every cycle's agreement
+//     allreduce, so the slowest cycle sets everyone's pace and a different
+//     value on one rank silently changes the whole job's tuning.
+//
+// Left out, because each rank's value changes only what that rank does
+// alone or what rank 0 decides for all (the protocol already carries the
+// decision): the timeline (rank 0 writes it), the stall inspector's
+// settings (rank 0 decides warnings and the shutdown, and a stale cached
+// tensor on any rank is invalidated through the agreement allreduce, which
+// every rank joins whatever its own settings), the log settings, and the
+// knobs that are not implemented yet (see Unimplemented; the hierarchical
+// collectives and autotuning will change the calls, and must join this list
+// when they are implemented).
+func (c Config) Agreed() []Setting {
+	out := make([]Setting, 0, len(agreed))
+	for _, k := range knobs {
+		if agreed[k.env] {
+			out = append(out, Setting{Name: k.env, Value: k.format(&c)})
+		}
+	}
+	return out
+}
+
+var agreed = map[string]bool{
+	EnvFusionThreshold: true,
+	EnvCycleTime:       true,
+	EnvCacheCapacity:   true,
+}
+
+// settingsVersion is the first byte of an encoding, so that a future
+// layout is recognised rather than misread.
+const settingsVersion = 1
+
+// AppendSettings appends the encoding of s to dst and returns the extended
+// slice: a version byte, the number of settings, then each name and value,
+// every count and length an unsigned varint. DecodeSettings reverses it.
+func AppendSettings(dst []byte, s []Setting) []byte {
+	dst = append(dst, settingsVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	for _, x := range s {
+		dst = binary.AppendUvarint(dst, uint64(len(x.Name)))
+		dst = append(dst, x.Name...)
+		dst = binary.AppendUvarint(dst, uint64(len(x.Value)))
+		dst = append(dst, x.Value...)
+	}
+	return dst
+}
+
+// ErrBadSettings is wrapped by DecodeSettings's errors.
+var ErrBadSettings = errors.New("malformed settings")
+
+// DecodeSettings reads an encoding written by AppendSettings. It rejects,
+// wrapping ErrBadSettings, an unknown version, truncated or trailing bytes,
+// an empty name and a name given twice.
+func DecodeSettings(b []byte) ([]Setting, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadSettings, fmt.Sprintf(format, a...))
+	}
+	if len(b) == 0 {
+		return nil, bad("empty")
+	}
+	if b[0] != settingsVersion {
+		return nil, bad("version %d, want %d", b[0], settingsVersion)
+	}
+	b = b[1:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, bad("bad count")
+	}
+	b = b[k:]
+	if n > uint64(len(b))/3 { // a setting takes at least three bytes
+		return nil, bad("%d settings in %d bytes", n, len(b))
+	}
+	str := func(what string) (string, error) {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return "", bad("truncated %s", what)
+		}
+		s := string(b[k : k+int(l)])
+		b = b[k+int(l):]
+		return s, nil
+	}
+	out := make([]Setting, 0, n)
+	seen := make(map[string]bool, n)
+	for range n {
+		name, err := str("name")
+		if err != nil {
+			return nil, err
+		}
+		if name == "" {
+			return nil, bad("empty name")
+		}
+		if seen[name] {
+			return nil, bad("%s given twice", name)
+		}
+		seen[name] = true
+		value, err := str("value of " + name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Setting{Name: name, Value: value})
+	}
+	if len(b) != 0 {
+		return nil, bad("%d trailing bytes", len(b))
+	}
+	return out, nil
+}
+
+// Absent is the value a Disagreement gives a rank whose settings do not
+// name the knob (a rank built from other sources).
+const Absent = "(absent)"
+
+// Disagreement is one knob that the ranks do not hold alike.
+type Disagreement struct {
+	Name   string   // the variable or option
+	Values []string // Values[r] is rank r's value (Absent where rank r has none)
+}
+
+// AgreementError reports the knobs that differ across ranks, with every
+// rank's value. Its message starts "ranks disagree on"; the runtime wraps it
+// in its initialization error.
+type AgreementError struct {
+	Knobs []Disagreement // in rank 0's order, then those only other ranks name
+}
+
+// maxRuns bounds how many runs of ranks one knob's part of the message
+// lists.
+const maxRuns = 16
+
+// Error implements the error interface. Consecutive ranks with one value
+// are written as a range: "ranks disagree on HOROVOD_FUSION_THRESHOLD:
+// ranks 0-2: 4194304, rank 3: 1048576 (every rank must be started with the
+// same value)".
+func (e *AgreementError) Error() string {
+	var b strings.Builder
+	b.WriteString("ranks disagree on ")
+	for i, d := range e.Knobs {
+		if i > 0 {
+			b.WriteString("; on ")
+		}
+		b.WriteString(d.Name)
+		b.WriteString(": ")
+		writeRuns(&b, d.Values)
+	}
+	if len(e.Knobs) > 1 {
+		b.WriteString(" (every rank must be started with the same values)")
+	} else {
+		b.WriteString(" (every rank must be started with the same value)")
+	}
+	return b.String()
+}
+
+// writeRuns writes "ranks 0-2: a, rank 3: b", at most maxRuns runs.
+func writeRuns(b *strings.Builder, values []string) {
+	runs := 0
+	for lo := 0; lo < len(values); {
+		hi := lo
+		for hi+1 < len(values) && values[hi+1] == values[lo] {
+			hi++
+		}
+		if runs == maxRuns {
+			fmt.Fprintf(b, ", and %d more ranks", len(values)-lo)
+			return
+		}
+		if runs > 0 {
+			b.WriteString(", ")
+		}
+		if hi == lo {
+			b.WriteString("rank " + strconv.Itoa(lo))
+		} else {
+			fmt.Fprintf(b, "ranks %d-%d", lo, hi)
+		}
+		b.WriteString(": " + quoteValue(values[lo]))
+		runs++
+		lo = hi + 1
+	}
+}
+
+// quoteValue leaves plain values (numbers, names) as they are and quotes
+// anything else, so that an empty or odd value is visible in the message.
+func quoteValue(v string) string {
+	if v == Absent {
+		return v
+	}
+	if v == "" {
+		return `""`
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.+:/", r)) {
+			return strconv.Quote(v)
+		}
+	}
+	return v
+}
+
+// CheckAgreement decodes encoded[r], rank r's AppendSettings encoding, for
+// every rank and returns an *AgreementError naming each knob whose value is
+// not the same on every rank, with each rank's value, or nil when they all
+// agree. Knobs are reported in rank 0's order, then those only other ranks
+// name. An encoding that does not decode is an error naming its rank.
+func CheckAgreement(encoded [][]byte) error {
+	ranks := make([]map[string]string, len(encoded))
+	var names []string
+	known := map[string]bool{}
+	for r, enc := range encoded {
+		s, err := DecodeSettings(enc)
+		if err != nil {
+			return fmt.Errorf("settings from rank %d: %w", r, err)
+		}
+		ranks[r] = make(map[string]string, len(s))
+		for _, x := range s {
+			ranks[r][x.Name] = x.Value
+			if !known[x.Name] {
+				known[x.Name] = true
+				names = append(names, x.Name)
+			}
+		}
+	}
+	var e AgreementError
+	for _, name := range names {
+		values := make([]string, len(ranks))
+		same := true
+		for r, m := range ranks {
+			v, ok := m[name]
+			if !ok {
+				v = Absent
+			}
+			values[r] = v
+			same = same && v == values[0]
+		}
+		if !same {
+			e.Knobs = append(e.Knobs, Disagreement{Name: name, Values: values})
+		}
+	}
+	if len(e.Knobs) > 0 {
+		return &e
+	}
+	return nil
+}

@@ -1,0 +1,234 @@
+package config
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUnimplemented(t *testing.T) {
+	tests := []struct {
+		name string
+		set  func(*Config)
+		want []string
+	}{
+		{"default", func(*Config) {}, nil},
+		{"implemented knobs only", func(c *Config) {
+			c.FusionThreshold, c.CycleTime, c.Timeline, c.StallCheckDisable = 1, time.Second, "t.json", true
+		}, nil},
+		{"set to the default explicitly", func(c *Config) { c.Autotune, c.AutotuneNoise = false, DefaultAutotuneNoise }, nil},
+		{"hierarchical", func(c *Config) { c.HierarchicalAllreduce, c.HierarchicalAllgather = true, true },
+			[]string{EnvHierarchicalAllreduce, EnvHierarchicalAllgather}},
+		{"mpi threads", func(c *Config) { c.MPIThreadsDisable = true }, []string{EnvMPIThreadsDisable}},
+		{"autotune", func(c *Config) { c.Autotune, c.AutotuneLog = true, "at.csv" }, []string{EnvAutotune, EnvAutotuneLog}},
+		{"autotune parameters alone", func(c *Config) {
+			c.AutotuneWarmupSamples, c.AutotuneStepsPerSample, c.AutotuneMaxSamples, c.AutotuneNoise = 0, 1, 2, 0.1
+		}, []string{EnvAutotuneWarmupSamples, EnvAutotuneStepsPerSample, EnvAutotuneMaxSamples, EnvAutotuneNoise}},
+		{"placement", func(c *Config) { c.Rank, c.Size, c.Hostname = 0, 2, "h1" }, []string{EnvRank, EnvSize, EnvHostname}},
+		{"placement local and cross", func(c *Config) { c.LocalRank, c.LocalSize, c.CrossRank, c.CrossSize = 0, 1, 0, 1 },
+			[]string{EnvLocalRank, EnvLocalSize, EnvCrossRank, EnvCrossSize}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.set(&c)
+			if got := c.Unimplemented(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Unimplemented() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestUnimplementedFromEnv: a worker started by the launcher gets every knob
+// in its environment, at its default where nothing was asked for; only the
+// ones set to something else count.
+func TestUnimplementedFromEnv(t *testing.T) {
+	env := append(Default().Environ(), EnvAutotune+"=1", EnvRank+"=3", EnvSize+"=4")
+	c, err := FromEnv(Lookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Unimplemented(), []string{EnvAutotune, EnvRank, EnvSize}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Unimplemented() = %q, want %q", got, want)
+	}
+}
+
+func TestAgreed(t *testing.T) {
+	c := Default()
+	c.FusionThreshold, c.CycleTime, c.CacheCapacity = 64<<20, 2500*time.Microsecond, 0
+	c.Timeline, c.StallShutdownTime, c.LogLevel = "t.json", time.Minute, LevelDebug // rank-local
+	want := []Setting{{EnvFusionThreshold, "67108864"}, {EnvCycleTime, "2.5"}, {EnvCacheCapacity, "0"}}
+	if got := c.Agreed(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Agreed() = %v, want %v", got, want)
+	}
+}
+
+func encode(s ...Setting) []byte { return AppendSettings(nil, s) }
+
+func TestSettingsRoundTrip(t *testing.T) {
+	for _, s := range [][]Setting{
+		{},
+		{{"A", ""}},
+		{{EnvFusionThreshold, "4194304"}, {EnvCycleTime, "1"}, {"hvd.WithChunkBytes", "0"}},
+		{{"x", strings.Repeat("v", 300)}, {strings.Repeat("n", 200), "é\x00"}},
+	} {
+		got, err := DecodeSettings(AppendSettings([]byte{}, s))
+		if err != nil {
+			t.Fatalf("%v: %v", s, err)
+		}
+		if !reflect.DeepEqual(got, s) {
+			t.Errorf("round trip %v = %v", s, got)
+		}
+	}
+}
+
+func TestDecodeSettingsErrors(t *testing.T) {
+	good := encode(Setting{"A", "1"}, Setting{"B", "2"})
+	tests := []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"empty", nil, "empty"},
+		{"version", append([]byte{9}, good[1:]...), "version 9"},
+		{"no count", []byte{settingsVersion}, "bad count"},
+		{"count too large", []byte{settingsVersion, 100, 1, 'a', 0}, "100 settings"},
+		{"truncated name", encode(Setting{"NAMEXYZ", "1"})[:6], "truncated name"},
+		{"truncated value", good[:len(good)-1], "truncated value of B"},
+		{"trailing", append(append([]byte{}, good...), 0), "1 trailing bytes"},
+		{"empty name", encode(Setting{"", "1"}), "empty name"},
+		{"twice", encode(Setting{"A", "1"}, Setting{"A", "1"}), "A given twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeSettings(tt.b)
+			if !errors.Is(err, ErrBadSettings) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("DecodeSettings(%v) = %v, want ErrBadSettings with %q", tt.b, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckAgreement(t *testing.T) {
+	fusion := func(v string) Setting { return Setting{EnvFusionThreshold, v} }
+	cycle := func(v string) Setting { return Setting{EnvCycleTime, v} }
+	cache := func(v string) Setting { return Setting{EnvCacheCapacity, v} }
+	tests := []struct {
+		name  string
+		ranks [][]Setting
+		want  string // "" : agreement
+		knobs []Disagreement
+	}{
+		{"one rank", [][]Setting{{fusion("1")}}, "", nil},
+		{"two agree", [][]Setting{{fusion("1"), cycle("1")}, {fusion("1"), cycle("1")}}, "", nil},
+		{"order does not matter", [][]Setting{{fusion("1"), cycle("1")}, {cycle("1"), fusion("1")}}, "", nil},
+		{"two differ", [][]Setting{{fusion("67108864")}, {fusion("1048576")}},
+			"ranks disagree on HOROVOD_FUSION_THRESHOLD: rank 0: 67108864, rank 1: 1048576 (every rank must be started with the same value)",
+			[]Disagreement{{EnvFusionThreshold, []string{"67108864", "1048576"}}}},
+		{"three ranks, the last differs", [][]Setting{{fusion("4"), cycle("1")}, {fusion("4"), cycle("1")}, {fusion("1"), cycle("1")}},
+			"ranks disagree on HOROVOD_FUSION_THRESHOLD: ranks 0-1: 4, rank 2: 1 (every rank must be started with the same value)",
+			[]Disagreement{{EnvFusionThreshold, []string{"4", "4", "1"}}}},
+		{"three ranks, the middle differs", [][]Setting{{cycle("1")}, {cycle("2.5")}, {cycle("1")}},
+			"ranks disagree on HOROVOD_CYCLE_TIME: rank 0: 1, rank 1: 2.5, rank 2: 1 (every rank must be started with the same value)",
+			[]Disagreement{{EnvCycleTime, []string{"1", "2.5", "1"}}}},
+		{"several knobs", [][]Setting{
+			{fusion("1"), cycle("1"), cache("1024"), {"hvd.WithChunkBytes", "0"}},
+			{fusion("2"), cycle("1"), cache("0"), {"hvd.WithChunkBytes", "0"}},
+			{fusion("1"), cycle("1"), cache("0"), {"hvd.WithChunkBytes", "4"}}},
+			"ranks disagree on HOROVOD_FUSION_THRESHOLD: rank 0: 1, rank 1: 2, rank 2: 1; " +
+				"on HOROVOD_CACHE_CAPACITY: rank 0: 1024, ranks 1-2: 0; " +
+				"on hvd.WithChunkBytes: ranks 0-1: 0, rank 2: 4 (every rank must be started with the same values)",
+			[]Disagreement{
+				{EnvFusionThreshold, []string{"1", "2", "1"}},
+				{EnvCacheCapacity, []string{"1024", "0", "0"}},
+				{"hvd.WithChunkBytes", []string{"0", "0", "4"}}}},
+		{"a knob one rank lacks", [][]Setting{{fusion("1")}, {fusion("1"), cycle("1")}},
+			"ranks disagree on HOROVOD_CYCLE_TIME: rank 0: (absent), rank 1: 1 (every rank must be started with the same value)",
+			[]Disagreement{{EnvCycleTime, []string{Absent, "1"}}}},
+		{"odd values quoted", [][]Setting{{{"X", ""}}, {{"X", "a b"}}},
+			`ranks disagree on X: rank 0: "", rank 1: "a b" (every rank must be started with the same value)`,
+			[]Disagreement{{"X", []string{"", "a b"}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			enc := make([][]byte, len(tt.ranks))
+			for r, s := range tt.ranks {
+				enc[r] = encode(s...)
+			}
+			err := CheckAgreement(enc)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("CheckAgreement = %v, want nil", err)
+				}
+				return
+			}
+			var ae *AgreementError
+			if !errors.As(err, &ae) {
+				t.Fatalf("CheckAgreement = %v, want an *AgreementError", err)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("message\n got %s\nwant %s", err, tt.want)
+			}
+			if !reflect.DeepEqual(ae.Knobs, tt.knobs) {
+				t.Errorf("Knobs = %v, want %v", ae.Knobs, tt.knobs)
+			}
+		})
+	}
+}
+
+// TestCheckAgreementManyRanks: the message stays bounded when the values
+// alternate across many ranks.
+func TestCheckAgreementManyRanks(t *testing.T) {
+	enc := make([][]byte, 100)
+	for r := range enc {
+		v := "1"
+		if r%2 == 1 {
+			v = "2"
+		}
+		enc[r] = encode(Setting{EnvFusionThreshold, v})
+	}
+	err := CheckAgreement(enc)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "rank 15: 2, and 84 more ranks (every rank") || len(msg) > 400 {
+		t.Errorf("message %q", msg)
+	}
+}
+
+func TestCheckAgreementBadEncoding(t *testing.T) {
+	err := CheckAgreement([][]byte{encode(Setting{"A", "1"}), {settingsVersion}})
+	if !errors.Is(err, ErrBadSettings) || !strings.Contains(err.Error(), "rank 1") {
+		t.Errorf("CheckAgreement = %v, want ErrBadSettings naming rank 1", err)
+	}
+}
+
+// FuzzDecodeSettings: any bytes decode or fail without panicking, and what
+// decodes re-encodes to the same bytes.
+func FuzzDecodeSettings(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(encode())
+	f.Add(encode(Default().Agreed()...))
+	f.Add(encode(Setting{"A", "1"}, Setting{"B", ""}))
+	f.Add([]byte{settingsVersion, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := DecodeSettings(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadSettings) {
+				t.Fatalf("error %v does not wrap ErrBadSettings", err)
+			}
+			return
+		}
+		if got := AppendSettings(nil, s); string(got) != string(b) {
+			// Varints have one canonical form; a non-minimal one may
+			// decode, but then the settings must still round-trip.
+			again, err := DecodeSettings(got)
+			if err != nil || !reflect.DeepEqual(again, s) {
+				t.Fatalf("re-encoding %v: %v, %v", s, again, err)
+			}
+		}
+	})
+}

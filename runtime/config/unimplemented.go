@@ -1,0 +1,52 @@
+package config
+
+// notImplemented are the variables that FromEnv parses (so that a Horovod
+// job's environment is accepted and Environ passes them on) but that nothing
+// in gohorovod acts on yet:
+//
+//   - the hierarchical collectives and autotuning (filed separately);
+//   - HOROVOD_MPI_THREADS_DISABLE: the MPI binding always asks for, and
+//     requires, MPI_THREAD_MULTIPLE;
+//   - the placement variables (HOROVOD_RANK, ..., HOROVOD_HOSTNAME): the
+//     runtime takes its rank, size, local and cross placement from the
+//     communicator (MPI, or the one given to Init), never from these.
+//
+// When one of them is implemented, remove it here; if it changes the
+// sequence of transport calls, add it to Agreed.
+var notImplemented = map[string]bool{
+	EnvHierarchicalAllreduce:  true,
+	EnvHierarchicalAllgather:  true,
+	EnvMPIThreadsDisable:      true,
+	EnvAutotune:               true,
+	EnvAutotuneLog:            true,
+	EnvAutotuneWarmupSamples:  true,
+	EnvAutotuneStepsPerSample: true,
+	EnvAutotuneMaxSamples:     true,
+	EnvAutotuneNoise:          true,
+	EnvRank:                   true,
+	EnvSize:                   true,
+	EnvLocalRank:              true,
+	EnvLocalSize:              true,
+	EnvCrossRank:              true,
+	EnvCrossSize:              true,
+	EnvHostname:               true,
+}
+
+// Unimplemented returns, in Environ's order, the variables that c sets
+// (holds a value other than Default's) but that gohorovod does not
+// implement yet, so that they have no effect: the hierarchical collectives,
+// autotuning, HOROVOD_MPI_THREADS_DISABLE and the placement variables. It
+// returns nil when c sets none of them. The runtime logs a warning naming
+// each at Init, and the launcher warns about the flags behind them.
+func (c Config) Unimplemented() []string {
+	d := Default()
+	var out []string
+	for _, list := range [][]knob{knobs, placement} {
+		for _, k := range list {
+			if notImplemented[k.env] && k.format(&c) != k.format(&d) {
+				out = append(out, k.env)
+			}
+		}
+	}
+	return out
+}

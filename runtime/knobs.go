@@ -1,0 +1,89 @@
+package runtime
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// warnUnimplemented logs one warning for each knob that cfg sets but that
+// gohorovod does not implement yet (config.Config.Unimplemented). Every
+// rank logs its own: each rank reads its own environment, and a knob set on
+// one rank only would go unmentioned if rank 0 alone spoke.
+func warnUnimplemented(log zerolog.Logger, cfg config.Config) {
+	for _, name := range cfg.Unimplemented() {
+		log.Warn().Str("knob", name).Msg(name + " is set but not implemented yet: it has no effect")
+	}
+}
+
+// agreedSettings are the values this rank's loop will run with that every
+// rank must hold alike: the configuration's (config.Config.Agreed) and those
+// of the Init options that change the sequence of transport calls, as
+// applied to the loop (defaults included). WithChunkBytes sets how many
+// calls a large buffer takes, WithMaxFusedBytes which tensors are fused
+// together, WithFusionChunkBytes how many calls a fused response takes;
+// ranks that differ in any of them make mismatched calls. The GPU options
+// are left out: the ranks agree on the GPU path with a collective of their
+// own when the first GPU tensor arrives.
+func (l *loop) agreedSettings() []config.Setting {
+	return append(l.cfg.Agreed(),
+		config.Setting{Name: "hvd.WithChunkBytes", Value: strconv.Itoa(l.chunk)},
+		config.Setting{Name: "hvd.WithMaxFusedBytes", Value: strconv.FormatInt(l.planner.MaxFused, 10)},
+		config.Setting{Name: "hvd.WithFusionChunkBytes", Value: strconv.Itoa(l.fuseChunk)},
+	)
+}
+
+// agree checks, before the loop starts, that every rank holds the agreed
+// settings alike: it gathers every rank's encoding on every rank (the sizes,
+// then the bytes, as negotiate does) and compares them, so that every rank
+// returns the same *config.AgreementError when they differ. On error it
+// closes what newLoop opened.
+func (l *loop) agree() (err error) {
+	defer func() {
+		if err != nil && l.tl != nil {
+			l.tl.Close()
+			l.tl = nil
+		}
+	}()
+	if l.size == 1 {
+		return nil
+	}
+	mine := config.AppendSettings(nil, l.agreedSettings())
+	lens := make([]int64, l.size)
+	ones := make([]int, l.size)
+	for i := range ones {
+		ones[i] = 1
+	}
+	if err := l.com.Allgatherv(tensor.FromInt64([]int64{int64(len(mine))}), tensor.FromInt64(lens), ones); err != nil {
+		return fmt.Errorf("gathering the ranks' settings sizes: %w", err)
+	}
+	counts := make([]int, l.size)
+	total := 0
+	for r, n := range lens {
+		counts[r] = int(n)
+		total += int(n)
+	}
+	all := make([]byte, total)
+	send, err := tensor.FromBytes(tensor.Uint8, mine)
+	if err != nil {
+		return err
+	}
+	recv, err := tensor.FromBytes(tensor.Uint8, all)
+	if err != nil {
+		return err
+	}
+	if err := l.com.Allgatherv(send, recv, counts); err != nil {
+		return fmt.Errorf("gathering the ranks' settings: %w", err)
+	}
+	encoded := make([][]byte, l.size)
+	off := 0
+	for r, n := range counts {
+		encoded[r] = all[off : off+n]
+		off += n
+	}
+	return config.CheckAgreement(encoded)
+}
