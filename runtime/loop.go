@@ -209,7 +209,11 @@ func (l *loop) safeCycle() (stop bool, err error) {
 	if f := l.testPanic.Load(); f != nil {
 		(*f)()
 	}
-	return l.cycle()
+	stop, err = l.cycle()
+	if err == nil {
+		clear(l.ents)
+	}
+	return stop, err
 }
 
 // fail handles an error that stops this rank's loop, and returns the root
@@ -470,7 +474,8 @@ func (l *loop) forget() {
 	clear(l.items)
 	clear(l.back)
 	clear(l.respEnts)
-	clear(l.ents)
+	// l.ents is cleared by safeCycle: when the cycle fails, fail needs
+	// the entries taken for the response it failed in.
 }
 
 // negotiate is the slow path: every rank sends its uncached requests to rank

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds the test binary of every package that has multi-process tests
 # (files named *_mpi_test.go, build tag "mpi") and runs it under real mpirun
-# at each process count in NPS (default "2 4").
+# at each process count in NPS (default "2 3 4": 3 is odd, it catches
+# uneven splits).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-nps=${NPS:-2 4}
+nps=${NPS:-2 3 4}
 mkdir -p bin/mpitest
 pkgs=$(go list -tags mpi -f '{{.ImportPath}} {{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}' ./... | awk '/_mpi_test\.go/{print $1}')
 if [ -z "$pkgs" ]; then
