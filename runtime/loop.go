@@ -272,10 +272,11 @@ func (l *loop) cycle() (bool, error) {
 			l.invalid[name] = true
 		}
 		if l.coord != nil && l.stall.Due(now) {
-			if rep, ok := l.stall.Check(now, l.size, l.coord.Pending()); ok {
+			if rep, ok := l.stall.Check(now, l.size, l.coord.Pending(), l.coord.LastSubmitted()); ok {
 				if rep.Shutdown {
 					l.log.Error().Msg(rep.Message)
 					l.stallErr = errors.New("hvd: stall inspector: " + rep.Message)
+					dumpStacks(l.log, "the stall inspector is shutting the job down")
 					l.sync.SetShutdown()
 				} else {
 					l.log.Warn().Msg(rep.Message)
@@ -300,6 +301,7 @@ func (l *loop) cycle() (bool, error) {
 		}
 	}
 	l.common = l.sync.AppendCommonHits(l.common[:0])
+	l.noteCachedProgress(now)
 	if n := l.cache.Bits(); len(l.byBit) < n {
 		l.byBit = append(l.byBit, make([]*entry, n-len(l.byBit))...)
 	}
@@ -416,6 +418,7 @@ func (l *loop) negotiate() (wire.ResponseList, error) {
 	var body []byte
 	var out wire.ResponseList
 	if l.rank == 0 {
+		now := time.Now()
 		off := 0
 		for r := 0; r < l.size; r++ {
 			list, err := wire.DecodeRequestList(l.recvBuf[off : off+l.counts[r]])
@@ -423,12 +426,11 @@ func (l *loop) negotiate() (wire.ResponseList, error) {
 				return out, fmt.Errorf("requests from rank %d: %w", r, err)
 			}
 			off += l.counts[r]
-			if err := l.coord.Add(r, &list); err != nil {
+			if err := l.coord.AddAt(r, &list, now); err != nil {
 				return out, err
 			}
 		}
 		out = l.coord.Responses()
-		now := time.Now()
 		for _, ev := range l.coord.Events() {
 			switch ev.Kind {
 			case negotiate.Started:
