@@ -301,7 +301,7 @@ func (l *loop) cycle() (bool, error) {
 		}
 	}
 	l.common = l.sync.AppendCommonHits(l.common[:0])
-	l.noteCachedProgress(now)
+	l.noteCachedProgress(now, len(l.common))
 	if n := l.cache.Bits(); len(l.byBit) < n {
 		l.byBit = append(l.byBit, make([]*entry, n-len(l.byBit))...)
 	}

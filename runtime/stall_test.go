@@ -134,7 +134,8 @@ func TestStallShutdownDumpsStacks(t *testing.T) {
 		if !errors.Is(err, ErrShutdown) {
 			return fmt.Errorf("handle: %v", err)
 		}
-		// Rank 1 learns of the shutdown, not (yet) of its cause.
+		// Rank 0's handle names the stall; what rank 1 learns of the
+		// cause is the farewell's business, not this test's.
 		if rank == 0 && (!strings.Contains(err.Error(), "hvd: stall inspector: ") ||
 			!strings.Contains(err.Error(), "Will shutdown.") || !strings.Contains(err.Error(), differLines[1])) {
 			return fmt.Errorf("handle: %v", err)
@@ -154,9 +155,6 @@ func TestStallShutdownDumpsStacks(t *testing.T) {
 	}
 	if msg := dump["message"].(string); !strings.Contains(msg, "(*loop).run") || !strings.Contains(msg, "TestStallShutdownDumpsStacks") {
 		t.Errorf("the dump lacks the loop or the test's goroutine:\n%s", msg)
-	}
-	if find(evs, 1, "error", "goroutine stacks follow") != nil {
-		t.Error("rank 1 dumped its stacks (only rank 0 learns the cause here)")
 	}
 }
 
