@@ -1,11 +1,5 @@
 package runtime
 
-import (
-	"runtime"
-
-	"github.com/rs/zerolog"
-)
-
 // The kinds of farewell record: why a rank stops (see loop.farewell).
 const (
 	farewellNone     byte = iota // it stops because another rank asked
@@ -38,19 +32,4 @@ func farewellCause(recs [][]byte, me int) error {
 		return nil
 	}
 	return &RankError{Rank: shut, Shutdown: true}
-}
-
-// dumpStacks writes every goroutine's stack to log, at error level, with
-// the reason: a stalled job's ranks show where each one is.
-func dumpStacks(log zerolog.Logger, reason string) {
-	buf := make([]byte, 1<<16)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	log.Error().Str("stacks", string(buf)).Msg("goroutine stacks: " + reason)
 }

@@ -388,10 +388,11 @@ func (l *loop) cycle() (bool, error) {
 	if l.stall.Enabled() {
 		l.st.StaleCached(now)
 		if l.coord != nil && l.stall.Due(now) {
-			if rep, ok := l.stall.Check(now, l.size, l.coord.Pending()); ok {
+			if rep, ok := l.stall.Check(now, l.size, l.coord.Pending(), l.coord.LastSubmitted()); ok {
 				if rep.Shutdown {
 					l.log.Error().Msg(rep.Message)
 					l.stallErr = &StallError{Message: rep.Message}
+					dumpStacks(l.log, "the stall inspector is shutting the job down")
 					l.st.Stop()
 				} else {
 					l.log.Warn().Msg(rep.Message)
@@ -401,13 +402,15 @@ func (l *loop) cycle() (bool, error) {
 	}
 
 	// The agreement: one bitwise-AND allreduce, plus an OR when some rank
-	// found a cached entry with changed parameters. Until it returns, this
-	// rank is where every other rank is (at the start of a cycle): a
-	// failure before it can still be told to the others (see farewell).
+	// found a cached entry with changed parameters. Until this rank
+	// enters it, it is where every other rank is (at the start of a
+	// cycle): a failure before can still be told to the others (see
+	// fail). Once in a collective, a transport error leaves the ranks'
+	// states unknown: no more collectives are tried.
+	l.aligned = false
 	if err := l.com.Allreduce(wordsTensor(&l.syncT, words), tensor.BitAnd); err != nil {
 		return false, fmt.Errorf("cache agreement: %w", err)
 	}
-	l.aligned = false
 	l.syncedAt = time.Now()
 	if inv := l.st.Agreed(); inv != nil {
 		if err := l.com.Allreduce(wordsTensor(&l.invT, inv), tensor.BitOr); err != nil {
@@ -415,6 +418,7 @@ func (l *loop) cycle() (bool, error) {
 		}
 	}
 	d := l.st.Decide(now)
+	l.noteCachedProgress(now, len(d.Responses))
 	// The cached responses, and beside each the entry it performs (nil
 	// where this rank has joined and submitted nothing): the entries are
 	// then taken without looking their names up (see entries).
@@ -519,6 +523,7 @@ func (l *loop) negotiate(uncached []int) (wire.ResponseList, error) {
 	var body []byte
 	var out wire.ResponseList
 	if l.rank == 0 {
+		now := time.Now()
 		off := 0
 		for r := 0; r < l.size; r++ {
 			list, err := wire.DecodeRequestList(l.recvBuf[off : off+l.counts[r]])
@@ -526,12 +531,11 @@ func (l *loop) negotiate(uncached []int) (wire.ResponseList, error) {
 				return out, fmt.Errorf("requests from rank %d: %w", r, err)
 			}
 			off += l.counts[r]
-			if err := l.coord.Add(r, &list); err != nil {
+			if err := l.coord.AddAt(r, &list, now); err != nil {
 				return out, err
 			}
 		}
 		out = l.coord.Responses()
-		now := time.Now()
 		for _, ev := range l.coord.Events() {
 			switch ev.Kind {
 			case negotiate.Started:

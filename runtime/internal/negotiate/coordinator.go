@@ -2,6 +2,7 @@ package negotiate
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
@@ -31,6 +32,10 @@ type Coordinator struct {
 	joinedN    int
 	lastJoined int32
 	shutdown   bool
+	// When each rank last submitted a request (AddAt), and when every rank
+	// last did (TouchAll), for the stall inspector's diagnosis.
+	last    []time.Time
+	lastAll time.Time
 	// Events, for the timeline: first arrival and each rank's arrival.
 	events []Event
 }
@@ -58,7 +63,8 @@ func New(size int) *Coordinator {
 	if size < 1 {
 		panic("negotiate: group size must be positive")
 	}
-	return &Coordinator{size: size, table: make(map[string]*pending), joined: make([]bool, size), lastJoined: -1}
+	return &Coordinator{size: size, table: make(map[string]*pending), joined: make([]bool, size), lastJoined: -1,
+		last: make([]time.Time, size)}
 }
 
 // Size returns the number of ranks in the group.
@@ -133,6 +139,44 @@ func (c *Coordinator) Add(rank int, l *wire.RequestList) error {
 		}
 	}
 	return nil
+}
+
+// AddAt is Add for a request list received at now: when the list holds at
+// least one request, now is recorded as the rank's last submission (see
+// LastSubmitted). The coordinator reads no clock; the caller says when.
+func (c *Coordinator) AddAt(rank int, l *wire.RequestList, now time.Time) error {
+	if err := c.Add(rank, l); err != nil {
+		return err
+	}
+	if len(l.Requests) > 0 {
+		c.last[rank] = now
+	}
+	return nil
+}
+
+// TouchAll records that every rank submitted something at now, learnt
+// outside negotiation: in steady state the ranks agree on cached requests
+// with one bitwise AND and send no request lists, and a cached request that
+// every rank agreed on is a submission by every rank. It costs the same for
+// any group size, so the runtime may call it on every cached cycle.
+func (c *Coordinator) TouchAll(now time.Time) {
+	if now.After(c.lastAll) {
+		c.lastAll = now
+	}
+}
+
+// LastSubmitted returns, per rank, when it last submitted a request as far
+// as the coordinator knows (AddAt, TouchAll); the zero time if never. The
+// slice is a copy.
+func (c *Coordinator) LastSubmitted() []time.Time {
+	out := make([]time.Time, c.size)
+	for r, t := range c.last {
+		if c.lastAll.After(t) {
+			t = c.lastAll
+		}
+		out[r] = t
+	}
+	return out
 }
 
 // count returns how many ranks that have not joined have submitted p; the

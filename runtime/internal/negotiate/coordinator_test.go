@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -224,5 +225,48 @@ func TestEvents(t *testing.T) {
 	}
 	if len(c.Events()) != 0 {
 		t.Fatal("events not cleared")
+	}
+}
+
+func TestLastSubmitted(t *testing.T) {
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := New(3)
+	if got := c.LastSubmitted(); !reflect.DeepEqual(got, make([]time.Time, 3)) {
+		t.Fatalf("before any request: %v", got)
+	}
+	// An empty list is no submission; Add records no time.
+	if err := c.AddAt(0, &wire.RequestList{}, t0); err != nil {
+		t.Fatal(err)
+	}
+	add(t, c, 2, ar(2, "x", 1))
+	if err := c.AddAt(1, &wire.RequestList{Requests: []wire.Request{ar(1, "a", 1)}}, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Time{{}, t0.Add(time.Second), {}}
+	got := c.LastSubmitted()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("after AddAt: %v, want %v", got, want)
+	}
+	got[0] = t0 // a copy
+	if c.LastSubmitted()[0] != (time.Time{}) {
+		t.Fatal("LastSubmitted returned the coordinator's own slice")
+	}
+	// A cached cycle that every rank agreed on counts for every rank, but
+	// never moves a later submission back.
+	c.TouchAll(t0.Add(2 * time.Second))
+	c.TouchAll(t0.Add(time.Second))
+	if err := c.AddAt(2, &wire.RequestList{Requests: []wire.Request{ar(2, "a", 1)}}, t0.Add(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	want = []time.Time{t0.Add(2 * time.Second), t0.Add(2 * time.Second), t0.Add(3 * time.Second)}
+	if got := c.LastSubmitted(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after TouchAll: %v, want %v", got, want)
+	}
+	// A rejected list records nothing.
+	if err := c.AddAt(0, &wire.RequestList{Requests: []wire.Request{ar(1, "b", 1)}}, t0.Add(4*time.Second)); err == nil {
+		t.Fatal("request marked with another rank accepted")
+	}
+	if got := c.LastSubmitted()[0]; !got.Equal(t0.Add(2 * time.Second)) {
+		t.Fatalf("rejected list recorded: %v", got)
 	}
 }

@@ -8,6 +8,8 @@
 // no goroutines. The runtime's background loop feeds it the request lists it
 // gathered (Add) and asks for the responses of the cycle (Responses), so a
 // whole multi-rank negotiation can be scripted in one goroutine in tests.
+// Where time matters (when each rank last submitted something, which the
+// stall inspector reports), the caller passes it (AddAt, TouchAll).
 //
 // Error texts follow Horovod's (Controller::ConstructResponse) word for word,
 // so that users and their searches recognise them.

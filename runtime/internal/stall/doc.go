@@ -5,7 +5,13 @@
 //
 // It is pure: the caller passes the current time and the coordinator's table
 // of pending names, and acts on the Report it gets back (logs it, shuts
-// down). It also tracks this rank's cached requests that wait for other
-// ranks, so that the runtime can move long-waiting ones out of the cache's
-// fast path and make them visible to the coordinator.
+// down). After Horovod's text, the report says per missing rank what it did
+// submit instead (the names likely differ across ranks) or that it
+// submitted nothing for the whole stall (it is busy elsewhere, or on a code
+// path without the collective), from the pending names and each rank's last
+// submission time, which the caller passes.
+//
+// It also tracks this rank's cached requests that wait for other ranks, so
+// that the runtime can move long-waiting ones out of the cache's fast path
+// and make them visible to the coordinator.
 package stall

@@ -3,6 +3,7 @@ package stall
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -116,16 +117,40 @@ type Report struct {
 	// Shutdown is true when some name has waited longer than the shutdown
 	// time.
 	Shutdown bool
-	// Message is Horovod's warning text, with one line per missing rank.
+	// Diagnosis has one line per missing rank, in rank order: what the rank
+	// submitted instead, or that it submitted nothing (see Check).
+	Diagnosis []string
+	// Message is Horovod's warning text, with one line per missing rank,
+	// followed by the Diagnosis lines.
 	Message string
 }
 
 // Check inspects the coordinator's pending names (name to the ranks that
 // have submitted it) in a group of size ranks, and returns a report when
 // some name has waited longer than the warning time. Call it when Due.
-func (s *Inspector) Check(now time.Time, size int, pending map[string][]int) (Report, bool) {
+//
+// last[r] is when rank r last submitted anything, as far as the caller
+// knows (the zero time: never); a nil or short slice means unknown, and
+// then no line calls that rank silent. The report's Message is Horovod's
+// text followed by one diagnosis line per missing rank, the first that
+// applies:
+//   - it submitted pending names that a rank which submitted one of its
+//     missing names lacks: the names likely differ across ranks;
+//   - it submitted nothing since the oldest name it misses was first seen:
+//     it is still busy elsewhere, or on a path without this collective;
+//   - otherwise it is active but skips the missing names.
+//
+// "Submitted" means what reached the coordinator: a request list, or (with
+// the runtime's TouchAll) a cached request that every rank agreed on. A
+// cached request that waits for other ranks stays on its rank until that
+// rank's own inspector moves it to negotiation (StaleCached, after the
+// warning time), so a first report may call a rank silent that waits on
+// such a request; the silent line says what "nothing" covers, and the next
+// report names what the rank submitted.
+func (s *Inspector) Check(now time.Time, size int, pending map[string][]int, last []time.Time) (Report, bool) {
 	s.lastCheck = now
 	missing := make(map[int][]string)
+	since := make(map[int]time.Time) // per missing rank, when its oldest missing name was first seen
 	stalledRank := make(map[int]bool)
 	for name, ranks := range pending {
 		first, ok := s.seen[name]
@@ -146,6 +171,9 @@ func (s *Inspector) Check(now time.Time, size int, pending map[string][]int) (Re
 		for r := 0; r < size; r++ {
 			if !have[r] {
 				missing[r] = append(missing[r], name)
+				if t, ok := since[r]; !ok || first.Before(t) {
+					since[r] = first
+				}
 				if s.cfg.Shutdown > 0 && age > s.cfg.Shutdown {
 					stalledRank[r] = true
 				}
@@ -183,6 +211,87 @@ func (s *Inspector) Check(now time.Time, size int, pending map[string][]int) (Re
 		fmt.Fprintf(&b, "\nOne or more rank (marked by \"!\") is stalled for longer than %d seconds. Will shutdown.",
 			int(s.cfg.Shutdown/time.Second))
 	}
+	for _, r := range ranks {
+		line := diagnose(now, r, missing[r], since[r], pending, last)
+		rep.Diagnosis = append(rep.Diagnosis, line)
+		b.WriteString("\n")
+		b.WriteString(line)
+	}
 	rep.Message = b.String()
 	return rep, true
+}
+
+// diagnose returns the diagnosis line of rank r, which misses the sorted
+// names miss, the oldest first seen at since (see Check).
+func diagnose(now time.Time, r int, miss []string, since time.Time, pending map[string][]int, last []time.Time) string {
+	// The ranks that submitted what r misses; r's pending names that one
+	// of them lacks are what r submitted instead.
+	others := make(map[int]bool)
+	for _, name := range miss {
+		for _, q := range pending[name] {
+			others[q] = true
+		}
+	}
+	var instead []string
+	for name, ranks := range pending {
+		if !contains(ranks, r) {
+			continue
+		}
+		for q := range others {
+			if !contains(ranks, q) {
+				instead = append(instead, name)
+				break
+			}
+		}
+	}
+	never := list(miss)
+	switch {
+	case len(instead) > 0:
+		sort.Strings(instead)
+		return fmt.Sprintf("rank %d submitted %s but never %s: do the names differ across ranks "+
+			"(an unnamed op issued in a different order, or a name built from a rank-dependent value)?",
+			r, list(instead), never)
+	case r >= len(last):
+		return fmt.Sprintf("rank %d never submitted %s: does it skip this collective on a condition that differs "+
+			"across ranks (a rank-dependent branch, a different number of steps)?", r, never)
+	case last[r].Before(since):
+		quiet := now.Sub(since)
+		if !last[r].IsZero() {
+			quiet = now.Sub(last[r])
+		}
+		return fmt.Sprintf("rank %d submitted nothing for %s (no request negotiated, no cached collective completed): "+
+			"is it still loading data, or in a code path that makes no collective (an early exit, a different branch)?",
+			r, seconds(quiet))
+	default:
+		return fmt.Sprintf("rank %d kept submitting other requests (the last %s ago) but never %s: does it skip "+
+			"this collective on a condition that differs across ranks (a rank-dependent branch, a different number of steps)?",
+			r, seconds(now.Sub(last[r])), never)
+	}
+}
+
+func contains(ranks []int, r int) bool {
+	for _, q := range ranks {
+		if q == r {
+			return true
+		}
+	}
+	return false
+}
+
+// list joins sorted names, the first maxNames of them, saying how many more
+// there are.
+func list(names []string) string {
+	if len(names) <= maxNames {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxNames], ", "), len(names)-maxNames)
+}
+
+// seconds writes d as "61 s", or with two significant digits below ten
+// seconds ("1.5 s", "0.03 s"): the stall times may be fractional.
+func seconds(d time.Duration) string {
+	if d >= 10*time.Second {
+		return fmt.Sprintf("%d s", int64(d/time.Second))
+	}
+	return strconv.FormatFloat(d.Seconds(), 'g', 2, 64) + " s"
 }
