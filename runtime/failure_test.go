@@ -195,3 +195,30 @@ func TestFarewellCause(t *testing.T) {
 
 // testPanicHook makes the loop call f at the start of every cycle.
 func (l *loop) testPanicHook(f func()) { l.testPanic.Store(&f) }
+
+// TestStallShutdownReachesEveryRank: rank 0's stall inspector shuts the
+// job down; rank 1's pending handle names rank 0's stall report, which
+// names the tensors.
+func TestStallShutdownReachesEveryRank(t *testing.T) {
+	cfg := testConfig()
+	cfg.StallCheckTime = 20 * time.Millisecond
+	cfg.StallShutdownTime = 40 * time.Millisecond
+	c := startCluster(t, 2, cfg)
+	h0, err := c.rts[0].AllreduceAsync(fill(tensor.Float32, 1, 1), "a", Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, err := c.rts[1].AllreduceAsync(fill(tensor.Float32, 1, 1), "b", Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h0.Wait(ctxT(t)); !errors.As(err, new(*StallError)) {
+		t.Fatalf("rank 0: %v, want its StallError", err)
+	}
+	err = h1.Wait(ctxT(t))
+	var re *RankError
+	if !errors.Is(err, ErrShutdown) || !errors.As(err, &re) || re.Rank != 0 || !re.Stall ||
+		!strings.Contains(err.Error(), "allreduce.a") {
+		t.Fatalf("rank 1: %v, want rank 0's stall report", err)
+	}
+}
