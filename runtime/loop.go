@@ -136,7 +136,7 @@ func (l *loop) run() {
 	var cause error
 	defer func() {
 		if l.tl != nil {
-			if err := l.tl.Close(); err != nil {
+			if err := l.tl.Close(time.Now()); err != nil {
 				l.log.Error().Err(err).Msg("closing the timeline")
 			}
 		}
