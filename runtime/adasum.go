@@ -34,6 +34,7 @@ func (l *loop) adasum(resp *wire.Response) error {
 			l.counts[r] = n
 		}
 		if err := l.com.Allgatherv(e.out, all, l.counts); err != nil {
+			l.tlEnd(l.ents, time.Now())
 			return collectiveErr(l.ents, err)
 		}
 		switch e.out.DType() {

@@ -27,6 +27,16 @@ func Init(opts ...Option) error { return Default().Init(opts...) }
 // Shutdown shuts the default Runtime down (see Runtime.Shutdown).
 func Shutdown() error { return Default().Shutdown() }
 
+// StartTimeline starts the default Runtime's timeline in a new file (see
+// Runtime.StartTimeline).
+func StartTimeline(path string, markCycles bool) error {
+	return Default().StartTimeline(path, markCycles)
+}
+
+// StopTimeline stops the default Runtime's timeline (see
+// Runtime.StopTimeline).
+func StopTimeline() error { return Default().StopTimeline() }
+
 // IsInitialized reports whether the default Runtime is running.
 func IsInitialized() bool { return Default().IsInitialized() }
 

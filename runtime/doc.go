@@ -34,6 +34,11 @@
 // can run in one process, each over its own communicator: this is how the
 // tests run N ranks as goroutines over comm.NewGroup.
 //
+// With HOROVOD_TIMELINE set, rank 0 writes a timeline: a Chrome trace with a
+// row per tensor name showing its negotiation and each phase of its
+// operations. StartTimeline and StopTimeline switch it to another file, or
+// stop it, while the job runs (HOROVOD_TIMELINE=DYNAMIC starts with none).
+//
 // Configuration comes from the HOROVOD_* environment variables, read once by
 // Init through runtime/config (or given with WithConfig). Logging goes
 // through zerolog with a rank field, at HOROVOD_LOG_LEVEL. Init logs a

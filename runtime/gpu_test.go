@@ -3,10 +3,12 @@
 package runtime
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/nccl"
+	"github.com/gohorovod/gohorovod/runtime/internal/timeline"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -614,6 +617,7 @@ func TestGPUTimelinePhases(t *testing.T) {
 			s.cfg = &cfg
 			c := startGPUCluster(t, 2, s)
 			fusedStep(t, c, 3, "tl")
+			fusedStep(t, c, 3, "tl") // from the cache
 			c.each(t, func(r *Runtime, rank int) error {
 				x, err := toDev(c.devs[rank], seq(1, 4))
 				if err != nil {
@@ -633,6 +637,13 @@ func TestGPUTimelinePhases(t *testing.T) {
 				if !strings.Contains(string(b), `"`+w+`"`) {
 					t.Errorf("timeline lacks %s", w)
 				}
+			}
+			tr, err := timeline.Read(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row := tr.Row("allreduce.tl_1of3"); row == nil || !slices.Contains(names(row.Spans), timeline.Queue) {
+				t.Errorf("no QUEUE before the cached fused allreduce: %v", row)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -44,9 +45,8 @@ func (l *loop) agreedSettings() []config.Setting {
 // closes what newLoop opened.
 func (l *loop) agree() (err error) {
 	defer func() {
-		if err != nil && l.tl != nil {
-			l.tl.Close()
-			l.tl = nil
+		if err != nil {
+			l.closeTimeline(time.Now())
 		}
 	}()
 	if l.size == 1 {

@@ -36,7 +36,7 @@ type loop struct {
 	coord     *negotiate.Coordinator // rank 0 only
 	planner   fusion.Planner
 	stall     *stall.Inspector
-	tl        *timeline.Timeline                      // rank 0 with HOROVOD_TIMELINE only
+	tl        *timeline.Timeline                      // rank 0 while a timeline is written (timeline.go)
 	fusion    []byte                                  // persistent fusion buffer, grown up to the threshold
 	views     map[viewKey]weak.Pointer[tensor.Tensor] // transport views, reused (see view)
 	chunk     int                                     // bytes per collective call on large buffers; 0: no chunking
@@ -96,12 +96,8 @@ func newLoop(r *Runtime) (*loop, error) {
 	}
 	l.stall = s
 	l.st = cycle.New(cache.New(r.cfg.CacheCapacity, r.rank), s)
-	if r.cfg.Timeline != "" && l.rank == 0 {
-		tl, err := timeline.Open(r.cfg.Timeline, time.Now(), r.cfg.TimelineMarkCycles)
-		if err != nil {
-			return nil, err
-		}
-		l.tl = tl
+	if err := l.openTimeline(); err != nil { // timeline.go
+		return nil, err
 	}
 	return l, nil
 }
@@ -135,11 +131,7 @@ const defaultMaxFusedBytes = 64 << 10
 func (l *loop) run() {
 	var cause error
 	defer func() {
-		if l.tl != nil {
-			if err := l.tl.Close(); err != nil {
-				l.log.Error().Err(err).Msg("closing the timeline")
-			}
-		}
+		l.closeTimeline(time.Now())
 		l.r.loopExited(cause)
 		l.r.q.close(&shutdownError{cause: cause})
 		close(l.r.stopped)
@@ -370,6 +362,7 @@ func wordsTensor(t **tensor.Tensor, w []uint64) *tensor.Tensor {
 // does the I/O between them.
 func (l *loop) cycle() (bool, error) {
 	now := time.Now()
+	l.applyTimeline(now) // StartTimeline, StopTimeline (timeline.go)
 	if l.tl != nil {
 		l.tl.MarkCycle(now)
 	}

@@ -14,7 +14,6 @@ import (
 
 // Timeline activity names (Horovod's).
 const (
-	actQueue      = "QUEUE"
 	actMemcpyIn   = "MEMCPY_IN_FUSION_BUFFER"
 	actMemcpyOut  = "MEMCPY_OUT_FUSION_BUFFER"
 	actAllreduce  = "MPI_ALLREDUCE"
@@ -54,20 +53,21 @@ func rowElems(shape []int64) int {
 	return n
 }
 
-// tlStart opens the timeline spans of the entries of one response.
+// tlStart opens the timeline spans of the entries of one response, at
+// now; a cached entry's wait since it was enqueued is drawn before its span
+// (see timeline.Timeline.Start). Every tlStart is matched by a tlEnd, on
+// failure too, and the activities between them lie in [now, end].
 func (l *loop) tlStart(ents []*entry, op string, now time.Time) {
 	if l.tl == nil {
 		return
 	}
 	for _, e := range ents {
-		l.tl.Start(e.req.Name, op, now)
-		if !e.enqueued.IsZero() {
-			l.tl.ActivityStart(e.req.Name, actQueue, e.enqueued)
-			l.tl.ActivityEnd(e.req.Name, now)
-		}
+		l.tl.Start(e.req.Name, op, e.enqueued, now)
 	}
 }
 
+// tlActivity draws one activity of the entries' operations, from start to
+// end.
 func (l *loop) tlActivity(ents []*entry, act string, start, end time.Time) {
 	if l.tl == nil {
 		return
@@ -78,6 +78,7 @@ func (l *loop) tlActivity(ents []*entry, act string, start, end time.Time) {
 	}
 }
 
+// tlEnd closes the spans tlStart opened.
 func (l *loop) tlEnd(ents []*entry, now time.Time) {
 	if l.tl == nil {
 		return
@@ -340,6 +341,7 @@ func (l *loop) allreduce(resp *wire.Response) error {
 			err = l.reduceBytes(b, dt, op)
 		}
 		if err != nil {
+			l.tlEnd(l.ents, time.Now())
 			return collectiveErr(l.ents, err)
 		}
 		tensor.Scale(dt, b, post)
@@ -384,6 +386,7 @@ func (l *loop) allreduce(resp *wire.Response) error {
 			t1 = time.Now()
 		}
 		if err := l.reduceBytes(b, dt, op); err != nil {
+			l.tlEnd(l.ents, time.Now())
 			return collectiveErr(l.ents, err)
 		}
 		if off+n >= total {

@@ -112,7 +112,8 @@ type Runtime struct {
 	loop    *loop
 	counter uint64 // for automatic names
 	stats   stats
-	gpu     *gpuState // GPU device, NCCL and buffers (gpu.go)
+	gpu     *gpuState       // GPU device, NCCL and buffers (gpu.go)
+	tlc     timelineControl // StartTimeline and StopTimeline requests (timeline.go)
 }
 
 // Init starts the runtime: it reads the configuration (once), opens the

@@ -44,6 +44,10 @@ const (
 	EnvHostname  = "HOROVOD_HOSTNAME"
 )
 
+// TimelineDynamic is the Timeline (HOROVOD_TIMELINE) value that enables the
+// timeline without a file at start: Runtime.StartTimeline starts one later.
+const TimelineDynamic = "DYNAMIC"
+
 // Defaults. They are Horovod's, except DefaultFusionThreshold.
 const (
 	// DefaultFusionThreshold is the largest fused response in bytes.
@@ -95,11 +99,16 @@ type Config struct {
 	// CacheCapacity is the number of response cache entries; 0 disables
 	// the cache. HOROVOD_CACHE_CAPACITY.
 	CacheCapacity int
-	// Timeline is the file the timeline is written to; empty means no
-	// timeline. HOROVOD_TIMELINE.
+	// Timeline is the file rank 0 writes the timeline to: a Chrome trace
+	// (chrome://tracing, Perfetto) with a row per tensor name, showing its
+	// negotiation across ranks and each phase of its operations. Empty
+	// means no timeline; TimelineDynamic ("DYNAMIC") starts without a file
+	// but lets Runtime.StartTimeline start one later, which it refuses
+	// when Timeline is empty. HOROVOD_TIMELINE.
 	Timeline string
-	// TimelineMarkCycles marks each background cycle in the timeline.
-	// HOROVOD_TIMELINE_MARK_CYCLES.
+	// TimelineMarkCycles marks each background cycle in the timeline
+	// (CYCLE_START instants) of the file Timeline names; StartTimeline
+	// takes its own. HOROVOD_TIMELINE_MARK_CYCLES.
 	TimelineMarkCycles bool
 	// StallCheckDisable turns the stall inspector off.
 	// HOROVOD_STALL_CHECK_DISABLE.
