@@ -8,11 +8,11 @@ require (
 	github.com/sbromberger/gompi v0.2.0
 	github.com/spf13/pflag v1.0.10
 	github.com/x448/float16 v0.8.4
+	golang.org/x/sys v0.12.0
 	gonum.org/v1/gonum v0.17.0
 )
 
 require (
 	github.com/mattn/go-colorable v0.1.13 // indirect
 	github.com/mattn/go-isatty v0.0.19 // indirect
-	golang.org/x/sys v0.12.0 // indirect
 )

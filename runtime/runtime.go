@@ -207,6 +207,7 @@ func (r *Runtime) Init(opts ...Option) error {
 	r.gpu = newGPUState(o.gpu, log)
 	r.st = stateRunning
 	go l.run()
+	startLauncherWatch(cfg, rank, r.stopped, log) // guard.go: exit if gohorovodrun is gone
 	log.Debug().Int("size", size).Int("local_rank", r.localRank).Int("local_size", r.localSize).
 		Int("cross_rank", r.crossRank).Int("cross_size", r.crossSize).
 		Int64("fusion_threshold", cfg.FusionThreshold).Dur("cycle_time", cfg.CycleTime).

@@ -16,6 +16,10 @@ import (
 )
 
 func main() {
+	// The launcher starts a copy of itself beside mpirun as the job's guard.
+	if status, ok := launch.GuardMain(); ok {
+		os.Exit(status)
+	}
 	// A closed output pipe (gohorovodrun ... | head) must not kill the
 	// launcher while it still owns a running job: writes fail instead, and
 	// the launcher goes on to stop and reap mpirun.

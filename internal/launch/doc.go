@@ -9,7 +9,17 @@
 // function, computes the exact mpirun argv and environment for Open MPI,
 // MPICH or Intel MPI; Launcher.Run checks ssh reachability of remote hosts,
 // runs the plan, stops the job when the context ends, and reports the first
-// failing rank and its exit status (read from mpirun's report).
+// failing rank and its exit status or signal (read from mpirun's report).
+//
+// A launcher killed with SIGKILL cannot stop its job, so two things stop
+// it instead. The guard (GuardMain), a copy of gohorovodrun started beside
+// mpirun, holds mpirun's pidfd and the read end of a pipe only the launcher
+// writes to; when the launcher dies it sends mpirun one SIGTERM (SIGKILL
+// after StopGrace), and mpirun stops the workers on every host. And every
+// worker learns the launcher's identity (GOHOROVOD_LAUNCHER; pid, start
+// time, boot id, pid namespace) and, on the launcher's host, exits when the
+// launcher is gone (runtime/guard.go); on other hosts the MPI launcher's
+// ssh connections close and Open MPI's daemons stop their ranks.
 //
 // Flags and variables for knobs that are not implemented yet (--autotune,
 // --autotune-log-file, --hierarchical-allreduce, --hierarchical-allgather,

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gohorovod/gohorovod/internal/launch"
+	"github.com/gohorovod/gohorovod/internal/procid"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -67,6 +69,10 @@ func cgoEnabled() bool {
 }
 
 func TestMain(m *testing.M) {
+	// TestRunWithGuard starts this test binary as the guard of its job.
+	if status, ok := launch.GuardMain(); ok {
+		os.Exit(status)
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -106,6 +112,11 @@ func TestE2EKnobsReachWorkers(t *testing.T) {
 				r, _ := strconv.Atoi(f[1])
 				ranks[r] = true
 				got, err := config.FromEnv(config.Lookup(f[4:]))
+				// GOHOROVOD_LAUNCHER names the launcher process.
+				if id, perr := procid.Parse(got.Launcher); perr != nil || id.PID != cmd.Process.Pid {
+					t.Errorf("rank %d read GOHOROVOD_LAUNCHER=%q (%v), want launcher pid %d", r, got.Launcher, perr, cmd.Process.Pid)
+				}
+				got.Launcher = ""
 				if err != nil || got != want {
 					t.Errorf("rank %d read %+v, %v\nwant %+v", r, got, err, want)
 				}

@@ -30,20 +30,55 @@ type WorkerError struct {
 	Rank int
 	// Code is that rank's exit status, or the launcher's own.
 	Code int
-	// Signal names the signal that killed the rank, if one did.
-	Signal string
+	// Signal is the number of the signal that killed the rank, or 0.
+	Signal int
+	// Host is the node the rank ran on, or "" where the MPI launcher did
+	// not say.
+	Host string
+	// PID is the rank's process id, or 0 where the MPI launcher did not say
+	// (Open MPI 4.1 reports PID 0 for a signalled rank).
+	PID int
 }
 
-// Error implements the error interface.
+// Error implements the error interface, e.g. "rank 2 (on host vm) was
+// killed by signal 9 (SIGKILL); the other workers were stopped".
 func (e *WorkerError) Error() string {
 	who := "a worker"
 	if e.Rank >= 0 {
 		who = fmt.Sprintf("rank %d", e.Rank)
 	}
-	if e.Signal != "" {
-		return fmt.Sprintf("%s was killed by signal %s; the other workers were stopped", who, e.Signal)
+	switch {
+	case e.PID > 0 && e.Host != "":
+		who += fmt.Sprintf(" (pid %d on host %s)", e.PID, e.Host)
+	case e.PID > 0:
+		who += fmt.Sprintf(" (pid %d)", e.PID)
+	case e.Host != "":
+		who += fmt.Sprintf(" (on host %s)", e.Host)
+	}
+	if e.Signal > 0 {
+		return fmt.Sprintf("%s was killed by signal %d (%s); the other workers were stopped", who, e.Signal, SignalName(e.Signal))
 	}
 	return fmt.Sprintf("%s exited with status %d; the other workers were stopped", who, e.Code)
+}
+
+// linuxSignals are the names of the standard Linux signals, by number
+// (x86, arm and most other Linux ports). Ranks run on Linux hosts even
+// when the launcher does not, so the names do not come from syscall.
+var linuxSignals = [...]string{1: "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS",
+	"SIGFPE", "SIGKILL", "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",
+	"SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGURG", "SIGXCPU", "SIGXFSZ",
+	"SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGPWR", "SIGSYS"}
+
+// SignalName names Linux signal n: "SIGKILL" for 9, "SIGRTMIN+2" for 36,
+// "signal 99" for a number no signal has.
+func SignalName(n int) string {
+	switch {
+	case n > 0 && n < len(linuxSignals):
+		return linuxSignals[n]
+	case n >= 34 && n <= 64:
+		return fmt.Sprintf("SIGRTMIN+%d", n-34)
+	}
+	return fmt.Sprintf("signal %d", n)
 }
 
 // ExitCode is the status the launcher exits with for this failure: the

@@ -10,7 +10,9 @@ import (
 type failureScanner struct {
 	rank   int
 	code   int
-	signal string
+	signal int
+	host   string
+	pid    int
 	seen   bool
 }
 
@@ -19,15 +21,15 @@ var (
 	ompiName = regexp.MustCompile(`Process name:\s*\[\[\d+,\d+\],(\d+)\]`)
 	ompiCode = regexp.MustCompile(`^\s*Exit code:\s*(-?\d+)`)
 	// Open MPI: "mpirun noticed that process rank 1 with PID 0 on node vm
-	// exited on signal 9 (Killed)."
-	ompiSignal = regexp.MustCompile(`process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)(?: \(([^)]*)\))?`)
+	// exited on signal 9 (Killed)." (Open MPI 4.1 writes PID 0: unknown.)
+	ompiSignal = regexp.MustCompile(`process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)`)
 	// Open MPI: "mpirun has exited due to process rank 1 with PID 123 on node x exiting improperly."
 	ompiImproper = regexp.MustCompile(`exited due to process rank (\d+) with PID`)
 	// Hydra: "=   RANK 1 PID 4242 RUNNING AT host" then "=   EXIT CODE: 3"
 	// or "=   KILLED BY SIGNAL: 9 (Killed)".
-	hydraRank   = regexp.MustCompile(`RANK (\d+) PID \d+ RUNNING AT`)
+	hydraRank   = regexp.MustCompile(`RANK (\d+) PID (\d+) RUNNING AT (\S+)`)
 	hydraCode   = regexp.MustCompile(`EXIT CODE: (\d+)`)
-	hydraSignal = regexp.MustCompile(`KILLED BY SIGNAL: (\d+)(?: \(([^)]*)\))?`)
+	hydraSignal = regexp.MustCompile(`KILLED BY SIGNAL: (\d+)`)
 )
 
 func newFailureScanner() *failureScanner { return &failureScanner{rank: -1, code: -1} }
@@ -45,7 +47,9 @@ func (f *failureScanner) Line(s string) {
 	}
 	if m := ompiSignal.FindStringSubmatch(s); m != nil && f.rank < 0 {
 		f.rank, _ = strconv.Atoi(m[1])
-		f.signal = signalName(m[2], m[3])
+		f.pid, _ = strconv.Atoi(m[2])
+		f.host = m[3]
+		f.signal, _ = strconv.Atoi(m[4])
 		f.seen = true
 		return
 	}
@@ -56,6 +60,8 @@ func (f *failureScanner) Line(s string) {
 	}
 	if m := hydraRank.FindStringSubmatch(s); m != nil && f.rank < 0 {
 		f.rank, _ = strconv.Atoi(m[1])
+		f.pid, _ = strconv.Atoi(m[2])
+		f.host = m[3]
 		f.seen = true
 		return
 	}
@@ -63,22 +69,15 @@ func (f *failureScanner) Line(s string) {
 		f.code, _ = strconv.Atoi(m[1])
 		return
 	}
-	if m := hydraSignal.FindStringSubmatch(s); m != nil && f.signal == "" && f.code < 0 {
-		f.signal = signalName(m[1], m[2])
+	if m := hydraSignal.FindStringSubmatch(s); m != nil && f.signal == 0 && f.code < 0 {
+		f.signal, _ = strconv.Atoi(m[1])
 	}
-}
-
-func signalName(num, name string) string {
-	if name != "" {
-		return num + " (" + name + ")"
-	}
-	return num
 }
 
 // result turns what was seen, and mpirun's own exit status, into the
 // error the launcher reports.
 func (f *failureScanner) result(mpirunStatus int) *WorkerError {
-	e := &WorkerError{Rank: f.rank, Code: f.code, Signal: f.signal}
+	e := &WorkerError{Rank: f.rank, Code: f.code, Signal: f.signal, Host: f.host, PID: f.pid}
 	if e.Code < 0 {
 		e.Code = mpirunStatus
 	}

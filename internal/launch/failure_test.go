@@ -22,9 +22,17 @@ the job to be terminated. The first process to do so was:
   Exit code:    3
 --------------------------------------------------------------------------
 `
+	// gohorovodrun -np 4 worker-mpi train DIR, rank 2 sent SIGKILL while
+	// training (Open MPI 4.1.4, captured whole).
 	ompiSignaled = `--------------------------------------------------------------------------
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+--------------------------------------------------------------------------
+--------------------------------------------------------------------------
 mpirun noticed that process rank 2 with PID 0 on node vm exited on signal 9 (Killed).
 --------------------------------------------------------------------------
+`
+	ompiSegv = `mpirun noticed that process rank 0 with PID 4321 on node gpu-7 exited on signal 11 (Segmentation fault).
 `
 	ompiImproperExit = `mpirun has exited due to process rank 0 with PID 0 on
 node vm exiting improperly. There are three reasons this could occur:
@@ -52,10 +60,14 @@ func TestFailureScanner(t *testing.T) {
 		text   string
 	}{
 		{"open mpi exit code", ompiExit, 3, WorkerError{Rank: 1, Code: 3}, "rank 1 exited with status 3"},
-		{"open mpi signal", ompiSignaled, 137, WorkerError{Rank: 2, Code: 137, Signal: "9 (Killed)"}, "rank 2 was killed by signal 9 (Killed)"},
+		{"open mpi signal", ompiSignaled, 137, WorkerError{Rank: 2, Code: 137, Signal: 9, Host: "vm"},
+			"rank 2 (on host vm) was killed by signal 9 (SIGKILL); the other workers were stopped"},
+		{"open mpi signal with pid", ompiSegv, 139, WorkerError{Rank: 0, Code: 139, Signal: 11, Host: "gpu-7", PID: 4321},
+			"rank 0 (pid 4321 on host gpu-7) was killed by signal 11 (SIGSEGV)"},
 		{"open mpi improper exit", ompiImproperExit, 1, WorkerError{Rank: 0, Code: 1}, "rank 0 exited with status 1"},
-		{"hydra exit code", hydraExit, 3, WorkerError{Rank: 1, Code: 3}, "rank 1 exited with status 3"},
-		{"hydra signal", hydraSignaled, 9, WorkerError{Rank: 3, Code: 9, Signal: "9 (Killed)"}, "rank 3 was killed by signal 9"},
+		{"hydra exit code", hydraExit, 3, WorkerError{Rank: 1, Code: 3, Host: "vm", PID: 4242}, "rank 1 (pid 4242 on host vm) exited with status 3"},
+		{"hydra signal", hydraSignaled, 9, WorkerError{Rank: 3, Code: 9, Signal: 9, Host: "vm", PID: 4242},
+			"rank 3 (pid 4242 on host vm) was killed by signal 9 (SIGKILL)"},
 		{"nothing recognisable", "oops\n", 7, WorkerError{Rank: -1, Code: 7}, "a worker exited with status 7"},
 	}
 	for _, tt := range tests {
@@ -75,6 +87,32 @@ func TestFailureScanner(t *testing.T) {
 				t.Errorf("result = %+v (%q), want %+v (%q)", *got, got, tt.want, tt.text)
 			}
 		})
+	}
+}
+
+func TestWorkerErrorText(t *testing.T) {
+	tests := []struct {
+		e    WorkerError
+		want string
+	}{
+		{WorkerError{Rank: 2, Signal: 9, Host: "vm", PID: 1234}, "rank 2 (pid 1234 on host vm) was killed by signal 9 (SIGKILL); the other workers were stopped"},
+		{WorkerError{Rank: 2, Signal: 15, PID: 1234}, "rank 2 (pid 1234) was killed by signal 15 (SIGTERM);"},
+		{WorkerError{Rank: -1, Signal: 6}, "a worker was killed by signal 6 (SIGABRT);"},
+		{WorkerError{Rank: 1, Code: 3, Host: "h1"}, "rank 1 (on host h1) exited with status 3;"},
+	}
+	for _, tt := range tests {
+		if got := tt.e.Error(); !strings.HasPrefix(got, tt.want) {
+			t.Errorf("%+v: %q, want prefix %q", tt.e, got, tt.want)
+		}
+	}
+}
+
+func TestSignalName(t *testing.T) {
+	for n, want := range map[int]string{1: "SIGHUP", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM", 31: "SIGSYS",
+		34: "SIGRTMIN+0", 36: "SIGRTMIN+2", 64: "SIGRTMIN+30", 0: "signal 0", 32: "signal 32", 99: "signal 99", -1: "signal -1"} {
+		if got := SignalName(n); got != want {
+			t.Errorf("SignalName(%d) = %q, want %q", n, got, want)
+		}
 	}
 }
 

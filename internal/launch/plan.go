@@ -21,6 +21,9 @@ type Spec struct {
 
 	Config  config.Config // the knobs, exported to every worker
 	Environ []string      // the launcher's own environment, "KEY=value"
+	// Launcher names the launcher process for the workers to watch
+	// (procid.ID's form; GOHOROVOD_LAUNCHER); "": not watched.
+	Launcher string
 
 	Root    bool              // running as uid 0
 	CPUs    int               // cores on this machine
@@ -192,7 +195,8 @@ func sshArgs(s Spec) string {
 
 // workerEnv is mpirun's environment: the launcher's, with every variable
 // of runtime/config replaced by the Config's values (so that a stale
-// HOROVOD_* in the caller's shell cannot disagree with the flags).
+// HOROVOD_* in the caller's shell cannot disagree with the flags), and
+// GOHOROVOD_LAUNCHER naming this launcher.
 func workerEnv(s Spec) []string {
 	drop := map[string]bool{}
 	for _, n := range config.Names() {
@@ -205,7 +209,9 @@ func workerEnv(s Spec) []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env, s.Config.Environ()...)
+	cfg := s.Config
+	cfg.Launcher = s.Launcher // this launcher, never one from the caller's environment
+	return append(env, cfg.Environ()...)
 }
 
 // exportable lists, sorted, the variables of env that Open MPI should pass

@@ -189,6 +189,32 @@ func TestBuildPlanEnv(t *testing.T) {
 	}
 }
 
+// TestBuildPlanLauncher: the workers learn this launcher's identity, never
+// one left in the caller's environment (a launcher started from a worker).
+func TestBuildPlanLauncher(t *testing.T) {
+	s := baseSpec()
+	s.Environ = []string{"PATH=/bin", "GOHOROVOD_LAUNCHER=1:2:old:pid:[3]"}
+	s.Launcher = "77:88:boot:pid:[9]"
+	p, err := BuildPlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := config.FromEnv(config.Lookup(p.Env))
+	if err != nil || got.Launcher != s.Launcher {
+		t.Errorf("workers would read launcher %q, %v; want %q", got.Launcher, err, s.Launcher)
+	}
+	if n := strings.Count(strings.Join(p.Env, "\n"), "GOHOROVOD_LAUNCHER="); n != 1 {
+		t.Errorf("GOHOROVOD_LAUNCHER set %d times in %q", n, p.Env)
+	}
+	if !contains(p.Argv, "GOHOROVOD_LAUNCHER") {
+		t.Errorf("argv does not forward GOHOROVOD_LAUNCHER: %s", ShellQuote(p.Argv))
+	}
+	s.Launcher = "" // not named: the stale one is dropped too
+	if p, _ = BuildPlan(s); strings.Contains(strings.Join(p.Env, "\n"), "GOHOROVOD_LAUNCHER") {
+		t.Errorf("a stale GOHOROVOD_LAUNCHER reached the workers: %q", p.Env)
+	}
+}
+
 func TestBuildPlanErrors(t *testing.T) {
 	tests := []struct {
 		name    string

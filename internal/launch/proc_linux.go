@@ -2,14 +2,15 @@ package launch
 
 import "syscall"
 
-// sysProcAttr makes the kernel send mpirun SIGTERM if the launcher dies.
-//
-// Known limit: when the launcher is killed with SIGKILL, the kernel sends
-// the signal once per launcher thread as mpirun is reparented, and Open
-// MPI's mpirun takes a second SIGTERM as "abort now": it exits without
-// stopping the workers. MPI workers then lose their launcher and abort; a
-// non-MPI worker would keep running. A one-shot guard process would fix
-// this; Ctrl-C and SIGTERM to the launcher do not have the problem.
+// sysProcAttr makes the kernel send mpirun SIGTERM if the launcher dies:
+// the fallback where no guard runs (Launcher.Guard empty). It is weaker
+// than the guard: when the launcher is killed with SIGKILL, the kernel
+// sends the signal once per launcher thread that exits while mpirun is its
+// child, and Open MPI's mpirun takes a second SIGTERM as "abort now": it
+// exits without stopping the workers (which then exit themselves where
+// they can see the launcher; see runtime/guard.go). execute starts mpirun
+// from a locked thread (startLocked) so that no thread exit fires it while
+// the launcher lives.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gohorovod/gohorovod/internal/procid"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -57,12 +58,23 @@ type Launcher struct {
 	CPUs           int
 	Root           bool
 	Build          BuildInfo
+	// Self names the launcher process to its workers (GOHOROVOD_LAUNCHER),
+	// which exit when it is gone; nil: the workers do not watch it.
+	Self func() (procid.ID, error)
+	// Guard is a gohorovodrun binary to start as the guard of each job
+	// (see GuardMain): it stops mpirun if the launcher dies without doing
+	// so. "": no guard; mpirun then gets a parent-death signal instead.
+	Guard string
 }
 
 // NewLauncher returns a Launcher over this process's streams, environment,
-// PATH, host names and ssh.
+// PATH, host names and ssh. Its Guard is this executable, so the program's
+// main must call GuardMain before anything else.
 func NewLauncher(build BuildInfo) *Launcher {
+	exe, _ := os.Executable()
 	return &Launcher{
+		Self:  procid.Self,
+		Guard: exe,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Environ:  os.Environ(),
 		LookPath: exec.LookPath,
@@ -225,8 +237,17 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
+	var self string
+	if l.Self != nil {
+		if id, err := l.Self(); err == nil {
+			self = id.String()
+		} else {
+			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: workers will not watch the launcher: %v\n", err)
+		}
+	}
 	return Spec{
-		MPIRun: mpirun, Flavor: flavor, NP: np, Hosts: hosts, Command: o.Command,
+		Launcher: self,
+		MPIRun:   mpirun, Flavor: flavor, NP: np, Hosts: hosts, Command: o.Command,
 		Config: cfg, Environ: l.Environ, Root: l.Root, CPUs: l.CPUs, IsLocal: l.IsLocal,
 		SSHPort: o.SSHPort, SSHIdentity: o.SSHIdentity, NICs: o.NICs,
 		OutputFilename: o.OutputFilename, MPIArgs: mpiArgs,
@@ -320,14 +341,31 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 	cmd.Stdin, cmd.Stdout = l.Stdin, l.Stdout
 	scan := newFailureScanner()
 	cmd.Stderr = &lineTap{w: l.Stderr, onLine: scan.Line}
-	cmd.SysProcAttr = sysProcAttr()
 	cmd.WaitDelay = StopGrace
-	if err := cmd.Start(); err != nil {
+	// If the launcher dies without stopping mpirun (SIGKILL), the guard
+	// does it; without a guard, a parent-death signal.
+	release := make(chan struct{})
+	defer close(release)
+	var err error
+	if l.Guard != "" {
+		err = cmd.Start()
+	} else {
+		cmd.SysProcAttr = sysProcAttr()
+		err = startLocked(cmd, release)
+	}
+	if err != nil {
 		return fmt.Errorf("starting %s: %w", p.Argv[0], err)
+	}
+	if l.Guard != "" {
+		g, gerr := startGuard(l.Guard, cmd.Process, l.Stderr)
+		if gerr != nil {
+			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for mpirun (%v): if gohorovodrun is killed, "+
+				"mpirun is not stopped (workers on this host still exit)\n", gerr)
+		}
+		defer g.release()
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	var err error
 	interrupted := false
 	select {
 	case err = <-done:
@@ -354,6 +392,9 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 	if errors.As(err, &ee) {
 		status := ee.ExitCode()
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			if !scan.seen { // no rank failed: mpirun itself was killed
+				return fmt.Errorf("%s was killed by signal %d (%s)", filepath.Base(p.Argv[0]), int(ws.Signal()), SignalName(int(ws.Signal())))
+			}
 			status = 128 + int(ws.Signal())
 		}
 		return scan.result(status)

@@ -42,6 +42,11 @@ const (
 	EnvCrossRank = "HOROVOD_CROSS_RANK"
 	EnvCrossSize = "HOROVOD_CROSS_SIZE"
 	EnvHostname  = "HOROVOD_HOSTNAME"
+
+	// EnvLauncher identifies the gohorovodrun process that started the
+	// job (gohorovod's own variable, not Horovod's): the runtime in each
+	// worker that can see that process exits when it is gone.
+	EnvLauncher = "GOHOROVOD_LAUNCHER"
 )
 
 // TimelineDynamic is the Timeline (HOROVOD_TIMELINE) value that enables the
@@ -172,6 +177,12 @@ type Config struct {
 	// Hostname is the host name such a launcher assigned this worker to, or
 	// empty. HOROVOD_HOSTNAME. Not implemented yet, as the placement above.
 	Hostname string
+	// Launcher identifies the launcher process that started this worker,
+	// in internal/procid's "PID:START:BOOT:NS" form, or is empty. The
+	// runtime watches that process where it runs on the same host (and in
+	// the same pid namespace) and exits the worker when it is gone.
+	// GOHOROVOD_LAUNCHER.
+	Launcher string
 }
 
 // Default returns the configuration used when the environment sets nothing.
@@ -454,6 +465,9 @@ var placement = []knob{
 	{EnvHostname,
 		func(c *Config) string { return c.Hostname },
 		func(c *Config, s string) error { c.Hostname = s; return nil }},
+	{EnvLauncher,
+		func(c *Config) string { return c.Launcher },
+		func(c *Config, s string) error { c.Launcher = s; return nil }},
 }
 
 func placementInt(env string, field func(*Config) *int) knob {

@@ -35,7 +35,7 @@ func TestDefault(t *testing.T) {
 			t.Errorf("Default().Environ() %s=%q, want %q", k, v, w)
 		}
 	}
-	for _, k := range []string{EnvRank, EnvSize, EnvHostname} {
+	for _, k := range []string{EnvRank, EnvSize, EnvHostname, EnvLauncher} {
 		if _, ok := look(k); ok {
 			t.Errorf("Default().Environ() sets %s, want it left out while unset", k)
 		}
@@ -74,10 +74,10 @@ func TestFromEnv(t *testing.T) {
 				c.AutotuneStepsPerSample, c.AutotuneMaxSamples, c.AutotuneNoise = 7, 9, 0.1
 			}},
 		{"placement", []string{"HOROVOD_RANK=3", "HOROVOD_SIZE=4", "HOROVOD_LOCAL_RANK=1", "HOROVOD_LOCAL_SIZE=2",
-			"HOROVOD_CROSS_RANK=1", "HOROVOD_CROSS_SIZE=2", "HOROVOD_HOSTNAME=h2"},
+			"HOROVOD_CROSS_RANK=1", "HOROVOD_CROSS_SIZE=2", "HOROVOD_HOSTNAME=h2", "GOHOROVOD_LAUNCHER=12:34:b:pid:[5]"},
 			func(c *Config) {
 				c.Rank, c.Size, c.LocalRank, c.LocalSize, c.CrossRank, c.CrossSize = 3, 4, 1, 2, 1, 2
-				c.Hostname = "h2"
+				c.Hostname, c.Launcher = "h2", "12:34:b:pid:[5]"
 			}},
 		{"empty means default", []string{"HOROVOD_CYCLE_TIME=", "HOROVOD_RANK="}, func(c *Config) {}},
 		{"unrelated ignored", []string{"PATH=/bin", "HOROVOD_UNKNOWN=1"}, func(c *Config) {}},
@@ -173,6 +173,7 @@ func TestValidate(t *testing.T) {
 func TestEnvironNames(t *testing.T) {
 	c := Default()
 	c.Rank, c.Size, c.LocalRank, c.LocalSize, c.CrossRank, c.CrossSize, c.Hostname = 0, 1, 0, 1, 0, 1, "h"
+	c.Launcher = "1:2:b:pid:[3]"
 	env := c.Environ()
 	names := Names()
 	if len(env) != len(names) {
@@ -184,8 +185,8 @@ func TestEnvironNames(t *testing.T) {
 		if k != names[i] {
 			t.Errorf("Environ()[%d] is %s, Names()[%d] is %s", i, k, i, names[i])
 		}
-		if seen[k] || !strings.HasPrefix(k, "HOROVOD_") {
-			t.Errorf("variable %s repeated or not HOROVOD_-prefixed", k)
+		if seen[k] || !strings.HasPrefix(k, "HOROVOD_") && !strings.HasPrefix(k, "GOHOROVOD_") {
+			t.Errorf("variable %s repeated or not (GO)HOROVOD_-prefixed", k)
 		}
 		seen[k] = true
 	}
@@ -252,7 +253,7 @@ func TestRoundTripExamples(t *testing.T) {
 	c.Timeline, c.TimelineMarkCycles, c.StallCheckDisable = " odd = name\n", true, true
 	c.StallCheckTime, c.StallShutdownTime, c.LogLevel = 1500*time.Millisecond, 0, LevelTrace
 	c.Autotune, c.AutotuneLog, c.AutotuneNoise = true, "log.csv", 1.0/3
-	c.Rank, c.Size, c.Hostname = 0, 1, "x"
+	c.Rank, c.Size, c.Hostname, c.Launcher = 0, 1, "x", "1:2:b:pid:[3]"
 	roundTrip(t, c)
 }
 

@@ -7,6 +7,11 @@
 //	fail R CODE DIR  the others write DIR/<rank>.pid and wait to be stopped;
 //	                 rank R waits for their files, then exits with CODE
 //	hang DIR       write DIR/<rank>.pid, print "ready R", wait to be stopped
+//	train DIR      a training loop under the runtime (-tags mpi): hvd.Init,
+//	               write DIR/<rank>.pid, allreduce a gradient step after step,
+//	               print "training R pid P" after the first steps; gives up
+//	               (exit 6) after two minutes so that a broken test leaves
+//	               nothing running for long
 package main
 
 import (
@@ -74,6 +79,8 @@ func main() {
 			fmt.Fprintf(os.Stderr, "worker %d: %v\n", rank, err)
 			os.Exit(67)
 		}
+	case "train":
+		os.Exit(train(os.Args[2]))
 	case "hang":
 		writePID(os.Args[2], rank)
 		fmt.Printf("ready %d\n", rank)
@@ -156,4 +163,30 @@ func stall() int {
 		return 5
 	}
 	return 4
+}
+
+func train(dir string) int {
+	if err := hvd.Init(); err != nil {
+		fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
+		return 4
+	}
+	r, _ := hvd.Rank()
+	writePID(dir, r)
+	grad := make([]float32, 1<<12)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for step := 0; ctx.Err() == nil; step++ {
+		for i := range grad {
+			grad[i] = float32(r + step)
+		}
+		if _, err := hvd.Allreduce(ctx, tensor.FromFloat32(grad), "grad", hvd.Average); err != nil {
+			fmt.Fprintf(os.Stderr, "worker %d: step %d: %v\n", r, step, err)
+			return 3
+		}
+		if step == 10 {
+			fmt.Printf("training %d pid %d\n", r, os.Getpid())
+		}
+	}
+	fmt.Fprintf(os.Stderr, "worker %d: still training after two minutes\n", r)
+	return 6
 }

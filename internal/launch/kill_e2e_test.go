@@ -1,0 +1,275 @@
+package launch_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The kill tests (issue 11): SIGKILL one rank, or the launcher itself, in
+// the middle of training at np 4 under the real mpirun, and check that the
+// job ends promptly and leaves no process behind.
+
+// killDeadline bounds the time from a SIGKILL to the end of the launcher
+// (rank killed) or of the last process of the job (launcher killed).
+const killDeadline = 10 * time.Second
+
+// trainingJob is gohorovodrun running testdata/worker's train mode.
+type trainingJob struct {
+	cmd    *exec.Cmd
+	dir    string // the workers' pid files
+	stderr *syncBuffer
+	done   chan error // cmd.Wait's result
+}
+
+// startTraining starts `gohorovodrun -np np worker-mpi train DIR` and
+// returns once every rank has trained a few steps.
+func startTraining(t *testing.T, np int) *trainingJob {
+	t.Helper()
+	_, _ = binaries(t)
+	worker := filepath.Join(binDir, "worker-mpi")
+	if _, err := os.Stat(worker); err != nil {
+		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi worker (make deps installs Open MPI)")
+	}
+	return startJob(t, np, worker, "train", "training ")
+}
+
+// startJob starts `gohorovodrun -np np WORKER MODE DIR` and returns once
+// np lines of output contain ready. Start-up on a busy machine is slow:
+// the wait for it is generous.
+func startJob(t *testing.T, np int, worker, mode, ready string) *trainingJob {
+	t.Helper()
+	launcher, _ := binaries(t)
+	j := &trainingJob{dir: t.TempDir(), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	j.cmd = exec.Command(launcher, "-np", strconv.Itoa(np), worker, mode, j.dir)
+	j.cmd.Stderr = j.stderr
+	stdout, err := j.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		j.cmd.Process.Kill()
+		killJob(t)
+	})
+	up := make(chan int, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		n := 0
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), ready) {
+				if n++; n == np {
+					up <- n
+				}
+			}
+		}
+	}()
+	go func() { j.done <- j.cmd.Wait() }()
+	select {
+	case <-up:
+	case err := <-j.done:
+		t.Fatalf("gohorovodrun ended before training: %v\nstderr %s", err, j.stderr)
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the ranks were not %s after 90 s\nstderr %s", mode, j.stderr)
+	}
+	return j
+}
+
+// rankPID reads the pid that rank wrote.
+func (j *trainingJob) rankPID(t *testing.T, rank int) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(j.dir, strconv.Itoa(rank)+".pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// TestE2EKillRank SIGKILLs rank 2 of 4 while the job trains: the launcher
+// must end within killDeadline, with a non-zero status and a message that
+// names the rank and the signal, and nothing of the job may be left.
+func TestE2EKillRank(t *testing.T) {
+	j := startTraining(t, 4)
+	victim := j.rankPID(t, 2)
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	var err error
+	select {
+	case err = <-j.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("gohorovodrun still running 60 s after rank 2 was killed\nstderr %s", j.stderr)
+	}
+	took := time.Since(killed)
+	t.Logf("SIGKILL of rank 2 (pid %d) to gohorovodrun's exit: %v", victim, took.Round(time.Millisecond))
+	if took > killDeadline {
+		t.Errorf("gohorovodrun took %v to end after rank 2 was killed, want at most %v", took, killDeadline)
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
+		t.Errorf("gohorovodrun = %v, want a non-zero exit status", err)
+	}
+	want := "gohorovodrun: rank 2 (on host "
+	for _, w := range []string{want, "was killed by signal 9 (SIGKILL); the other workers were stopped"} {
+		if !strings.Contains(j.stderr.String(), w) {
+			t.Errorf("stderr lacks %q:\n%s", w, j.stderr)
+		}
+	}
+	if left := waitJobGone(5 * time.Second); len(left) > 0 {
+		t.Errorf("left running after the job ended: %v", left)
+	}
+}
+
+// TestE2EKillLauncher SIGKILLs gohorovodrun itself while the job trains:
+// nothing can clean up from inside it. The guard it started beside mpirun
+// stops mpirun, which stops the workers ("launcher"). With the guard
+// killed too ("launcher_and_guard"), the workers notice on their own that
+// the launcher is gone (runtime/guard.go) and exit, and mpirun with them.
+// Workers that do not use the runtime ("launcher_plain_workers", the
+// non-MPI worker waiting in a sleep) have only the guard. In every case no
+// process of the job may outlive the launcher by more than killDeadline.
+func TestE2EKillLauncher(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		alsoGuard bool
+		plain     bool
+	}{{"launcher", false, false}, {"launcher_and_guard", true, false}, {"launcher_plain_workers", false, true}} {
+		name, alsoGuard := tc.name, tc.alsoGuard
+		t.Run(name, func(t *testing.T) {
+			var j *trainingJob
+			if tc.plain {
+				_, worker := binaries(t)
+				j = startJob(t, 4, worker, "hang", "ready ")
+			} else {
+				j = startTraining(t, 4)
+			}
+			victims := []int{j.cmd.Process.Pid}
+			procs := jobProcesses()
+			if alsoGuard {
+				g := guardOf(procs, j.cmd.Process.Pid)
+				if g == 0 {
+					t.Fatalf("no guard among the job's processes %v", procs)
+				}
+				victims = append(victims, g)
+			}
+			for _, p := range victims {
+				if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			}
+			killed := time.Now()
+			<-j.done // reap the launcher: a zombie counts as gone anyway
+			left := waitJobGone(60 * time.Second)
+			took := time.Since(killed)
+			t.Logf("SIGKILL of %s (pids %v) to the last of the job's %d other processes gone: %v",
+				name, victims, len(procs)-len(victims), took.Round(time.Millisecond))
+			if len(left) > 0 {
+				t.Fatalf("still running 60 s after the kill: %v", left)
+			}
+			if took > killDeadline {
+				t.Errorf("the job outlived its launcher by %v, want at most %v", took, killDeadline)
+			}
+		})
+	}
+}
+
+// jobProcesses lists the running (not zombie) processes whose command
+// line mentions the test binaries' directory: launchers, guards, mpirun
+// (its argv holds the worker's path) and workers. binDir is unique to this
+// test run, so other users' jobs on the machine are never counted.
+func jobProcesses() map[int]string {
+	out := map[int]string{}
+	if binDir == "" {
+		return out
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !bytes.Contains(b, []byte(binDir)) || !alive(pid) {
+			continue
+		}
+		out[pid] = strings.Join(strings.Fields(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))), " ")
+	}
+	return out
+}
+
+// guardOf finds the guard: the gohorovodrun process with no arguments
+// whose parent is the launcher.
+func guardOf(procs map[int]string, launcher int) int {
+	for pid, cmdline := range procs {
+		if filepath.Base(cmdline) != "gohorovodrun" {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(launcher) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// waitJobGone waits up to d for every process of the job to end, and
+// returns those still running.
+func waitJobGone(d time.Duration) map[int]string {
+	deadline := time.Now().Add(d)
+	for {
+		left := jobProcesses()
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// killJob SIGKILLs whatever a failed test left behind.
+func killJob(t *testing.T) {
+	for pid, cmdline := range jobProcesses() {
+		t.Logf("killing leftover %d: %s", pid, cmdline)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer (exec's copying
+// goroutine) and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
