@@ -614,6 +614,11 @@ func (d *DistributedOptimizer) Unwrap() Optimizer { return d.inner }
 // BroadcastParameters copies root's parameter values to every rank, in
 // place, broadcasting them in name order (call it on every rank after
 // building the model, so that all ranks start from the same weights).
+//
+// If ctx ends first, the broadcasts already started go on and write into the
+// parameters when the other ranks reach them; treat that error as the end
+// of the job (shut the runtime down) rather than reading or training the
+// parameters.
 func BroadcastParameters(ctx context.Context, c Collectives, params []Param, root int) error {
 	ts := make(map[string]*tensor.Tensor, len(params))
 	for _, p := range params {
@@ -624,7 +629,9 @@ func BroadcastParameters(ctx context.Context, c Collectives, params []Param, roo
 
 // BroadcastState copies root's optimizer state (buffers and scalar
 // hyper-parameters, learning rate and step count included) to every rank.
-// The optimizers must be of the same kind over the same parameters.
+// The optimizers must be of the same kind over the same parameters. If ctx
+// ends first, it fails as BroadcastParameters does, without setting the
+// state.
 func BroadcastState(ctx context.Context, c Collectives, opt Optimizer, root int) error {
 	s := opt.State()
 	keys := make([]string, 0, len(s.Scalars))
