@@ -29,7 +29,10 @@
 //
 // # Errors and agreement
 //
-// Init sets MPI_ERRORS_RETURN on every communicator, so no call aborts the
+// Init asks MPI for MPI_THREAD_MULTIPLE (the runtime calls MPI from its own
+// goroutine, on whatever OS thread Go chooses) and, when MPI provides less,
+// returns an error that says how to get it instead of ending the process.
+// It sets MPI_ERRORS_RETURN on every communicator, so no call aborts the
 // process: failures become *Error values carrying MPI_Error_string.
 // Collectives need arguments that agree across ranks (element counts,
 // dtypes, roots, counts vectors). By default every collective first checks

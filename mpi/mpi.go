@@ -187,7 +187,15 @@ static void hv_error(int code, char *buf, int cap, int *cls) {
 static int hv_initialized(void) { int f = 0; MPI_Initialized(&f); return f; }
 static int hv_finalized(void) { int f = 0; MPI_Finalized(&f); return f; }
 static int hv_query_thread(void) { int p = -1; MPI_Query_thread(&p); return p; }
-static int hv_thread_multiple(void) { return MPI_THREAD_MULTIPLE; }
+static int hv_init_thread(int required, int *provided) {
+	return MPI_Init_thread(NULL, NULL, required, provided);
+}
+static void hv_thread_levels(int *l) {
+	l[0] = MPI_THREAD_SINGLE;
+	l[1] = MPI_THREAD_FUNNELED;
+	l[2] = MPI_THREAD_SERIALIZED;
+	l[3] = MPI_THREAD_MULTIPLE;
+}
 
 static void hv_library(char *buf, int cap) {
 	char s[MPI_MAX_LIBRARY_VERSION_STRING + 1];
@@ -284,12 +292,17 @@ var state struct {
 	done bool        // Finalize ran (or Init refused and finalised)
 }
 
-// Init initialises MPI with MPI_THREAD_MULTIPLE (through gompi.Start), unless
+// Init initialises MPI with MPI_THREAD_MULTIPLE (MPI_Init_thread), unless
 // the process already did, sets MPI_ERRORS_RETURN on the world and self
-// communicators, and creates the half-precision types and operations. It
-// refuses (finalising MPI again) when the launcher announced more ranks than
-// MPI reports (see CheckLaunch). Calling Init again is a no-op; calling it
-// after Finalize returns ErrFinalized.
+// communicators, and creates the half-precision types and operations.
+//
+// It refuses with an error, and never ends the process, when MPI provides
+// a lower thread-support level than MPI_THREAD_MULTIPLE (finalising MPI
+// again if Init initialised it; see checkThreadLevel for the message), and
+// when the launcher announced more ranks than MPI reports (see CheckLaunch;
+// MPI is finalised again). Calling Init again after success is a no-op;
+// calling it after Finalize or a refusal that finalised MPI returns
+// ErrFinalized.
 func Init() error {
 	state.Lock()
 	defer state.Unlock()
@@ -301,11 +314,25 @@ func Init() error {
 	}
 	if C.hv_initialized() == 0 {
 		yieldWhenIdle()
-		// Start asks for MPI_THREAD_MULTIPLE and exits the process if it
-		// is not granted (both Open MPI and MPICH grant it).
-		gompi.Start(true)
-	} else if got := C.hv_query_thread(); got != C.hv_thread_multiple() {
-		return fmt.Errorf("mpi: MPI was initialised elsewhere with thread level %d, not MPI_THREAD_MULTIPLE", int(got))
+		// Not gompi.Start: it ends the process (log.Fatalf) when MPI
+		// refuses MPI_THREAD_MULTIPLE. Start sets up nothing else (gompi's
+		// world communicator is the constant MPI_COMM_WORLD), so gompi's
+		// WorldSize, WorldTime and Stop work on MPI initialised here.
+		provided, err := initThread(threadMultiple)
+		if err != nil {
+			if C.hv_initialized() != 0 {
+				C.hv_finalize()
+				state.done = true
+			}
+			return err
+		}
+		if err := checkThreadLevel(provided, true); err != nil {
+			C.hv_finalize()
+			state.done = true
+			return err
+		}
+	} else if err := checkThreadLevel(int(C.hv_query_thread()), false); err != nil {
+		return err
 	}
 	if rc := C.hv_errors_return_self(); rc != 0 {
 		return newError("MPI_Comm_set_errhandler", rc)
@@ -324,6 +351,19 @@ func Init() error {
 	}
 	state.up.Store(true)
 	return nil
+}
+
+// initThread initialises MPI (MPI_Init_thread), asking for the
+// thread-support level required, and returns the level MPI provides. Tests
+// replace it to make MPI refuse MPI_THREAD_MULTIPLE.
+var initThread = mpiInitThread
+
+func mpiInitThread(required int) (provided int, err error) {
+	var p C.int
+	if rc := C.hv_init_thread(C.int(required), &p); rc != 0 {
+		return 0, newError("MPI_Init_thread", rc)
+	}
+	return int(p), nil
 }
 
 // Initialized reports whether Init has succeeded and Finalize has not run.
@@ -850,6 +890,14 @@ func (c *Comm) Free() error {
 
 // Hooks for the package's multi-process tests (cgo cannot be used in test
 // files).
+
+// cThreadLevels returns the library's MPI_THREAD_SINGLE, _FUNNELED,
+// _SERIALIZED and _MULTIPLE.
+func cThreadLevels() [4]int {
+	var l [4]C.int
+	C.hv_thread_levels(&l[0])
+	return [4]int{int(l[0]), int(l[1]), int(l[2]), int(l[3])}
+}
 
 // typeSize returns MPI_Type_size of the datatype that carries dt.
 func typeSize(dt tensor.DType) int { return int(C.hv_type_size(C.int(dt))) }

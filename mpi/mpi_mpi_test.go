@@ -8,17 +8,23 @@
 package mpi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(refuseThreadsEnv) != "" {
+		os.Exit(refuseThreadsChild())
+	}
 	if err := Init(); err != nil {
 		fmt.Fprintln(os.Stderr, "mpi test:", err)
 		os.Exit(2)
@@ -737,4 +743,84 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("Barrier on a freed handle = %v", err)
 	}
 	afterwards(t, world(t), "freeing a world handle")
+}
+
+// refuseThreadsEnv makes the test binary, instead of running tests, check
+// that Init returns an error when MPI refuses MPI_THREAD_MULTIPLE.
+const refuseThreadsEnv = "GOHOROVOD_TEST_REFUSE_THREAD_MULTIPLE"
+
+// refuseThreadsMark is what refuseThreadsChild prints once Init returned
+// the expected error and the process lived on.
+const refuseThreadsMark = "init refused and the process lived on"
+
+// refuseThreadsChild runs in a process of its own (a singleton MPI job):
+// MPI is really initialised, but initThread reports that it provides only
+// MPI_THREAD_SERIALIZED, as an MPI built without thread support would.
+// It returns the exit code.
+func refuseThreadsChild() int {
+	initThread = func(required int) (int, error) {
+		if _, err := mpiInitThread(required); err != nil {
+			return 0, err
+		}
+		return threadSerialized, nil
+	}
+	err := Init()
+	if err == nil {
+		fmt.Println("Init succeeded on an MPI without MPI_THREAD_MULTIPLE")
+		return 1
+	}
+	if !strings.Contains(err.Error(), "MPI_THREAD_SERIALIZED") || !strings.Contains(err.Error(), "not MPI_THREAD_MULTIPLE") {
+		fmt.Printf("Init = %v, want an error naming both thread levels\n", err)
+		return 1
+	}
+	if Initialized() {
+		fmt.Println("Initialized() after a refused Init")
+		return 1
+	}
+	if again := Init(); !errors.Is(again, ErrFinalized) {
+		fmt.Printf("second Init = %v, want ErrFinalized (MPI was finalised)\n", again)
+		return 1
+	}
+	if _, werr := World(); !errors.Is(werr, ErrNotInitialized) {
+		fmt.Printf("World after a refused Init = %v, want ErrNotInitialized\n", werr)
+		return 1
+	}
+	fmt.Printf("%s: %v\n", refuseThreadsMark, err)
+	return 0
+}
+
+// TestInitRefusesThreadLevel starts this binary again, alone (without the
+// launcher's variables, as a singleton MPI job), in refuseThreadsChild's
+// mode: a refused MPI_THREAD_MULTIPLE must be an error from Init, after
+// which the process goes on and exits normally. Rank 0 runs it for the job.
+func TestInitRefusesThreadLevel(t *testing.T) {
+	if world(t).Rank() != 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	for _, kv := range os.Environ() {
+		// Leave out what the launcher told this rank: the child is a job
+		// of its own.
+		if !strings.HasPrefix(kv, "OMPI_") && !strings.HasPrefix(kv, "PMIX_") && !strings.HasPrefix(kv, "PMI_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, refuseThreadsEnv+"=1", "OMPI_MCA_btl=self",
+		"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), refuseThreadsMark) {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	t.Logf("child: %s", strings.TrimSpace(string(out)))
+}
+
+// TestThreadLevelValues: the Go constants that checkThreadLevel uses are the
+// linked library's.
+func TestThreadLevelValues(t *testing.T) {
+	want := [4]int{threadSingle, threadFunneled, threadSerialized, threadMultiple}
+	if got := cThreadLevels(); got != want {
+		t.Errorf("MPI's thread levels (single, funneled, serialized, multiple) = %v, the package assumes %v", got, want)
+	}
 }

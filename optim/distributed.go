@@ -95,7 +95,10 @@ type GroupCollectives interface {
 // Waiter is the handle of an asynchronous collective.
 type Waiter interface {
 	// Wait blocks until the collective completes or ctx is done and
-	// returns its error, or ctx's.
+	// returns its error, or ctx's. Returning ctx's error means only that
+	// the wait was abandoned: the collective may still be running (and
+	// writing into its tensors), and Wait may be called again. Any other
+	// return means that the collective has completed.
 	Wait(ctx context.Context) error
 }
 
@@ -124,10 +127,14 @@ var (
 	// ErrUnknownParam: a gradient was reported for a parameter the
 	// optimizer does not hold.
 	ErrUnknownParam = errors.New("optim: gradient reported for an unknown parameter")
-	// ErrInFlight: gradients were zeroed after some were reported ready
-	// (reductions in flight, or waiting for more passes or group members)
-	// and before Step or Synchronize.
-	ErrInFlight = errors.New("optim: ZeroGrad called after backward but before Step or Synchronize; this would race with the reductions in flight")
+	// ErrInFlight: the step is under way and only Step or Synchronize
+	// may go on with it. ZeroGrad returns it once a gradient has been
+	// reported this step (a reduction in flight, or waiting for more
+	// passes or group members), and ZeroGrad and Ready return it after a
+	// cancelled Synchronize or Step left the step's reductions in flight:
+	// zeroing or rewriting the gradients then would race with the
+	// reductions still writing into them, or lose what was reported.
+	ErrInFlight = errors.New("optim: this step's gradients are reported or still being reduced; finish the step with Step or Synchronize first")
 	// ErrGroups: parameter groups that name a parameter twice, name one
 	// the optimizer does not hold, or are empty.
 	ErrGroups = errors.New("optim: bad parameter groups")
@@ -191,6 +198,24 @@ func GradientPredivideFactor(f float64) DistOption { return func(c *distConfig) 
 //
 // Ready may be called from another goroutine than Step, but calls of one
 // step must happen before that Step.
+//
+// # Cancellation
+//
+// A reduction, once started, cannot be called back: the other ranks are
+// committed to it, and it writes into the gradient when it completes. So
+// when the context of Synchronize or StepContext ends before every
+// reduction has completed, the call returns an error wrapping the
+// context's, without stepping, and the optimizer keeps the unfinished
+// step: its reductions stay in flight and are not forgotten. Until the step
+// is finished, ZeroGrad and Ready refuse with ErrInFlight instead of
+// touching gradients that are still being written. To go on, call
+// Synchronize, StepContext or Step again: it waits for the reductions of
+// the interrupted step (it does not start them again, which the runtime
+// would refuse as duplicate names) and finishes the step, so that the
+// parameters end as if nothing had been cancelled. A step cannot be
+// abandoned while its reductions are in flight; shutting the runtime down
+// fails them, and the next Synchronize then returns that failure and ends
+// the step.
 type DistributedOptimizer struct {
 	inner Optimizer
 	coll  Collectives
@@ -200,10 +225,13 @@ type DistributedOptimizer struct {
 	unit  []int            // per parameter, its unit
 	wire  []*tensor.Tensor // per parameter, what travels (the gradient, or its half-precision copy)
 
-	mu      sync.Mutex
-	count   []int      // times reported this step, per parameter
-	pending []int      // per unit, members not yet final this step
-	handles [][]Waiter // in flight, per unit (nil when not started)
+	mu          sync.Mutex
+	count       []int      // times reported this step, per parameter
+	pending     []int      // per unit, members not yet final this step
+	started     []bool     // per unit, whether its reduction was started this step
+	handles     [][]Waiter // per unit, reductions started and not yet seen to complete
+	stepErr     error      // the first failure of this step's reductions
+	interrupted bool       // a Synchronize of this step ended with reductions in flight
 }
 
 var _ Optimizer = (*DistributedOptimizer)(nil)
@@ -254,6 +282,7 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 		}
 	}
 	d.pending = make([]int, len(units))
+	d.started = make([]bool, len(units))
 	d.handles = make([][]Waiter, len(units))
 	d.resetPending()
 	return d, nil
@@ -309,7 +338,8 @@ func (d *DistributedOptimizer) resetPending() {
 // Ready reports that p's gradient is final for this backward pass. After
 // the last of BackwardPassesPerStep passes it starts the gradient's
 // allreduce (or, for a grouped parameter, once the whole group is final,
-// the group's).
+// the group's). After a cancelled Synchronize or Step it returns
+// ErrInFlight until the step is finished (see Cancellation).
 func (d *DistributedOptimizer) Ready(p Param) error { return d.GradReady(p.Name) }
 
 // GradReady is Ready by parameter name.
@@ -320,6 +350,9 @@ func (d *DistributedOptimizer) GradReady(name string) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.interrupted {
+		return fmt.Errorf("%w (gradient of %q reported%s)", ErrInFlight, name, interruptedHint)
+	}
 	if d.count[i] >= d.cfg.passes {
 		return fmt.Errorf("%w (parameter %q, %d passes)", ErrTooManyPasses, name, d.cfg.passes)
 	}
@@ -345,8 +378,25 @@ func (d *DistributedOptimizer) unitName(u int) string {
 	return name
 }
 
-// start launches unit u's reduction; d.mu is held.
+// interruptedHint completes the errors of calls refused after a cancelled
+// Synchronize.
+const interruptedHint = " while a cancelled Synchronize or Step left this step's reductions in flight: " +
+	"call Synchronize, StepContext or Step again to finish the step"
+
+// start launches unit u's reduction and marks the unit started; a failure
+// becomes the step's error too. d.mu is held.
 func (d *DistributedOptimizer) start(u int) error {
+	d.started[u] = true
+	err := d.launch(u)
+	if err != nil && d.stepErr == nil {
+		d.stepErr = err
+	}
+	return err
+}
+
+// launch starts unit u's reductions, recording their handles (those
+// started before a failure too: they are in flight).
+func (d *DistributedOptimizer) launch(u int) error {
 	params := d.inner.Params()
 	pre, post := 1.0, 1.0
 	if d.cfg.predivide != 1 {
@@ -426,13 +476,19 @@ func decompress(grad, w *tensor.Tensor) {
 // Synchronize starts the reduction of every gradient not yet started (a
 // gradient never reported is zeroed first), waits for all of them, and
 // readies the optimizer for the next step. Step calls it.
+//
+// If ctx ends first, Synchronize returns an error wrapping ctx's and keeps
+// the step unfinished, its reductions in flight; calling Synchronize (or
+// StepContext, or Step) again waits for them and finishes the step (see
+// Cancellation in the type's documentation). If a reduction failed,
+// Synchronize returns the first failure once every reduction of the step
+// has completed, and the next step starts afresh.
 func (d *DistributedOptimizer) Synchronize(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	params := d.inner.Params()
-	var first error
 	for u, members := range d.units {
-		if d.handles[u] != nil {
+		if d.started[u] {
 			continue
 		}
 		for _, i := range members {
@@ -440,35 +496,70 @@ func (d *DistributedOptimizer) Synchronize(ctx context.Context) error {
 				clear(params[i].Grad.Bytes())
 			}
 		}
-		if err := d.start(u); err != nil && first == nil {
-			first = err
-		}
+		d.start(u) // a failure is the step's error
 	}
+	inFlight, firstLeft := 0, -1
 	for u, hs := range d.handles {
+		left := hs[:0]
 		for _, h := range hs {
-			if err := h.Wait(ctx); err != nil && first == nil {
-				first = fmt.Errorf("optim: allreduce of the gradients of %q: %w", d.unitName(u), err)
+			err := h.Wait(ctx)
+			switch {
+			case err == nil:
+			case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+				// Only the wait was abandoned: the reduction may still
+				// write into the gradients.
+				left = append(left, h)
+			case d.stepErr == nil:
+				d.stepErr = fmt.Errorf("optim: allreduce of the gradients of %q: %w", d.unitName(u), err)
 			}
 		}
+		if len(left) == 0 {
+			left = nil
+		} else if firstLeft < 0 {
+			firstLeft = u
+		}
+		d.handles[u] = left
+		inFlight += len(left)
 	}
-	if first == nil {
+	if inFlight > 0 {
+		d.interrupted = true
+		return fmt.Errorf("optim: Synchronize: %d reductions of this step still in flight (the first of %q): %w; "+
+			"the step is kept: call Synchronize, StepContext or Step again to finish it",
+			inFlight, d.unitName(firstLeft), ctx.Err())
+	}
+	err := d.stepErr
+	if err == nil {
 		for i, w := range d.wire {
 			if w != params[i].Grad {
 				decompress(params[i].Grad, w)
 			}
 		}
 	}
+	d.endStep()
+	return err
+}
+
+// endStep forgets the step whose reductions have all completed; d.mu is
+// held.
+func (d *DistributedOptimizer) endStep() {
+	clear(d.started)
 	clear(d.handles)
 	clear(d.count)
 	d.resetPending()
-	return first
+	d.stepErr, d.interrupted = nil, false
 }
 
 // Step synchronizes the gradients (see Synchronize) and runs the wrapped
-// optimizer's step.
+// optimizer's step. After a cancelled StepContext or Synchronize, Step
+// finishes the interrupted step (it waits for the reductions still in
+// flight) and steps once.
 func (d *DistributedOptimizer) Step() error { return d.StepContext(context.Background()) }
 
-// StepContext is Step with a context for the waits.
+// StepContext is Step with a context for the waits. If ctx ends before
+// the reductions complete, it returns an error wrapping ctx's without
+// running the wrapped optimizer's step, and keeps the step unfinished;
+// calling StepContext or Step again finishes it and steps once (see
+// Cancellation in the type's documentation).
 func (d *DistributedOptimizer) StepContext(ctx context.Context) error {
 	if err := d.Synchronize(ctx); err != nil {
 		return err
@@ -478,20 +569,25 @@ func (d *DistributedOptimizer) StepContext(ctx context.Context) error {
 
 // ZeroGrad zeroes the gradients. It fails with ErrInFlight once any
 // gradient has been reported this step (a reduction in flight, a group
-// waiting for its other members, or passes still accumulating): zeroing then
-// would race with the reduction or lose what was reported. Zero before
-// backward, or after Step or Synchronize.
+// waiting for its other members, or passes still accumulating), and after a
+// cancelled Synchronize or Step until the step is finished: zeroing then
+// would race with the reductions or lose what was reported. Zero before
+// backward, or after Step or Synchronize has finished the step.
 func (d *DistributedOptimizer) ZeroGrad() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for u, hs := range d.handles {
-		if hs != nil {
-			return fmt.Errorf("%w (%q)", ErrInFlight, d.unitName(u))
+	hint := ""
+	if d.interrupted {
+		hint = interruptedHint
+	}
+	for u, started := range d.started {
+		if started {
+			return fmt.Errorf("%w (ZeroGrad called: the reduction of %q was started this step%s)", ErrInFlight, d.unitName(u), hint)
 		}
 	}
 	for i, n := range d.count {
 		if n > 0 {
-			return fmt.Errorf("%w (%q reported %d of %d passes)", ErrInFlight, d.inner.Params()[i].Name, n, d.cfg.passes)
+			return fmt.Errorf("%w (ZeroGrad called: %q reported %d of %d passes)", ErrInFlight, d.inner.Params()[i].Name, n, d.cfg.passes)
 		}
 	}
 	return d.inner.ZeroGrad()
@@ -518,6 +614,11 @@ func (d *DistributedOptimizer) Unwrap() Optimizer { return d.inner }
 // BroadcastParameters copies root's parameter values to every rank, in
 // place, broadcasting them in name order (call it on every rank after
 // building the model, so that all ranks start from the same weights).
+//
+// If ctx ends first, the broadcasts already started go on and write into the
+// parameters when the other ranks reach them; treat that error as the end
+// of the job (shut the runtime down) rather than reading or training the
+// parameters.
 func BroadcastParameters(ctx context.Context, c Collectives, params []Param, root int) error {
 	ts := make(map[string]*tensor.Tensor, len(params))
 	for _, p := range params {
@@ -528,7 +629,9 @@ func BroadcastParameters(ctx context.Context, c Collectives, params []Param, roo
 
 // BroadcastState copies root's optimizer state (buffers and scalar
 // hyper-parameters, learning rate and step count included) to every rank.
-// The optimizers must be of the same kind over the same parameters.
+// The optimizers must be of the same kind over the same parameters. If ctx
+// ends first, it fails as BroadcastParameters does, without setting the
+// state.
 func BroadcastState(ctx context.Context, c Collectives, opt Optimizer, root int) error {
 	s := opt.State()
 	keys := make([]string, 0, len(s.Scalars))

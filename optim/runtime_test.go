@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -57,14 +56,7 @@ func equivalenceRunWith(ctx context.Context, coll Collectives, rank, size, steps
 	}
 	per := batch / size
 	for s := range steps {
-		r := rand.New(rand.NewPCG(uint64(s), 11))
-		xs, ys := make([]float64, batch*d), make([]float64, batch)
-		for i := range xs {
-			xs[i] = r.NormFloat64()
-		}
-		for i := range ys {
-			ys[i] = r.NormFloat64() + 2*xs[i*d]
-		}
+		xs, ys := linearBatch(s, d, batch)
 		if err := opt.ZeroGrad(); err != nil {
 			return nil, err
 		}
