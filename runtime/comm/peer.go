@@ -1,0 +1,54 @@
+package comm
+
+import "fmt"
+
+// PeerError reports that another rank of the group failed: Rank is that
+// rank, Cause the text of its error as far as the transport could carry it
+// (empty when unknown). It matches ErrClosed (errors.Is), because the group
+// is torn down.
+type PeerError struct {
+	Rank  int    // the rank that failed
+	Cause string // the text of its error; empty when unknown
+}
+
+// Error names the failed rank and, when known, its cause.
+func (e *PeerError) Error() string {
+	if e.Cause == "" {
+		return fmt.Sprintf("comm: rank %d failed", e.Rank)
+	}
+	return fmt.Sprintf("comm: rank %d failed: %s", e.Rank, e.Cause)
+}
+
+// Is reports whether target is ErrClosed.
+func (e *PeerError) Is(target error) bool { return target == ErrClosed }
+
+// Aborter is implemented by communicators that can tear the whole group down
+// with a cause that the other ranks receive. After Abort(cause) on one rank,
+// every other rank's blocked and later calls return an error that matches
+// ErrClosed and wraps a *PeerError naming the aborting rank and the text of
+// cause; the aborting rank's own later calls return an error that matches
+// ErrClosed and cause. Like Close, Abort may be called from any goroutine,
+// and only the first Close or Abort of a group decides what its ranks see.
+type Aborter interface {
+	Abort(cause error) error
+}
+
+// abortedError is what the aborting rank itself gets from its later calls:
+// the group is closed, and this rank's own cause is why.
+type abortedError struct {
+	rank  int
+	cause error // nil when Abort was given none
+}
+
+func (e *abortedError) Error() string {
+	if e.cause == nil {
+		return fmt.Sprintf("comm: rank %d (this rank) aborted the group", e.rank)
+	}
+	return fmt.Sprintf("comm: rank %d (this rank) aborted the group: %v", e.rank, e.cause)
+}
+
+// Is reports whether target is ErrClosed.
+func (e *abortedError) Is(target error) bool { return target == ErrClosed }
+
+// Unwrap returns the cause given to Abort.
+func (e *abortedError) Unwrap() error { return e.cause }
