@@ -78,7 +78,16 @@ func NewGroupNodes(sizes ...int) []Communicator {
 //
 // Close on any member tears down the whole group: ranks blocked in a
 // collective return ErrClosed, and so does every later call on every
-// member. Close, unlike the collectives, may be called from any goroutine.
+// member. Every member is also a comm.Aborter: Abort(cause) on member k tears
+// the group down in the same way, but every rank blocked in a collective of
+// the group, and every later call on any other member, returns
+// *PeerError{Rank: k, Cause: cause.Error()}, and member k's own later calls
+// return an error that matches ErrClosed and wraps cause. The first Close,
+// Abort or timeout decides what every rank sees; later ones change nothing.
+// Close and Abort, unlike the collectives, may be called from any goroutine.
+// Every member also has a method Done() <-chan struct{}, closed when the
+// group is torn down, for tools (such as package fault) that wait on it
+// outside a collective.
 // Groups made by Split and SplitLocal are independent of their parent.
 // Send and receive buffers must not overlap, except that the send tensor of
 // Allgatherv may be this rank's own block of recv.
@@ -179,7 +188,9 @@ type memGroup struct {
 	arrived  int
 	here     []bool // which ranks have arrived at the current step
 	leading  bool   // the last rank is running the current step
-	closeErr error  // non-nil once torn down
+	closeErr error  // non-nil once torn down: what the ranks get
+	aborter  int    // the rank whose Abort tore the group down, or -1
+	selfErr  error  // what the aborter itself gets
 
 	// posts[seq&1] holds the current step's arguments. Two slots let a rank
 	// that has finished a step post the next one while slower ranks still
@@ -200,6 +211,8 @@ type memComm struct {
 	timer *time.Timer // nil without a timeout
 }
 
+var _ Aborter = (*memComm)(nil)
+
 func newGroup(node []int, timeout time.Duration) []*memComm {
 	n := len(node)
 	g := &memGroup{
@@ -211,6 +224,7 @@ func newGroup(node []int, timeout time.Duration) []*memComm {
 		here:    make([]bool, n),
 		posts:   [2][]post{make([]post, n), make([]post, n)},
 		offs:    make([]int, n),
+		aborter: -1,
 	}
 	ms := make([]*memComm, n)
 	for r := range ms {
@@ -240,11 +254,44 @@ func (m *memComm) Close() error {
 	return nil
 }
 
+// Abort tears down the whole group, like Close, but the other ranks'
+// blocked and later calls return a *PeerError naming this rank and the text
+// of cause, and this rank's own later calls an error matching ErrClosed and
+// cause (see NewGroupWith). It returns nil; if the group was already torn
+// down it changes nothing.
+func (m *memComm) Abort(cause error) error {
+	pe := &PeerError{Rank: m.rank}
+	if cause != nil {
+		pe.Cause = cause.Error()
+	}
+	g := m.g
+	g.mu.Lock()
+	if g.closeErr == nil {
+		g.aborter = m.rank
+		g.selfErr = &abortedError{rank: m.rank, cause: cause}
+	}
+	g.closeLocked(pe)
+	g.mu.Unlock()
+	return nil
+}
+
+// Done returns a channel that is closed when the group is torn down (by
+// Close, Abort or a timeout on any member).
+func (m *memComm) Done() <-chan struct{} { return m.g.done }
+
 func (g *memGroup) closeLocked(err error) {
 	if g.closeErr == nil {
 		g.closeErr = err
 		close(g.done)
 	}
+}
+
+// errLocked returns what rank gets from a torn-down group.
+func (g *memGroup) errLocked(rank int) error {
+	if rank == g.aborter {
+		return g.selfErr
+	}
+	return g.closeErr
 }
 
 // step posts p as this rank's contribution to the next step and waits until
@@ -258,7 +305,7 @@ func (m *memComm) step(p *post) (slot int, err error) {
 	g := m.g
 	g.mu.Lock()
 	if p != nil && g.closeErr != nil {
-		err := g.closeErr
+		err := g.errLocked(m.rank)
 		g.mu.Unlock()
 		return 0, err
 	}
@@ -338,7 +385,7 @@ func (m *memComm) abandon(seq uint64, k kind, timedOut bool) error {
 		}
 		g.closeLocked(&TimeoutError{Op: k.String(), Timeout: g.timeout, Missing: missing})
 	}
-	err := g.closeErr
+	err := g.errLocked(m.rank)
 	g.mu.Unlock()
 	return err
 }
