@@ -9,4 +9,10 @@
 // shared-memory transport, or a GPU transport over NCCL, implements the same
 // methods. The package commtest holds one conformance suite that every
 // implementation must pass.
+//
+// When a rank fails, the others should learn which rank and why: a
+// communicator that can tear its group down with a cause implements Aborter,
+// and the other ranks then get a *PeerError (the in-memory group does; an MPI
+// abort ends the whole job instead). The package fault wraps any
+// Communicator to make chosen calls fail, block or panic, for tests.
 package comm

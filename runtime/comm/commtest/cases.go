@@ -66,7 +66,8 @@ func Cases() []Case {
 		Case{Name: "split/negative-color-opts-out", MinRanks: 2, Run: splitOptOut},
 		Case{Name: "splitlocal", Run: splitLocal},
 	)
-	return append(cs, errorCases()...)
+	cs = append(cs, errorCases()...)
+	return append(cs, faultCases()...)
 }
 
 func allreduceCase(dt tensor.DType, op tensor.ReduceOp) Case {

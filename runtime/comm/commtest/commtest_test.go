@@ -1,6 +1,7 @@
 package commtest_test
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -46,6 +47,19 @@ func (f *faulty) Split(color, key int) (comm.Communicator, error) {
 		return f.split(f.Communicator, color, key)
 	}
 	return f.Communicator.Split(color, key)
+}
+
+// closeOnAbort is an Aborter that only closes: the other ranks learn
+// nothing about who failed.
+type closeOnAbort struct{ comm.Communicator }
+
+func (c closeOnAbort) Abort(error) error { return c.Close() }
+
+// lostCauseAbort aborts, but the cause it sends is not the one it was given.
+type lostCauseAbort struct{ comm.Communicator }
+
+func (c lostCauseAbort) Abort(error) error {
+	return c.Communicator.(comm.Aborter).Abort(errors.New("something else"))
 }
 
 // TestSuiteCatchesFaults runs the cases over communicators with one fault
@@ -110,6 +124,24 @@ func TestSuiteCatchesFaults(t *testing.T) {
 				return c.Split(color, 0)
 			}
 		}, []string{"split/reverse-keys", "split/tied-keys"}},
+		{"abort delivers no peer error", func(f *faulty, rank int) {
+			f.split = func(c comm.Communicator, color, key int) (comm.Communicator, error) {
+				sub, err := c.Split(color, key)
+				if err != nil {
+					return nil, err
+				}
+				return closeOnAbort{sub}, nil
+			}
+		}, []string{"fault/abort-delivers-peer-error", "fault/first-abort-wins"}},
+		{"abort sends another cause", func(f *faulty, rank int) {
+			f.split = func(c comm.Communicator, color, key int) (comm.Communicator, error) {
+				sub, err := c.Split(color, key)
+				if err != nil {
+					return nil, err
+				}
+				return lostCauseAbort{sub}, nil
+			}
+		}, []string{"fault/abort-delivers-peer-error", "fault/first-abort-wins"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,4 +9,9 @@
 // collective that this rank skipped. Values are chosen so that each rank's
 // contribution is visible in the result and every result is exact, half
 // precision included (the suite is sized for groups of up to 8 ranks).
+//
+// The fault cases ("fault/...") check what the other ranks learn when one
+// rank tears a group down with comm.Aborter: a *comm.PeerError naming it.
+// They run on a group split off the one under test, which stays usable, and
+// pass without checking more on transports that cannot abort a group.
 package commtest
