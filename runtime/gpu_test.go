@@ -40,6 +40,8 @@ type gpuSetup struct {
 	cudaAware bool // communicators that accept fake device memory
 	noDevice  []int
 	cfg       *config.Config
+	// wrap, when set, wraps each rank's host communicator (fault tests).
+	wrap func(i int, c comm.Communicator) comm.Communicator
 }
 
 func startGPUCluster(t *testing.T, n int, s gpuSetup) *gpuCluster {
@@ -60,7 +62,11 @@ func startGPUCluster(t *testing.T, n int, s gpuSetup) *gpuCluster {
 	for i := 0; i < n; i++ {
 		c.rts[i] = new(Runtime)
 		c.devs[i] = cuda.NewFake(cuda.FakeConfig{})
-		c.counts[i] = &counting{Communicator: group[i]}
+		var member comm.Communicator = group[i]
+		if s.wrap != nil {
+			member = s.wrap(i, member)
+		}
+		c.counts[i] = &counting{Communicator: member}
 		var host comm.Communicator = c.counts[i]
 		if s.cudaAware {
 			dc := &deviceMemComm{Communicator: c.counts[i], dev: c.devs[i]}

@@ -220,12 +220,10 @@ func (l *loop) safeCycle() (stop bool, err error) {
 func (l *loop) fail(err error) error {
 	l.log.Error().Err(err).Msg("Horovod background loop uncaught exception")
 	cause := err
-	l.failTaken(&shutdownError{cause: cause})
 	var peer *comm.PeerError
 	if l.aligned && !errors.As(err, &peer) && l.failing == nil {
 		l.failing = err
-		stop, ferr := l.safeCycle()
-		l.failTaken(&shutdownError{cause: cause})
+		stop, ferr := l.safeCycle() // takes nothing: it stops before performing
 		if ferr == nil && stop {
 			if c := l.farewell(); c != nil {
 				return c
@@ -236,6 +234,11 @@ func (l *loop) fail(err error) error {
 			l.log.Error().Err(ferr).Msg("telling the other ranks")
 		}
 	}
+	// Reject new calls with the cause before any handle completes: a
+	// caller that sees its handle fail must find the runtime stopped.
+	l.r.loopExited(cause)
+	l.r.q.close(&shutdownError{cause: cause})
+	l.failTaken(&shutdownError{cause: cause})
 	if a, ok := l.com.(comm.Aborter); ok {
 		if aerr := a.Abort(cause); aerr != nil {
 			l.log.Error().Err(aerr).Msg("aborting the transport")

@@ -1,0 +1,83 @@
+//go:build !mpi || !cgo
+
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gohorovod/gohorovod/cuda"
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// TestGPUStagedTransportFault is TestTransportFaultEveryCollective on the
+// GPU path staged through host memory: device tensors, the host transport
+// fails on rank 1 under each kind of collective. Every handle completes with
+// the error (naming rank 1 on the others), and later calls return it.
+func TestGPUStagedTransportFault(t *testing.T) {
+	const n = 3
+	for _, fc := range faultCases() {
+		if fc.name == "barrier" || fc.name == "allreduce-chunked" {
+			continue // no device tensor; chunking is the CPU path's
+		}
+		t.Run(fc.name, func(t *testing.T) {
+			injected := fmt.Errorf("injected transport failure in staged %s", fc.name)
+			traps := make([]*trap, n)
+			c := startGPUCluster(t, n, gpuSetup{wrap: func(i int, m comm.Communicator) comm.Communicator {
+				traps[i] = &trap{Communicator: m, magic: -2}
+				if i == 1 {
+					traps[i].magic, traps[i].err = fc.magic, injected
+				}
+				return traps[i]
+			}})
+			hs := make([]*Handle, n)
+			type alloc struct {
+				rank int
+				t    *tensor.Tensor
+			}
+			var allocs []alloc
+			t.Cleanup(func() { // before the cluster's cleanup closes the devices
+				for _, a := range allocs {
+					cuda.FreeTensor(c.devs[a.rank], a.t)
+				}
+			})
+			for rank, r := range c.rts {
+				h, err := fc.run(r, func(x *tensor.Tensor) *tensor.Tensor {
+					d, err := toDev(c.devs[rank], x)
+					if err != nil {
+						t.Fatal(err)
+					}
+					allocs = append(allocs, alloc{rank, d})
+					return d
+				})
+				if err != nil {
+					t.Fatalf("rank %d: %v", rank, err)
+				}
+				hs[rank] = h
+			}
+			for rank, h := range hs {
+				err := h.Wait(ctxT(t))
+				if err == nil {
+					t.Fatalf("rank %d: the operation succeeded", rank)
+				}
+				if rank == 1 {
+					if !errors.Is(err, injected) {
+						t.Fatalf("rank 1: %v does not wrap the transport's error", err)
+					}
+				} else if r, cause, ok := FailedRank(err); !ok || r != 1 || !strings.Contains(cause, "injected") {
+					t.Fatalf("rank %d: %v does not name rank 1 and its cause", rank, err)
+				}
+				_, later := c.rts[rank].AllreduceAsync(fill(tensor.Float32, 1, 1), "later", Sum)
+				if !errors.Is(later, ErrShutdown) || !strings.Contains(later.Error(), "injected") {
+					t.Fatalf("rank %d: a later call returned %v, want the root cause", rank, later)
+				}
+			}
+			if !traps[1].fired.Load() {
+				t.Fatal("the fault was never injected")
+			}
+		})
+	}
+}
