@@ -1,0 +1,87 @@
+package optim
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/fault"
+	"github.com/gohorovod/gohorovod/runtime/config"
+)
+
+// TestStepReturnsOnTransportFailure: the transport fails on rank 1 in the
+// middle of training (its 60th allreduce, aborting the group). Step, which
+// waits without a deadline, returns on every rank with an error, the
+// others' naming rank 1: the DistributedOptimizer never hangs on a failed
+// reduction (issue 11, item 2).
+func TestStepReturnsOnTransportFailure(t *testing.T) {
+	const n = 3
+	cfg := config.Default()
+	cfg.CycleTime = time.Millisecond
+	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
+	rts := make([]*hvd.Runtime, n)
+	var wg sync.WaitGroup
+	for i := range rts {
+		rts[i] = new(hvd.Runtime)
+		var c comm.Communicator = group[i]
+		if i == 1 {
+			c = fault.Wrap(c, fault.Rule{Kind: fault.Allreduce, Call: 60, Abort: true})
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := rts[i].Init(hvd.WithCommunicator(c), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop())); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Cleanup(func() { hvd.StopLocal(rts) })
+	done := make(chan struct{})
+	errs := make([]error, n)
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for rank := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				coll, err := FromRuntime(rts[rank])
+				if err != nil {
+					errs[rank] = err
+					return
+				}
+				// Far more steps than the fault allows: the run must end
+				// with the fault's error.
+				_, errs[rank] = equivalenceRun(context.Background(), coll, rank, n, 100000)
+			}()
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Step did not return after the transport failed")
+	}
+	for rank, err := range errs {
+		if !errors.Is(err, hvd.ErrShutdown) {
+			t.Fatalf("rank %d: %v, want ErrShutdown with the cause", rank, err)
+		}
+		if rank != 1 {
+			if r, _, ok := hvd.FailedRank(err); !ok || r != 1 {
+				t.Fatalf("rank %d: %v does not name rank 1", rank, err)
+			}
+		} else if !errors.As(err, new(*fault.Error)) {
+			t.Fatalf("rank 1: %v does not carry the injected error", err)
+		}
+	}
+}
