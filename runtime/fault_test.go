@@ -217,23 +217,7 @@ func TestTransportFaultEveryCollective(t *testing.T) {
 					t.Fatalf("rank %d: %v", rank, err)
 				}
 			}
-			for rank, h := range hs {
-				err := h.Wait(ctxT(t))
-				if err == nil {
-					t.Fatalf("rank %d: the operation succeeded", rank)
-				}
-				if rank == 1 {
-					if !errors.Is(err, injected) {
-						t.Fatalf("rank 1: %v does not wrap the transport's error", err)
-					}
-				} else if r, cause, ok := FailedRank(err); !ok || r != 1 || !strings.Contains(cause, "injected") {
-					t.Fatalf("rank %d: %v does not name rank 1 and its cause (%d %q %v)", rank, err, r, cause, ok)
-				}
-				_, later := c.rts[rank].AllreduceAsync(fill(tensor.Float32, 1, 1), "later", Sum)
-				if !errors.Is(later, ErrShutdown) || !strings.Contains(later.Error(), "injected") {
-					t.Fatalf("rank %d: a later call returned %v, want the root cause", rank, later)
-				}
-			}
+			checkFaultErrors(t, c, hs, injected)
 			for _, r := range c.rts {
 				r.Shutdown()
 			}
@@ -383,4 +367,29 @@ func TestBlockedRankTimesOut(t *testing.T) {
 		r.Shutdown()
 	}
 	waitGoroutines(t, base)
+}
+
+// checkFaultErrors asserts what every rank sees after the transport failed
+// on rank 1 under the operations hs: each handle fails, rank 1's with the
+// injected error, the others' naming rank 1 and its cause, and a later
+// call returns the same root cause.
+func checkFaultErrors(t *testing.T, c *cluster, hs []*Handle, injected error) {
+	t.Helper()
+	for rank, h := range hs {
+		err := h.Wait(ctxT(t))
+		if err == nil {
+			t.Fatalf("rank %d: the operation succeeded", rank)
+		}
+		if rank == 1 {
+			if !errors.Is(err, injected) {
+				t.Fatalf("rank 1: %v does not wrap the transport's error", err)
+			}
+		} else if r, cause, ok := FailedRank(err); !ok || r != 1 || !strings.Contains(cause, "injected") {
+			t.Fatalf("rank %d: %v does not name rank 1 and its cause (%d %q %v)", rank, err, r, cause, ok)
+		}
+		_, later := c.rts[rank].AllreduceAsync(fill(tensor.Float32, 1, 1), "later", Sum)
+		if !errors.Is(later, ErrShutdown) || !strings.Contains(later.Error(), "injected") {
+			t.Fatalf("rank %d: a later call returned %v, want the root cause", rank, later)
+		}
+	}
 }

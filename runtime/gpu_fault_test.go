@@ -3,9 +3,7 @@
 package runtime
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/gohorovod/gohorovod/cuda"
@@ -58,23 +56,7 @@ func TestGPUStagedTransportFault(t *testing.T) {
 				}
 				hs[rank] = h
 			}
-			for rank, h := range hs {
-				err := h.Wait(ctxT(t))
-				if err == nil {
-					t.Fatalf("rank %d: the operation succeeded", rank)
-				}
-				if rank == 1 {
-					if !errors.Is(err, injected) {
-						t.Fatalf("rank 1: %v does not wrap the transport's error", err)
-					}
-				} else if r, cause, ok := FailedRank(err); !ok || r != 1 || !strings.Contains(cause, "injected") {
-					t.Fatalf("rank %d: %v does not name rank 1 and its cause", rank, err)
-				}
-				_, later := c.rts[rank].AllreduceAsync(fill(tensor.Float32, 1, 1), "later", Sum)
-				if !errors.Is(later, ErrShutdown) || !strings.Contains(later.Error(), "injected") {
-					t.Fatalf("rank %d: a later call returned %v, want the root cause", rank, later)
-				}
-			}
+			checkFaultErrors(t, &c.cluster, hs, injected)
 			if !traps[1].fired.Load() {
 				t.Fatal("the fault was never injected")
 			}

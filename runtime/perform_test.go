@@ -4,12 +4,9 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 	"weak"
-
-	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -21,31 +18,15 @@ import (
 func startClusterWith(t *testing.T, n int, opts ...Option) *cluster {
 	t.Helper()
 	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
-	c := &cluster{rts: make([]*Runtime, n), counts: make([]*counting, n)}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := 0; i < n; i++ {
-		c.rts[i] = new(Runtime)
-		c.counts[i] = &counting{Communicator: group[i]}
-		all := append([]Option{WithCommunicator(c.counts[i]), WithConfig(testConfig()), WithLogger(zerolog.Nop())}, opts...)
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			errs[i] = c.rts[i].Init(all...)
-		}(i)
+	counts := make([]*counting, n)
+	coms := make([]comm.Communicator, n)
+	for i := range counts {
+		counts[i] = &counting{Communicator: group[i]}
+		coms[i] = counts[i]
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d init: %v", i, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, r := range c.rts {
-			r.Shutdown()
-		}
-		group[0].Close()
-	})
+	t.Cleanup(func() { group[0].Close() }) // after startOver's Shutdowns
+	c := startOver(t, coms, opts...)
+	c.counts = counts
 	return c
 }
 
