@@ -3,6 +3,7 @@ package optim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -82,6 +83,45 @@ func TestStepReturnsOnTransportFailure(t *testing.T) {
 			}
 		} else if !errors.As(err, new(*fault.Error)) {
 			t.Fatalf("rank 1: %v does not carry the injected error", err)
+		}
+	}
+}
+
+// TestAllgatherObjectThenJoin: AllgatherObject twice (the second from the
+// response cache), then Join on every rank (issue 11, item 1: the cached
+// allgathers were replayed when every rank had joined, and the runtime
+// stopped). Join returns the same last rank everywhere and the job goes on.
+func TestAllgatherObjectThenJoin(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		rts := startRuntimes(t, n)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		lasts := make([]int, n)
+		onRanks(t, n, func(rank int) error {
+			coll, err := FromRuntime(rts[rank])
+			if err != nil {
+				return err
+			}
+			gc := coll.(GatherCollectives)
+			for range 2 {
+				got, err := AllgatherObject(ctx, gc, map[string]int{"rank": rank}, "meta")
+				if err != nil {
+					return err
+				}
+				if len(got) != n || got[n-1]["rank"] != n-1 {
+					return fmt.Errorf("gathered %v", got)
+				}
+			}
+			if lasts[rank], err = rts[rank].Join(ctx); err != nil {
+				return fmt.Errorf("join: %w", err)
+			}
+			_, err = AllgatherObject(ctx, gc, rank, "after")
+			return err
+		})
+		for r := range lasts {
+			if lasts[r] != lasts[0] || lasts[r] < 0 {
+				t.Fatalf("np %d: Join returned %v", n, lasts)
+			}
 		}
 	}
 }

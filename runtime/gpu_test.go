@@ -40,8 +40,9 @@ type gpuSetup struct {
 	cudaAware bool // communicators that accept fake device memory
 	noDevice  []int
 	cfg       *config.Config
-	// wrap, when set, wraps each rank's host communicator (fault tests).
-	wrap func(i int, c comm.Communicator) comm.Communicator
+	// wrap, when set, wraps each rank's host communicator, and wrapNCCL
+	// each member of the group under the fake NCCL (fault tests).
+	wrap, wrapNCCL func(i int, c comm.Communicator) comm.Communicator
 }
 
 func startGPUCluster(t *testing.T, n int, s gpuSetup) *gpuCluster {
@@ -55,7 +56,14 @@ func startGPUCluster(t *testing.T, n int, s gpuSetup) *gpuCluster {
 	var ncclGroup []comm.Communicator
 	if s.nccl {
 		ncclGroup = comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
-		c.nccl = nccl.NewFake(ncclGroup, nccl.FakeOptions{})
+		members := ncclGroup
+		if s.wrapNCCL != nil {
+			members = make([]comm.Communicator, n)
+			for i := range members {
+				members[i] = s.wrapNCCL(i, ncclGroup[i])
+			}
+		}
+		c.nccl = nccl.NewFake(members, nccl.FakeOptions{})
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)
