@@ -265,7 +265,8 @@ func TestE2EFailingRank(t *testing.T) {
 			if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 				t.Fatalf("gohorovodrun = %v, want exit status 3\nstderr %s", err, stderr.String())
 			}
-			want := fmt.Sprintf("gohorovodrun: rank %d exited with status 3; the other workers were stopped", bad)
+			want := fmt.Sprintf("gohorovodrun: rank %d exited with status 3; the other workers were stopped. "+
+				"Its last error output: worker %d: failing with 3", bad, bad)
 			if !strings.Contains(stderr.String(), want) {
 				t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 			}

@@ -38,6 +38,10 @@ type WorkerError struct {
 	// PID is the rank's process id, or 0 where the MPI launcher did not say
 	// (Open MPI 4.1 reports PID 0 for a signalled rank).
 	PID int
+	// LastWords is the failing rank's most telling line of its own
+	// standard error (a Go panic's first line, else its last line that
+	// reads like an error, else its last line), or "".
+	LastWords string
 }
 
 // Error implements the error interface, e.g. "rank 2 (on host vm) was
@@ -55,10 +59,16 @@ func (e *WorkerError) Error() string {
 	case e.Host != "":
 		who += fmt.Sprintf(" (on host %s)", e.Host)
 	}
+	var msg string
 	if e.Signal > 0 {
-		return fmt.Sprintf("%s was killed by signal %d (%s); the other workers were stopped", who, e.Signal, SignalName(e.Signal))
+		msg = fmt.Sprintf("%s was killed by signal %d (%s); the other workers were stopped", who, e.Signal, SignalName(e.Signal))
+	} else {
+		msg = fmt.Sprintf("%s exited with status %d; the other workers were stopped", who, e.Code)
 	}
-	return fmt.Sprintf("%s exited with status %d; the other workers were stopped", who, e.Code)
+	if e.LastWords != "" {
+		msg += fmt.Sprintf(". Its last error output: %s", e.LastWords)
+	}
+	return msg
 }
 
 // linuxSignals are the names of the standard Linux signals, by number

@@ -3,6 +3,7 @@ package launch
 import (
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 // failureScanner reads mpirun's stderr, line by line, for the report of the
@@ -14,6 +15,72 @@ type failureScanner struct {
 	host   string
 	pid    int
 	seen   bool
+	// words holds, per rank, the most telling line of its own stderr so
+	// far (see lastWords), to show with the failing rank's report.
+	words map[int]lastWords
+}
+
+// lastWords is a rank's most telling stderr line and how telling it is: a
+// Go panic or fatal error first (its first line: the rest is the trace),
+// then the last line that reads like an error (a runtime's ERR log line,
+// "error", "failed"), then the last line at all.
+type lastWords struct {
+	text  string
+	level int
+}
+
+// maxWords bounds the length of a line kept as a rank's last words.
+const maxWords = 400
+
+func wordsLevel(s string) int {
+	low := strings.ToLower(s)
+	switch {
+	case strings.HasPrefix(s, "panic:") || strings.HasPrefix(s, "fatal error:"):
+		return 3
+	case strings.Contains(s, " ERR ") || strings.Contains(s, "hvd:") ||
+		strings.Contains(low, "error") || strings.Contains(low, "fail"):
+		return 2
+	}
+	return 1
+}
+
+// shutDownText starts the runtime's (Horovod's) long shutdown message; a
+// rank's last words keep its first sentence and the cause that follows it.
+const shutDownText = "Horovod has been shut down."
+
+// compactShutdown shortens the runtime's shutdown message in line to its
+// first sentence and its cause.
+func compactShutdown(line string) string {
+	i := strings.Index(line, shutDownText)
+	if i < 0 {
+		return line
+	}
+	j := strings.Index(line[i:], " Cause: ")
+	if j < 0 {
+		return line
+	}
+	return line[:i+len(shutDownText)] + line[i+j:]
+}
+
+// note keeps line as rank's last words when it tells at least as much as
+// what is kept (a panic's first line is never replaced).
+func (f *failureScanner) note(rank int, line string) {
+	line = compactShutdown(strings.TrimSpace(line))
+	if line == "" {
+		return
+	}
+	if len(line) > maxWords {
+		line = line[:maxWords] + "..."
+	}
+	lv := wordsLevel(line)
+	old, ok := f.words[rank]
+	if ok && (old.level > lv || old.level == 3) {
+		return
+	}
+	if f.words == nil {
+		f.words = make(map[int]lastWords)
+	}
+	f.words[rank] = lastWords{text: line, level: lv}
 }
 
 var (
@@ -30,12 +97,20 @@ var (
 	hydraRank   = regexp.MustCompile(`RANK (\d+) PID (\d+) RUNNING AT (\S+)`)
 	hydraCode   = regexp.MustCompile(`EXIT CODE: (\d+)`)
 	hydraSignal = regexp.MustCompile(`KILLED BY SIGNAL: (\d+)`)
+	// Open MPI with --tag-output: "[1,2]<stderr>:text", a line of rank 2's
+	// own stderr.
+	ompiTagged = regexp.MustCompile(`^\[\d+,(\d+)\]<stderr>:(.*)$`)
 )
 
 func newFailureScanner() *failureScanner { return &failureScanner{rank: -1, code: -1} }
 
 // Line feeds one line of mpirun's stderr. The first rank reported wins.
 func (f *failureScanner) Line(s string) {
+	if m := ompiTagged.FindStringSubmatch(s); m != nil {
+		r, _ := strconv.Atoi(m[1])
+		f.note(r, m[2])
+		return
+	}
 	if m := ompiName.FindStringSubmatch(s); m != nil && f.rank < 0 {
 		f.rank, _ = strconv.Atoi(m[1])
 		f.seen = true
@@ -78,6 +153,9 @@ func (f *failureScanner) Line(s string) {
 // error the launcher reports.
 func (f *failureScanner) result(mpirunStatus int) *WorkerError {
 	e := &WorkerError{Rank: f.rank, Code: f.code, Signal: f.signal, Host: f.host, PID: f.pid}
+	if f.rank >= 0 {
+		e.LastWords = f.words[f.rank].text
+	}
 	if e.Code < 0 {
 		e.Code = mpirunStatus
 	}

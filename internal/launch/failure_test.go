@@ -46,6 +46,32 @@ node vm exiting improperly. There are three reasons this could occur:
 =   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES
 ===================================================================================
 `
+	// A Go panic on rank 2 (its trace follows the first line), with the
+	// other ranks' output around it.
+	ompiPanic = `[1,0]<stderr>:epoch 1 done
+[1,2]<stderr>:loading shard 2
+[1,2]<stderr>:panic: model: shape [3 4] is not [4 3]
+[1,2]<stderr>:
+[1,2]<stderr>:goroutine 1 [running]:
+[1,2]<stderr>:main.main()
+[1,1]<stderr>:panic: a later one on another rank
+  Process name: [[8718,1],2]
+  Exit code:    2
+`
+	// A worker's error after a stall shutdown (the runtime's long message,
+	// compacted to its cause), after the runtime's own ERR line.
+	ompiShutdown = `[1,0]<stderr>:5:54AM ERR the stall inspector is shutting the job down; goroutine stacks follow:
+[1,0]<stderr>:goroutine 1 [running]:
+[1,0]<stderr>:worker 0: allreduce x: hvd: Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce. Cause: hvd: stall inspector: rank 1 never submitted allreduce.x
+  Process name: [[8718,1],0]
+  Exit code:    3
+`
+	// The runtime's own log line on the failing rank, then a plain one.
+	ompiRuntimeErr = `[1,0]<stderr>:12:00:01 ERR Horovod background loop uncaught exception error="cache agreement: comm: rank 1 failed: link down" rank=0
+[1,0]<stderr>:exiting
+  Process name: [[8718,1],0]
+  Exit code:    1
+`
 	hydraSignaled = `=   RANK 3 PID 4242 RUNNING AT vm
 =   KILLED BY SIGNAL: 9 (Killed)
 `
@@ -59,7 +85,16 @@ func TestFailureScanner(t *testing.T) {
 		want   WorkerError
 		text   string
 	}{
-		{"open mpi exit code", ompiExit, 3, WorkerError{Rank: 1, Code: 3}, "rank 1 exited with status 3"},
+		{"open mpi exit code", ompiExit, 3, WorkerError{Rank: 1, Code: 3, LastWords: "rank1 failing"},
+			"rank 1 exited with status 3; the other workers were stopped. Its last error output: rank1 failing"},
+		{"open mpi panic", ompiPanic, 2, WorkerError{Rank: 2, Code: 2, LastWords: "panic: model: shape [3 4] is not [4 3]"},
+			"rank 2 exited with status 2; the other workers were stopped. Its last error output: panic: model: shape [3 4] is not [4 3]"},
+		{"open mpi shutdown cause", ompiShutdown, 3, WorkerError{Rank: 0, Code: 3,
+			LastWords: "worker 0: allreduce x: hvd: Horovod has been shut down. Cause: hvd: stall inspector: rank 1 never submitted allreduce.x"},
+			"Its last error output: worker 0: allreduce x: hvd: Horovod has been shut down. Cause: hvd: stall inspector"},
+		{"open mpi runtime error", ompiRuntimeErr, 1, WorkerError{Rank: 0, Code: 1,
+			LastWords: `12:00:01 ERR Horovod background loop uncaught exception error="cache agreement: comm: rank 1 failed: link down" rank=0`},
+			"Its last error output: 12:00:01 ERR Horovod background loop uncaught exception"},
 		{"open mpi signal", ompiSignaled, 137, WorkerError{Rank: 2, Code: 137, Signal: 9, Host: "vm"},
 			"rank 2 (on host vm) was killed by signal 9 (SIGKILL); the other workers were stopped"},
 		{"open mpi signal with pid", ompiSegv, 139, WorkerError{Rank: 0, Code: 139, Signal: 11, Host: "gpu-7", PID: 4321},
