@@ -482,13 +482,22 @@ func TestTimeline(t *testing.T) {
 		_, err := r.GroupedAllreduce(ctxT(t), []*tensor.Tensor{fill(tensor.Float32, 2, 1), fill(tensor.Float32, 2, 1)}, "tl", Sum)
 		return err
 	})
-	b, err := os.ReadFile(cfg.Timeline)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The loop may be writing while we read (a read can see half of a
+	// write): the file must be valid JSON between its writes.
 	var ev []map[string]any
-	if err := json.Unmarshal(b, &ev); err != nil {
-		t.Fatalf("timeline is not valid JSON while running: %v", err)
+	var b []byte
+	var err error
+	for try := 0; ; try++ {
+		if b, err = os.ReadFile(cfg.Timeline); err != nil {
+			t.Fatal(err)
+		}
+		if err = json.Unmarshal(b, &ev); err == nil {
+			break
+		}
+		if try == 20 {
+			t.Fatalf("timeline is not valid JSON while running: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	// The last cycle's events are flushed at the end of the cycle, after
 	// the handles completed: read the file again once the loops stopped.
