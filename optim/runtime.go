@@ -20,14 +20,10 @@ type runtimeCollectives struct {
 // GroupCollectives (grouped allreduce) and a GatherCollectives (allgather)
 // and a Ranker.
 func FromRuntime(r *hvd.Runtime) (Collectives, error) {
-	size, err := r.Size()
-	if err != nil {
-		return nil, err
+	if !r.IsInitialized() {
+		return nil, hvd.ErrNotInitialized
 	}
-	rank, err := r.Rank()
-	if err != nil {
-		return nil, err
-	}
+	size, rank := r.Size(), r.Rank()
 	return &runtimeCollectives{r: r, rank: rank, size: size}, nil
 }
 

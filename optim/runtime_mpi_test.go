@@ -45,7 +45,7 @@ func TestMPIEquivalence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rank, _ := mpiRT.Rank()
+	rank := mpiRT.Rank()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	got, err := equivalenceRun(ctx, coll, rank, coll.Size(), steps)
@@ -69,7 +69,7 @@ func TestMPIOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rank, _ := mpiRT.Rank()
+	rank := mpiRT.Rank()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, c := range []struct {
@@ -111,7 +111,7 @@ func TestMPIObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rank, _ := mpiRT.Rank()
+	rank := mpiRT.Rank()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := objectChecks(ctx, coll.(GatherCollectives), rank, coll.Size()); err != nil {

@@ -40,25 +40,25 @@ func StopTimeline() error { return Default().StopTimeline() }
 // IsInitialized reports whether the default Runtime is running.
 func IsInitialized() bool { return Default().IsInitialized() }
 
-// Rank returns the default Runtime's rank.
-func Rank() (int, error) { return Default().Rank() }
+// Rank returns the default Runtime's rank (-1 before Init).
+func Rank() int { return Default().Rank() }
 
-// Size returns the default Runtime's number of ranks.
-func Size() (int, error) { return Default().Size() }
+// Size returns the default Runtime's number of ranks (-1 before Init).
+func Size() int { return Default().Size() }
 
 // LocalRank returns the default Runtime's rank on its node.
-func LocalRank() (int, error) { return Default().LocalRank() }
+func LocalRank() int { return Default().LocalRank() }
 
 // LocalSize returns the number of ranks on the default Runtime's node.
-func LocalSize() (int, error) { return Default().LocalSize() }
+func LocalSize() int { return Default().LocalSize() }
 
 // CrossRank returns the default Runtime's node index among the ranks with
 // its local rank.
-func CrossRank() (int, error) { return Default().CrossRank() }
+func CrossRank() int { return Default().CrossRank() }
 
 // CrossSize returns the number of nodes with a rank of the default
 // Runtime's local rank.
-func CrossSize() (int, error) { return Default().CrossSize() }
+func CrossSize() int { return Default().CrossSize() }
 
 // GetConfig returns the default Runtime's configuration.
 func GetConfig() config.Config { return Default().Config() }

@@ -36,8 +36,8 @@ func TestMPIJoinAfterCachedAllgather(t *testing.T) {
 			cfg := testConfig()
 			cfg.CacheCapacity = capacity
 			r := mpiRuntimeWith(t, cfg)
-			rank, _ := r.Rank()
-			size, _ := r.Size()
+			rank := r.Rank()
+			size := r.Size()
 			for i := 0; i < 3; i++ {
 				out, err := r.Allgather(mpiCtx(t), tensor.FromFloat32([]float32{float32(rank), 1}), "x")
 				if err != nil {
@@ -69,8 +69,8 @@ func TestMPIJoinAfterCachedAllgather(t *testing.T) {
 // waits on a name nobody else submits; rank 0's error names that rank.
 func TestMPIShutdownNamesTheRank(t *testing.T) {
 	r := mpiRuntimeWith(t, testConfig())
-	rank, _ := r.Rank()
-	size, _ := r.Size()
+	rank := r.Rank()
+	size := r.Size()
 	var h *Handle
 	if rank == 0 {
 		var err error

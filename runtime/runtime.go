@@ -303,34 +303,44 @@ func (r *Runtime) IsInitialized() bool {
 	}
 }
 
-func (r *Runtime) placement(v *int) (int, error) {
+// placement returns *v, or -1 before Init.
+func (r *Runtime) placement(v *int) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.st == stateNew {
-		return -1, ErrNotInitialized
+		return -1
 	}
-	return *v, nil
+	return *v
 }
 
-// Rank returns this process's rank in [0, Size()).
-func (r *Runtime) Rank() (int, error) { return r.placement(&r.rank) }
+// The placement (rank, size, local and cross rank and size) is fixed at
+// Init and stays readable after Shutdown, so these methods return plain
+// ints, as Go's other rank-and-size APIs do. Before Init (check
+// IsInitialized) each of them returns -1, which no valid rank or size is:
+// a program that forgets Init fails visibly instead of running as rank 0
+// of a job of one.
 
-// Size returns the number of ranks.
-func (r *Runtime) Size() (int, error) { return r.placement(&r.size) }
+// Rank returns this process's rank in [0, Size()), or -1 before Init.
+func (r *Runtime) Rank() int { return r.placement(&r.rank) }
 
-// LocalRank returns this process's rank among the processes on its node.
-func (r *Runtime) LocalRank() (int, error) { return r.placement(&r.localRank) }
+// Size returns the number of ranks, or -1 before Init.
+func (r *Runtime) Size() int { return r.placement(&r.size) }
 
-// LocalSize returns the number of processes on this node.
-func (r *Runtime) LocalSize() (int, error) { return r.placement(&r.localSize) }
+// LocalRank returns this process's rank among the processes on its node, or
+// -1 before Init.
+func (r *Runtime) LocalRank() int { return r.placement(&r.localRank) }
+
+// LocalSize returns the number of processes on this node, or -1 before
+// Init.
+func (r *Runtime) LocalSize() int { return r.placement(&r.localSize) }
 
 // CrossRank returns the index of this node among the nodes that have a
-// process with this local rank.
-func (r *Runtime) CrossRank() (int, error) { return r.placement(&r.crossRank) }
+// process with this local rank, or -1 before Init.
+func (r *Runtime) CrossRank() int { return r.placement(&r.crossRank) }
 
 // CrossSize returns the number of nodes that have a process with this local
-// rank.
-func (r *Runtime) CrossSize() (int, error) { return r.placement(&r.crossSize) }
+// rank, or -1 before Init.
+func (r *Runtime) CrossSize() int { return r.placement(&r.crossSize) }
 
 // Config returns the configuration Init read.
 func (r *Runtime) Config() config.Config {

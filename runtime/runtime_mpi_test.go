@@ -74,13 +74,13 @@ func mpiRuntime(t *testing.T, count bool) (*Runtime, *counting) {
 
 func TestMPIPlacement(t *testing.T) {
 	r, _ := mpiRuntime(t, false)
-	rank, _ := r.Rank()
-	size, _ := r.Size()
+	rank := r.Rank()
+	size := r.Size()
 	if rank != world.Rank() || size != world.Size() {
 		t.Fatalf("rank %d size %d, MPI says %d of %d", rank, size, world.Rank(), world.Size())
 	}
-	ls, _ := r.LocalSize()
-	cs, _ := r.CrossSize()
+	ls := r.LocalSize()
+	cs := r.CrossSize()
 	if ls*cs != size {
 		t.Fatalf("local size %d x cross size %d != %d", ls, cs, size)
 	}
@@ -91,8 +91,8 @@ func TestMPIPlacement(t *testing.T) {
 
 func TestMPIAllreduceFusionCache(t *testing.T) {
 	r, c := mpiRuntime(t, true)
-	rank, _ := r.Rank()
-	size, _ := r.Size()
+	rank := r.Rank()
+	size := r.Size()
 	for _, dt := range []tensor.DType{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64} {
 		for _, op := range []ReduceOp{Sum, Average, Min, Max, Product} {
 			out, err := r.Allreduce(mpiCtx(t), fill(dt, 3, float64(rank+1)), fmt.Sprintf("%v.%v", dt, op), op)
@@ -146,8 +146,8 @@ func TestMPIAllreduceFusionCache(t *testing.T) {
 
 func TestMPICollectives(t *testing.T) {
 	r, _ := mpiRuntime(t, false)
-	rank, _ := r.Rank()
-	size, _ := r.Size()
+	rank := r.Rank()
+	size := r.Size()
 	ctx := mpiCtx(t)
 	in := tensor.New(tensor.Int64, rank+1, 2)
 	for i := range in.Int64s() {
@@ -208,8 +208,8 @@ func TestMPICollectives(t *testing.T) {
 
 func TestMPIMismatchAndJoin(t *testing.T) {
 	r, _ := mpiRuntime(t, false)
-	rank, _ := r.Rank()
-	size, _ := r.Size()
+	rank := r.Rank()
+	size := r.Size()
 	ctx := mpiCtx(t)
 	_, err := r.Allreduce(ctx, fill(tensor.Float32, 2+min(rank, 1), 1), "mm", Sum)
 	var oe *OpError
@@ -252,7 +252,7 @@ func TestMPIMismatchAndJoin(t *testing.T) {
 
 func TestMPIShutdownOnOneRank(t *testing.T) {
 	r, _ := mpiRuntime(t, false)
-	rank, _ := r.Rank()
+	rank := r.Rank()
 	if rank == 0 {
 		if err := r.Shutdown(); err != nil {
 			t.Fatal(err)
@@ -284,8 +284,8 @@ func TestMPIFlatAndSeparateLayouts(t *testing.T) {
 		r.Shutdown()
 		world.Barrier()
 	})
-	rank, _ := r.Rank()
-	size, _ := r.Size()
+	rank := r.Rank()
+	size := r.Size()
 	shapes := make([]tensor.Shape, 40)
 	names := make([]string, len(shapes))
 	for i := range shapes {

@@ -194,8 +194,8 @@ func TestDuplicateNameAndLifecycle(t *testing.T) {
 	if _, err := r.AllreduceAsync(fill(tensor.Float32, 1, 1), "x", Sum); !errors.Is(err, ErrNotInitialized) {
 		t.Fatalf("before init: %v", err)
 	}
-	if _, err := r.Rank(); !errors.Is(err, ErrNotInitialized) {
-		t.Fatalf("rank before init: %v", err)
+	if r.Rank() != -1 || r.Size() != -1 || r.LocalRank() != -1 || r.CrossSize() != -1 {
+		t.Fatalf("placement before init: rank %d size %d", r.Rank(), r.Size())
 	}
 	c := startCluster(t, 2, testConfig())
 	r0 := c.rts[0]
@@ -540,11 +540,11 @@ func TestPlacement(t *testing.T) {
 		}
 	}()
 	for i, r := range rts {
-		lr, _ := r.LocalRank()
-		ls, _ := r.LocalSize()
-		cr, _ := r.CrossRank()
-		cs, _ := r.CrossSize()
-		sz, _ := r.Size()
+		lr := r.LocalRank()
+		ls := r.LocalSize()
+		cr := r.CrossRank()
+		cs := r.CrossSize()
+		sz := r.Size()
 		if lr != i%2 || ls != 2 || cr != i/2 || cs != 2 || sz != 4 {
 			t.Errorf("rank %d: local %d/%d cross %d/%d size %d", i, lr, ls, cr, cs, sz)
 		}

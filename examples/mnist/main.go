@@ -128,20 +128,14 @@ func start(r *hvd.Runtime) error {
 // is set) and starts the CPU profile if asked; the returned function stops
 // the profile.
 func setup(o options, r *hvd.Runtime) (func() error, error) {
-	local, err := r.LocalSize()
-	if err != nil {
-		return nil, err
-	}
+	local := r.LocalSize()
 	if os.Getenv("GOMAXPROCS") == "" {
 		goruntime.GOMAXPROCS(coreShare(goruntime.NumCPU(), local))
 	}
 	if o.profile == "" {
 		return func() error { return nil }, nil
 	}
-	rank, err := r.Rank()
-	if err != nil {
-		return nil, err
-	}
+	rank := r.Rank()
 	f, err := os.Create(fmt.Sprintf("%s.%d", o.profile, rank))
 	if err != nil {
 		return nil, err
@@ -172,14 +166,8 @@ type result struct {
 // to out on rank 0.
 func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (result, error) {
 	var res result
-	rank, err := r.Rank()
-	if err != nil {
-		return res, err
-	}
-	size, err := r.Size()
-	if err != nil {
-		return res, err
-	}
+	rank := r.Rank()
+	size := r.Size()
 	coll, err := optim.FromRuntime(r)
 	if err != nil {
 		return res, err

@@ -144,14 +144,8 @@ func (b *bench) calibrate(ctx context.Context, r *hvd.Runtime, ms float64) error
 // key=value lines to out on rank 0.
 func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (report, error) {
 	var rep report
-	rank, err := r.Rank()
-	if err != nil {
-		return rep, err
-	}
-	size, err := r.Size()
-	if err != nil {
-		return rep, err
-	}
+	rank := r.Rank()
+	size := r.Size()
 	layers, err := loadShapes(o.model, o.shapes)
 	if err != nil {
 		return rep, err

@@ -46,7 +46,7 @@ func TestMPIMatchesOneProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rank, _ := mpiRT.Rank()
+	rank := mpiRT.Rank()
 	size := coll.Size()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

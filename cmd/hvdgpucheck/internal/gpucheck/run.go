@@ -104,8 +104,8 @@ func rank(rt *cuda.Runtime, cfg Config, c comm.Communicator, hc config.Config, e
 		return "", err
 	}
 	defer r.Shutdown()
-	rk, _ := r.Rank()
-	size, _ := r.Size()
+	rk := r.Rank()
+	size := r.Size()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var live []*tensor.Tensor

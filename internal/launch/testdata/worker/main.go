@@ -147,7 +147,7 @@ func stall() int {
 		fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
 		return 4
 	}
-	r, _ := hvd.Rank()
+	r := hvd.Rank()
 	name := "y"
 	if r == 0 {
 		name = "x"
@@ -170,7 +170,7 @@ func train(dir string) int {
 		fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
 		return 4
 	}
-	r, _ := hvd.Rank()
+	r := hvd.Rank()
 	writePID(dir, r)
 	grad := make([]float32, 1<<12)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
