@@ -21,9 +21,12 @@
 //
 // Without the tag the package has the same API, and every call returns an
 // error wrapping ErrNotBuiltIn that says how to rebuild. Such a binary,
-// started by mpirun with more than one rank, refuses to start (Init returns
-// an error naming OMPI_COMM_WORLD_SIZE or PMI_SIZE) instead of running as N
-// separate "rank 0 of 1" processes. A binary built with MPI refuses in the
+// started by mpirun, Hydra or srun with more than one rank, refuses to start
+// (Init returns an error naming OMPI_COMM_WORLD_SIZE, PMI_SIZE or
+// SLURM_STEP_NUM_TASKS; see DetectLaunch) instead of running as N separate
+// "rank 0 of 1" processes (started without a launcher, gohorovod's runtime
+// does not call Init and runs the process as one rank). A binary built with
+// MPI refuses in the
 // same way when its MPI reports one rank while the launcher's variables say
 // more (linked against one MPI, started by the other's mpirun).
 //

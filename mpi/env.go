@@ -9,8 +9,12 @@ import (
 
 // launcherVars are the variables through which MPI launchers tell each
 // process the size of the job: Open MPI's mpirun, then MPICH's Hydra (and
-// other PMI launchers).
-var launcherVars = []string{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}
+// other PMI launchers, srun --mpi=pmi2 among them), then SLURM's srun,
+// which sets SLURM_STEP_NUM_TASKS in every task of a job step whatever its
+// MPI plugin (a batch script, or a shell in an allocation, is not a step
+// and has none). An mpirun started inside a step sets its own variable,
+// which comes first.
+var launcherVars = []string{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}
 
 // LaunchEnv is what the environment says about the launcher that started
 // this process.

@@ -25,6 +25,9 @@ func TestDetectLaunch(t *testing.T) {
 		{"zero ignored", map[string]string{"PMI_SIZE": "0"}, LaunchEnv{}},
 		{"negative ignored", map[string]string{"PMI_SIZE": "-3"}, LaunchEnv{}},
 		{"one", map[string]string{"PMI_SIZE": "1"}, LaunchEnv{"PMI_SIZE", 1}},
+		{"srun", map[string]string{"SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "4"}, LaunchEnv{"SLURM_STEP_NUM_TASKS", 4}},
+		{"mpirun inside a step", map[string]string{"SLURM_STEP_NUM_TASKS": "1", "OMPI_COMM_WORLD_SIZE": "8"}, LaunchEnv{"OMPI_COMM_WORLD_SIZE", 8}},
+		{"allocation without a step", map[string]string{"SLURM_NTASKS": "4", "SLURM_JOB_ID": "7"}, LaunchEnv{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 func TestNotBuiltIn(t *testing.T) {
 	t.Setenv("OMPI_COMM_WORLD_SIZE", "")
 	t.Setenv("PMI_SIZE", "")
+	t.Setenv("SLURM_STEP_NUM_TASKS", "")
 	err := Init()
 	if !errors.Is(err, ErrNotBuiltIn) || !strings.Contains(err.Error(), "-tags mpi") {
 		t.Fatalf("Init = %v, want ErrNotBuiltIn with rebuild advice", err)

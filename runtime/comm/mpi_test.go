@@ -16,7 +16,7 @@ func TestNewMPINotBuiltIn(t *testing.T) {
 		env   map[string]string
 		words []string
 	}{
-		{"alone", map[string]string{"OMPI_COMM_WORLD_SIZE": "", "PMI_SIZE": ""}, []string{"not built in", "-tags mpi"}},
+		{"alone", map[string]string{"OMPI_COMM_WORLD_SIZE": "", "PMI_SIZE": "", "SLURM_STEP_NUM_TASKS": ""}, []string{"not built in", "-tags mpi"}},
 		{"under a 3-rank mpirun", map[string]string{"OMPI_COMM_WORLD_SIZE": "3"}, []string{"OMPI_COMM_WORLD_SIZE=3", "-tags mpi"}},
 		{"under hydra", map[string]string{"OMPI_COMM_WORLD_SIZE": "", "PMI_SIZE": "2"}, []string{"PMI_SIZE=2"}},
 	}
