@@ -3,13 +3,14 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 )
 
 // The texts of Horovod's common errors (horovod/common/common.h).
 const (
-	notInitializedText = "Horovod has not been initialized; use hvd.init()."
+	notInitializedText = "Horovod has not been initialized; use hvd.Init()."
 	shutDownText       = "Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished execution. If the shutdown was caused by an exception, you should see the exception in the log before the first shutdown message."
 	duplicateNameText  = "Requested to allreduce, allgather, or broadcast a tensor with the same name as another tensor that is currently being processed.  If you want to request another tensor, use a different tensor name."
 	adasumPow2Text     = "Running Adasum with non-power of 2 ranks is not supported yet."
@@ -17,7 +18,10 @@ const (
 )
 
 var (
-	// ErrNotInitialized is returned by calls made before Init.
+	// ErrNotInitialized is returned by calls made before Init. Calls on
+	// the default Runtime (the package-level functions) while other
+	// Runtimes are running return an error that wraps it and says to call
+	// the methods of the *Runtime that RunLocal or StartLocal gave.
 	ErrNotInitialized = errors.New("hvd: " + notInitializedText)
 	// ErrShutdown is returned by calls made after Shutdown, and delivered to
 	// pending handles when any rank shuts down, the communicator fails or a
@@ -48,6 +52,37 @@ type OpError struct {
 
 // Error implements the error interface.
 func (e *OpError) Error() string { return fmt.Sprintf("hvd: %s: %s", e.Name, e.Message) }
+
+// running counts the Runtimes that are initialised and not shut down. A
+// call on the default Runtime before its Init while some are running is
+// most likely package-level code under RunLocal or StartLocal, whose
+// Runtimes are not the default: notInitialized says so.
+var running atomic.Int64
+
+// notInitialized returns the error for a call on r before Init.
+func (r *Runtime) notInitialized() error {
+	if n := running.Load(); n > 0 && r == Default() {
+		return &notInitializedError{running: n}
+	}
+	return ErrNotInitialized
+}
+
+// notInitializedError is ErrNotInitialized for the default Runtime while
+// others run.
+type notInitializedError struct{ running int64 }
+
+func (e *notInitializedError) Error() string {
+	them := "another Runtime is"
+	if e.running > 1 {
+		them = fmt.Sprintf("%d other Runtimes are", e.running)
+	}
+	return "hvd: Horovod has not been initialized: the package-level functions (hvd.Allreduce, hvd.Barrier, ...) " +
+		"use the default Runtime, which hvd.Init() has not started, while " + them + " running. " +
+		"Code that runs under RunLocal or StartLocal must call the methods of the *Runtime it was given " +
+		"(r.Allreduce, r.Rank, ...) instead; a single process calls hvd.Init() first."
+}
+
+func (e *notInitializedError) Unwrap() error { return ErrNotInitialized }
 
 // shutdownError is ErrShutdown with the cause that led to it.
 type shutdownError struct{ cause error }

@@ -101,6 +101,8 @@ type Runtime struct {
 	com      comm.Communicator
 	ownsComm bool
 	keepMPI  bool
+	// transport is transportMPI, transportSingle or transportGiven (mpi.go).
+	transport string
 
 	rank, size           int
 	localRank, localSize int
@@ -117,8 +119,17 @@ type Runtime struct {
 }
 
 // Init starts the runtime: it reads the configuration (once), opens the
-// communicator (MPI unless WithCommunicator is given), learns the local and
-// cross placement and starts the background loop. Every rank must call it.
+// communicator, learns the local and cross placement and starts the
+// background loop. Every rank must call it.
+//
+// Without WithCommunicator, Init runs over MPI when an MPI launcher
+// (mpirun, srun, Hydra; gohorovodrun uses mpirun) started the process, or
+// when the program initialised MPI itself (mpi.Init) first. A process
+// started without a launcher runs as rank 0 of a job of one, over a
+// one-rank in-memory group that Shutdown closes, in builds with and without
+// MPI (MPIEnabled tells which; the debug log names the transport). Started
+// as one of several ranks by a binary built without MPI, Init refuses, with
+// a message that says how to rebuild.
 //
 // Init logs a warning for each knob that is set but not implemented yet
 // (config.Config.Unimplemented). It fails on every rank, with a
@@ -146,14 +157,13 @@ func (r *Runtime) Init(opts ...Option) error {
 		}
 		cfg = c
 	}
-	com := o.comm
-	owns := false
+	com, owns, transport := o.comm, false, transportGiven
 	if com == nil {
-		c, err := newMPI()
+		c, t, err := openDefault(cfg) // mpi.go: MPI, or one rank without a launcher
 		if err != nil {
 			return fmt.Errorf("hvd: Horovod initialization failed: %w", err)
 		}
-		com, owns = c, true
+		com, owns, transport = c, true, t
 	}
 	rank, size := com.Rank(), com.Size()
 	var log zerolog.Logger
@@ -181,7 +191,7 @@ func (r *Runtime) Init(opts ...Option) error {
 	local.Close()
 	cross.Close()
 
-	r.cfg, r.log, r.com, r.ownsComm, r.keepMPI = cfg, log, com, owns, o.keepMPI
+	r.cfg, r.log, r.com, r.ownsComm, r.keepMPI, r.transport = cfg, log, com, owns, o.keepMPI, transport
 	r.rank, r.size = rank, size
 	r.stopErr = nil
 	r.q.reset()
@@ -206,9 +216,11 @@ func (r *Runtime) Init(opts ...Option) error {
 	r.loop = l
 	r.gpu = newGPUState(o.gpu, log)
 	r.st = stateRunning
+	running.Add(1)
 	go l.run()
 	startLauncherWatch(cfg, rank, r.stopped, log) // guard.go: exit if gohorovodrun is gone
-	log.Debug().Int("size", size).Int("local_rank", r.localRank).Int("local_size", r.localSize).
+	log.Debug().Str("transport", transport).
+		Int("size", size).Int("local_rank", r.localRank).Int("local_size", r.localSize).
 		Int("cross_rank", r.crossRank).Int("cross_size", r.crossSize).
 		Int64("fusion_threshold", cfg.FusionThreshold).Dur("cycle_time", cfg.CycleTime).
 		Int("cache_capacity", cfg.CacheCapacity).Msg("hvd initialized")
@@ -267,11 +279,12 @@ func (r *Runtime) Shutdown() error {
 		return nil
 	}
 	r.st = stateStopped
+	running.Add(-1)
 	if r.ownsComm {
 		if err := r.com.Close(); err != nil {
 			return fmt.Errorf("hvd: shutdown: %w", err)
 		}
-		if !r.keepMPI {
+		if r.transport == transportMPI && !r.keepMPI {
 			if err := comm.FinalizeMPI(); err != nil {
 				return fmt.Errorf("hvd: shutdown: %w", err)
 			}
@@ -356,7 +369,7 @@ func (r *Runtime) checkRunning() error {
 	defer r.mu.Unlock()
 	switch r.st {
 	case stateNew:
-		return ErrNotInitialized
+		return r.notInitialized()
 	case stateStopped:
 		return &shutdownError{cause: r.stopErr}
 	}
