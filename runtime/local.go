@@ -16,10 +16,11 @@ const localTimeout = 5 * time.Minute
 
 // StartLocal starts n runtimes over one in-memory group (comm.NewGroupWith),
 // one per rank, as n goroutine ranks in this process: the way to try
-// multi-rank code, and to test it, without launching processes. Init is
-// collective, so the runtimes are initialised concurrently; opts are given
-// to each (after the communicator, so they may not replace it). Call
-// StopLocal with the result when done.
+// multi-rank code, and to test it, without launching processes. These
+// Runtimes are not the default one (see RunLocal). Init is collective, so
+// the runtimes are initialised concurrently; opts are given to each (after
+// the communicator, so they may not replace it). Call StopLocal with the
+// result when done.
 func StartLocal(n int, opts ...Option) ([]*Runtime, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("hvd: StartLocal of %d ranks", n)
@@ -64,6 +65,13 @@ func StopLocal(rts []*Runtime) error {
 // RunLocal starts n local runtimes (see StartLocal), runs fn on every rank
 // concurrently, shuts them down and returns the ranks' errors, each
 // prefixed with its rank, joined (nil if every rank succeeded).
+//
+// fn gets the rank's Runtime, r, and its rank (r.Rank(), handy to index
+// per-rank results); r.Size() is n, and r's other methods give the rest of
+// the placement. These Runtimes are not the default one: code under fn
+// calls r's methods (r.Allreduce, ...), never the package-level functions
+// (hvd.Allreduce, ...), which act on the default Runtime and fail with an
+// error that says so (hvd.Rank() and hvd.Size() are -1 there).
 func RunLocal(n int, fn func(r *Runtime, rank int) error, opts ...Option) error {
 	rts, err := StartLocal(n, opts...)
 	if err != nil {
