@@ -34,6 +34,117 @@ func ExampleRunLocal() {
 	// <nil>
 }
 
+// A program started without a launcher (no mpirun) is rank 0 of a job of
+// one, in builds with and without MPI; started by `mpirun -np 4`, the same
+// program is one of four ranks.
+func ExampleInit() {
+	if err := hvd.Init(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer hvd.Shutdown()
+	fmt.Println("rank", hvd.Rank(), "of", hvd.Size())
+	sum, _ := hvd.Allreduce(context.Background(), tensor.FromFloat32([]float32{1, 2}), "x", hvd.Sum)
+	fmt.Println(sum.Float32s())
+	// Output:
+	// rank 0 of 1
+	// [1 2]
+}
+
+// Four ranks, each holding its rank and a one, sum and average their
+// tensors; each rank learns the size from its Runtime.
+func ExampleRuntime_Allreduce() {
+	ctx := context.Background()
+	err := hvd.RunLocal(4, func(r *hvd.Runtime, rank int) error {
+		t := tensor.FromFloat32([]float32{float32(rank), 1})
+		sum, err := r.Allreduce(ctx, t, "grad", hvd.Sum)
+		if err != nil {
+			return err
+		}
+		avg, err := r.Allreduce(ctx, t, "grad", hvd.Average)
+		if err != nil {
+			return err
+		}
+		if rank == 0 {
+			fmt.Println("size", r.Size(), "sum", sum.Float32s(), "average", avg.Float32s())
+		}
+		return nil
+	}, hvd.WithLogger(zerolog.Nop()))
+	fmt.Println(err)
+	// Output:
+	// size 4 sum [6 4] average [1.5 1]
+	// <nil>
+}
+
+// A model's gradients, allreduced in place as one group, step after step:
+// the group is built once, each step is Start then Wait, and Close releases
+// the names.
+func ExampleRuntime_NewAllreduceGroup() {
+	ctx := context.Background()
+	err := hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
+		weights := tensor.FromFloat32(make([]float32, 3))
+		bias := tensor.FromFloat32(make([]float32, 1))
+		g, err := r.NewAllreduceGroup([]*tensor.Tensor{weights, bias}, []string{"w", "b"}, hvd.Average)
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		for step := range 3 {
+			// Backward fills the gradients: rank r's are step+r.
+			for i := range weights.Float32s() {
+				weights.Float32s()[i] = float32(step + rank)
+			}
+			bias.Float32s()[0] = float32(10 * (step + rank))
+			h, err := g.Start()
+			if err != nil {
+				return err
+			}
+			if err := h.Wait(ctx); err != nil {
+				return err
+			}
+			if rank == 0 {
+				fmt.Println("step", step, weights.Float32s(), bias.Float32s())
+			}
+		}
+		return nil
+	}, hvd.WithLogger(zerolog.Nop()))
+	fmt.Println(err)
+	// Output:
+	// step 0 [0.5 0.5 0.5] [5]
+	// step 1 [1.5 1.5 1.5] [15]
+	// step 2 [2.5 2.5 2.5] [25]
+	// <nil>
+}
+
+// Ranks with uneven data: rank r has r+1 batches. A rank that runs out
+// joins; until all have, the others' allreduces go on with zeros from it.
+// Join returns the rank that joined last.
+func ExampleRuntime_Join() {
+	ctx := context.Background()
+	err := hvd.RunLocal(3, func(r *hvd.Runtime, rank int) error {
+		var sums []float32
+		for batch := range rank + 1 {
+			t := tensor.FromFloat32([]float32{1})
+			if err := r.AllreduceInPlace(ctx, t, fmt.Sprint("batch", batch), hvd.Sum); err != nil {
+				return err
+			}
+			sums = append(sums, t.Float32s()[0])
+		}
+		last, err := r.Join(ctx)
+		if err != nil {
+			return err
+		}
+		if rank == 2 {
+			fmt.Println("rank 2 sums", sums, "last joined", last)
+		}
+		return nil
+	}, hvd.WithLogger(zerolog.Nop()))
+	fmt.Println(err)
+	// Output:
+	// rank 2 sums [3 2 1] last joined 2
+	// <nil>
+}
+
 // When one rank stops the job, the others' errors say which rank and why:
 // here rank 2 calls Shutdown while rank 0 waits for a tensor that the
 // others never submit.
