@@ -20,7 +20,6 @@ import (
 	"github.com/gohorovod/gohorovod/optim"
 	"github.com/gohorovod/gohorovod/optim/data"
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm"
 )
 
 // options are the command-line settings.
@@ -95,7 +94,7 @@ func (o options) widths() ([]int, error) {
 func main() {
 	o, err := parse(os.Args[1:])
 	if err == nil {
-		err = start(hvd.Default())
+		err = hvd.Init() // over MPI under mpirun or gohorovodrun, else one rank
 		if err == nil {
 			var stop func() error
 			if stop, err = setup(o, hvd.Default()); err == nil {
@@ -113,15 +112,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-}
-
-// start initialises r: over MPI when the binary is built with it (run it
-// under mpirun or gohorovodrun for several ranks), else as a single rank.
-func start(r *hvd.Runtime) error {
-	if hvd.MPIBuilt() {
-		return r.Init()
-	}
-	return r.Init(hvd.WithCommunicator(comm.NewGroup(1)[0]))
 }
 
 // setup gives the process its share of the host's cores (unless GOMAXPROCS

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/pflag"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm"
 )
 
 // options are the command-line settings.
@@ -56,7 +55,7 @@ func parse(args []string) (options, error) {
 func main() {
 	o, err := parse(os.Args[1:])
 	if err == nil {
-		err = start(hvd.Default())
+		err = hvd.Init() // over MPI under mpirun or gohorovodrun, else one rank
 		if err == nil {
 			_, err = run(context.Background(), o, hvd.Default(), os.Stdout)
 			if serr := hvd.Shutdown(); err == nil {
@@ -68,13 +67,4 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-}
-
-// start initialises r: over MPI when the binary is built with it (run it
-// under mpirun or gohorovodrun for several ranks), else as a single rank.
-func start(r *hvd.Runtime) error {
-	if hvd.MPIBuilt() {
-		return r.Init()
-	}
-	return r.Init(hvd.WithCommunicator(comm.NewGroup(1)[0]))
 }
