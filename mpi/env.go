@@ -59,8 +59,8 @@ func CheckLaunch(env LaunchEnv, built bool, library string, mpiSize int) error {
 	}
 	if mpiSize == 1 {
 		return fmt.Errorf("mpi: the launcher announced %d ranks (%s=%d) but %s reports a world of 1: "+
-			"this binary is linked against a different MPI than the mpirun that started it; "+
-			"start it with the mpirun of %s, or rebuild for the other MPI (`go build -tags mpi` for Open MPI, "+
+			"this binary is linked against a different MPI than the launcher that started it; "+
+			"start it with the mpirun of %s (or srun with an --mpi plugin that it supports), or rebuild for the other MPI (`go build -tags mpi` for Open MPI, "+
 			"`-tags mpi,mpich` for MPICH; see the mpi package documentation)",
 			env.Size, env.Var, env.Size, library, library)
 	}
