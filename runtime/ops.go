@@ -80,9 +80,12 @@ func (r *Runtime) checkReduce(op ReduceOp, dt tensor.DType) error {
 		if r.size&(r.size-1) != 0 || bits.OnesCount(uint(r.size)) != 1 {
 			return fmt.Errorf("%w: %s", ErrInvalidArgument, adasumPow2Text)
 		}
-		if dt != tensor.Float32 && dt != tensor.Float64 {
-			return invalid("Adasum supports float32 and float64 tensors, not %v", dt)
+		if !dt.IsFloat() {
+			return invalid("Adasum supports float16, bfloat16, float32 and float64 tensors, not %v", dt)
 		}
+	}
+	if op == Average && dt == tensor.Bool {
+		return invalid("Average is not defined on bool tensors: Sum and Max are a logical or, Min and Product a logical and")
 	}
 	return nil
 }
@@ -367,6 +370,9 @@ func (r *Runtime) ReducescatterAsync(t *tensor.Tensor, name string, op ReduceOp,
 	}
 	if op != Sum && op != Average {
 		return nil, fmt.Errorf("%w: %s", ErrInvalidArgument, reducescatterText)
+	}
+	if err := r.checkReduce(op, t.DType()); err != nil {
+		return nil, err
 	}
 	o := callOpts(opts)
 	if op == Average {
