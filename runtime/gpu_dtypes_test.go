@@ -1,3 +1,5 @@
+//go:build !mpi || !cgo
+
 package runtime
 
 import (
