@@ -43,7 +43,8 @@
 // sending the 128 bytes to every other rank over the host communicator
 // (MPI or the in-memory group; this package does not do it), and calling
 // NCCL.NewComm(device, n, rank, id) on every rank. Collectives map tensor
-// dtypes to NCCL's (NCCLType: every dtype, bfloat16 from NCCL 2.10) and
+// dtypes to NCCL's (NCCLType: every dtype but int16 and uint16, which NCCL
+// lacks; bool as uint8; bfloat16 from NCCL 2.10) and
 // sum, product, min and max to NCCL's operations (NCCLOp: NCCL has no
 // bitwise reductions).
 //

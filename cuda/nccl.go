@@ -104,13 +104,16 @@ func (c *Comm) Size() int { return c.size }
 // Device returns the device the communicator uses.
 func (c *Comm) Device() int { return c.dev }
 
-// NCCLType returns NCCL's ncclDataType_t for dt. Every tensor dtype has
-// one; bfloat16 needs NCCL 2.10.
+// NCCLType returns NCCL's ncclDataType_t for dt; bfloat16 needs NCCL 2.10.
+// Bool travels as ncclUint8 (its reductions are the byte maximum and
+// minimum: see tensor.Reduce, and the Comm methods map the operation).
+// NCCL has no 16-bit integer types: Int16 and Uint16 are an error, and the
+// runtime moves them another way (host staging or CUDA-aware MPI).
 func NCCLType(dt tensor.DType) (int, error) {
 	switch dt {
 	case tensor.Int8:
 		return 0, nil
-	case tensor.Uint8:
+	case tensor.Uint8, tensor.Bool:
 		return 1, nil
 	case tensor.Int32:
 		return 2, nil
@@ -144,6 +147,15 @@ func NCCLOp(op tensor.ReduceOp) (int, error) {
 		return 3, nil
 	}
 	return 0, fmt.Errorf("cuda: NCCL has no %v reduction", op)
+}
+
+// reduction returns NCCL's operation for op on elements of type dt: on
+// Bool (carried as bytes) Sum is the maximum and Product the minimum.
+func reduction(dt tensor.DType, op tensor.ReduceOp) (int, error) {
+	if dt == tensor.Bool {
+		op = tensor.BoolOp(op)
+	}
+	return NCCLOp(op)
 }
 
 func (c *Comm) dtype(dt tensor.DType) (int, error) {
@@ -191,7 +203,7 @@ func (c *Comm) AllReduce(send, recv uintptr, count int, dt tensor.DType, op tens
 	if err != nil {
 		return err
 	}
-	o, err := NCCLOp(op)
+	o, err := reduction(dt, op)
 	if err != nil {
 		return err
 	}
@@ -230,7 +242,7 @@ func (c *Comm) Reduce(send, recv uintptr, count int, dt tensor.DType, op tensor.
 	if err != nil {
 		return err
 	}
-	o, err := NCCLOp(op)
+	o, err := reduction(dt, op)
 	if err != nil {
 		return err
 	}
@@ -262,7 +274,7 @@ func (c *Comm) ReduceScatter(send, recv uintptr, recvCount int, dt tensor.DType,
 	if err != nil {
 		return err
 	}
-	o, err := NCCLOp(op)
+	o, err := reduction(dt, op)
 	if err != nil {
 		return err
 	}

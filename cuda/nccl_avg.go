@@ -28,6 +28,9 @@ func (c *Comm) AllReduceAverage(send, recv uintptr, count int, dt tensor.DType, 
 	if !c.n.HasAverage() {
 		return fmt.Errorf("cuda: NCCL %v has no average reduction (2.10 or later is needed)", c.n.version)
 	}
+	if dt == tensor.Bool {
+		return fmt.Errorf("cuda: no average of %v", dt)
+	}
 	t, err := c.dtype(dt)
 	if err != nil {
 		return err

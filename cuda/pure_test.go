@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gohorovod/gohorovod/cuda"
@@ -43,11 +44,17 @@ func TestVersions(t *testing.T) {
 func TestNCCLTypeAndOp(t *testing.T) {
 	// ncclDataType_t values from nccl.h.
 	want := map[tensor.DType]int{tensor.Int8: 0, tensor.Uint8: 1, tensor.Int32: 2, tensor.Int64: 4, tensor.Uint64: 5,
-		tensor.Float16: 6, tensor.Float32: 7, tensor.Float64: 8, tensor.BFloat16: 9}
+		tensor.Float16: 6, tensor.Float32: 7, tensor.Float64: 8, tensor.BFloat16: 9, tensor.Bool: 1}
 	for _, dt := range tensor.DTypes() {
 		got, err := cuda.NCCLType(dt)
 		w, ok := want[dt]
-		if !ok || err != nil || got != w {
+		if !ok {
+			if err == nil || !strings.Contains(err.Error(), "no data type for "+dt.String()) {
+				t.Errorf("NCCLType(%v) = %d, %v; want an error (NCCL has no such type)", dt, got, err)
+			}
+			continue
+		}
+		if err != nil || got != w {
 			t.Errorf("NCCLType(%v) = %d, %v; want %d (known %v)", dt, got, err, w, ok)
 		}
 	}

@@ -8,7 +8,7 @@ package mpi
 #include <string.h>
 
 // Element type codes: the values of tensor.DType (checked by a test).
-enum { HV_F32 = 1, HV_F64, HV_F16, HV_BF16, HV_I8, HV_U8, HV_I32, HV_I64, HV_U64 };
+enum { HV_F32 = 1, HV_F64, HV_F16, HV_BF16, HV_I8, HV_U8, HV_I32, HV_I64, HV_U64, HV_I16, HV_U16, HV_BOOL };
 // Reduction codes: the values of tensor.ReduceOp.
 enum { HV_SUM = 0, HV_MIN, HV_MAX, HV_PROD, HV_BAND, HV_BOR };
 
@@ -142,6 +142,11 @@ static MPI_Datatype hv_dtype(int code) {
 	case HV_I32: return MPI_INT32_T;
 	case HV_I64: return MPI_INT64_T;
 	case HV_U64: return MPI_UINT64_T;
+	case HV_I16: return MPI_INT16_T;
+	case HV_U16: return MPI_UINT16_T;
+	// bool travels as bytes: MPI_C_BOOL has only the logical operations,
+	// and tensor.Bool's "or" and "and" are the byte maximum and minimum.
+	case HV_BOOL: return MPI_UINT8_T;
 	}
 	return MPI_DATATYPE_NULL;
 }
@@ -150,6 +155,10 @@ static MPI_Op hv_op(int dt, int op) {
 	if (dt == HV_F16 || dt == HV_BF16) {
 		if (op < HV_SUM || op > HV_PROD) return MPI_OP_NULL;
 		return hv_half_op[dt == HV_BF16][op];
+	}
+	if (dt == HV_BOOL) { // as tensor.BoolOp: sum is "or", product is "and"
+		if (op == HV_SUM) op = HV_MAX;
+		if (op == HV_PROD) op = HV_MIN;
 	}
 	switch (op) {
 	case HV_SUM: return MPI_SUM;

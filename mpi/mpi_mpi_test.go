@@ -71,10 +71,18 @@ func set(t *tensor.Tensor, i int, v float64) {
 		t.Int64s()[i] = int64(v)
 	case tensor.Uint64:
 		t.Uint64s()[i] = uint64(v)
+	case tensor.Int16:
+		t.Int16s()[i] = int16(v)
+	case tensor.Uint16:
+		t.Uint16s()[i] = uint16(v)
+	case tensor.Bool:
+		t.Bools()[i] = int64(v)&1 == 1 // the parity, so that the results vary
 	}
 }
 
-func signed(dt tensor.DType) bool { return dt != tensor.Uint8 && dt != tensor.Uint64 }
+func signed(dt tensor.DType) bool {
+	return dt != tensor.Uint8 && dt != tensor.Uint16 && dt != tensor.Uint64 && dt != tensor.Bool
+}
 
 // input is rank r's contribution to an allreduce of n elements, chosen so
 // that every rank's part shows in the result: sums of distinct powers of two

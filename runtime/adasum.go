@@ -17,6 +17,11 @@ import (
 // with dot products and norms in float64, per tensor (layer), and a
 // coefficient of 1 when a squared norm is below sqrt(DBL_MIN). The rank
 // count is a power of two (checked at enqueue).
+//
+// Float16 and bfloat16 tensors are widened to float32 (exactly), combined in
+// float32 as a float32 tensor would be, postscaled, and rounded to their own
+// precision once at the end, as Horovod's CPU Adasum computes half precision
+// in float32.
 func (l *loop) adasum(resp *wire.Response) error {
 	if err := l.entries(resp); err != nil {
 		return err
@@ -40,16 +45,38 @@ func (l *loop) adasum(resp *wire.Response) error {
 		switch e.out.DType() {
 		case tensor.Float32:
 			copy(e.out.Float32s(), adasumTree(all.Float32s(), n, l.size))
+			tensor.ScaleTensor(e.out, resp.Postscale)
 		case tensor.Float64:
 			copy(e.out.Float64s(), adasumTree(all.Float64s(), n, l.size))
+			tensor.ScaleTensor(e.out, resp.Postscale)
+		case tensor.Float16, tensor.BFloat16:
+			adasumHalf(e.out, all, n, l.size, resp.Postscale)
 		}
-		tensor.ScaleTensor(e.out, resp.Postscale)
 	}
 	end := time.Now()
 	l.tlActivity(l.ents, actAdasum, start, end)
 	l.tlEnd(l.ents, end)
 	finish(l.ents)
 	return nil
+}
+
+// adasumHalf is adasum's float16 and bfloat16 case: all holds size vectors
+// of n half-precision elements; the combination runs in float32 and out gets
+// the result times postscale, rounded once.
+func adasumHalf(out, all *tensor.Tensor, n, size int, postscale float64) {
+	wide := make([]float32, n*size)
+	if all.DType() == tensor.Float16 {
+		tensor.Float16ToFloat32(wide, tensor.View[tensor.Float16Bits](all))
+	} else {
+		tensor.BFloat16ToFloat32(wide, tensor.View[tensor.BFloat16Bits](all))
+	}
+	res := adasumTree(wide, n, size)
+	tensor.ScaleTensor(tensor.FromFloat32(res), postscale)
+	if out.DType() == tensor.Float16 {
+		tensor.Float32ToFloat16(tensor.View[tensor.Float16Bits](out), res)
+	} else {
+		tensor.Float32ToBFloat16(tensor.View[tensor.BFloat16Bits](out), res)
+	}
 }
 
 // adasumTree combines size vectors of n elements laid out contiguously in

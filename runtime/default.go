@@ -104,6 +104,26 @@ func GroupedAllreduceAsyncInPlace(ts []*tensor.Tensor, name string, op ReduceOp,
 	return Default().GroupedAllreduceAsyncInPlace(ts, name, op, opts...)
 }
 
+// GroupedAllgather: see Runtime.GroupedAllgather.
+func GroupedAllgather(ctx context.Context, ts []*tensor.Tensor, name string) ([]*tensor.Tensor, error) {
+	return Default().GroupedAllgather(ctx, ts, name)
+}
+
+// GroupedAllgatherAsync: see Runtime.GroupedAllgatherAsync.
+func GroupedAllgatherAsync(ts []*tensor.Tensor, name string) (*Handle, error) {
+	return Default().GroupedAllgatherAsync(ts, name)
+}
+
+// GroupedReducescatter: see Runtime.GroupedReducescatter.
+func GroupedReducescatter(ctx context.Context, ts []*tensor.Tensor, name string, op ReduceOp, opts ...CallOption) ([]*tensor.Tensor, error) {
+	return Default().GroupedReducescatter(ctx, ts, name, op, opts...)
+}
+
+// GroupedReducescatterAsync: see Runtime.GroupedReducescatterAsync.
+func GroupedReducescatterAsync(ts []*tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
+	return Default().GroupedReducescatterAsync(ts, name, op, opts...)
+}
+
 // Allgather: see Runtime.Allgather.
 func Allgather(ctx context.Context, t *tensor.Tensor, name string) (*tensor.Tensor, error) {
 	return Default().Allgather(ctx, t, name)

@@ -1,7 +1,9 @@
 // Package runtime is gohorovod's public API: Horovod's init, rank and size
-// queries and collectives (allreduce, grouped allreduce, allgather,
-// broadcast, alltoall, reducescatter, barrier, join) for Go programs. Import
-// it as hvd:
+// queries and collectives (allreduce, grouped allreduce, allgather, grouped
+// allgather, broadcast, alltoall, reducescatter, grouped reducescatter,
+// barrier, join) for Go programs. Horovod's sparse_allreduce (an allgather
+// of a sparse gradient's values and indices) is not provided: allgather the
+// two tensors, or use GroupedAllgather. Import it as hvd:
 //
 //	import hvd "github.com/gohorovod/gohorovod/runtime"
 //
@@ -23,6 +25,19 @@
 // Pieces of a fused response that already lie in one run of memory (tensors
 // that are views of one flat buffer, tensor.NewFlat) are reduced where they
 // lie, with no copy.
+//
+// Tensors may be of Horovod's element types (uint8, int8, uint16, int16,
+// int32, int64, float16, float32, float64, bool) and bfloat16. Every type
+// can be broadcast, allgathered and alltoall'd; reductions on bool are
+// logical (Sum and Max are "or", Min and Product "and"; Average is refused),
+// and Adasum takes the four float types (float16 and bfloat16 computed in
+// float32). On GPUs, NCCL has no int16 or uint16: those go through
+// CUDA-aware MPI or host staging.
+//
+// Grouped allgather and reducescatter first agree on the group's size (a
+// one-integer allgather), so that ranks passing different numbers of
+// tensors get an error rather than a hang; each member is then its own
+// collective (only allreduces are fused): see GroupedAllgatherAsync.
 //
 // A model's gradients, reduced step after step, are best held in an
 // AllreduceGroup (NewAllreduceGroup): its requests are built once and its

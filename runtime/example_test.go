@@ -210,3 +210,26 @@ func ExampleFailedRank() {
 	// rank 1: own transport failed: true
 	// rank 2: rank 1 failed: link down
 }
+
+// Two ranks gather a group of tensors of different dtypes and first
+// dimensions with one call: a bool mask (one row on rank 0, two on rank 1)
+// and int16 ids.
+func ExampleRuntime_GroupedAllgather() {
+	ctx := context.Background()
+	err := hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
+		mask := tensor.FromBool([]bool{rank == 0, true}[:rank+1])
+		ids := tensor.FromInt16([]int16{int16(100 * rank)})
+		outs, err := r.GroupedAllgather(ctx, []*tensor.Tensor{mask, ids}, "batch")
+		if err != nil {
+			return err
+		}
+		if rank == 0 {
+			fmt.Println(outs[0].Bools(), outs[1].Int16s())
+		}
+		return nil
+	}, hvd.WithLogger(zerolog.Nop()))
+	fmt.Println(err)
+	// Output:
+	// [true false true] [0 100]
+	// <nil>
+}

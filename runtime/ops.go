@@ -80,9 +80,12 @@ func (r *Runtime) checkReduce(op ReduceOp, dt tensor.DType) error {
 		if r.size&(r.size-1) != 0 || bits.OnesCount(uint(r.size)) != 1 {
 			return fmt.Errorf("%w: %s", ErrInvalidArgument, adasumPow2Text)
 		}
-		if dt != tensor.Float32 && dt != tensor.Float64 {
-			return invalid("Adasum supports float32 and float64 tensors, not %v", dt)
+		if !dt.IsFloat() {
+			return invalid("Adasum supports float16, bfloat16, float32 and float64 tensors, not %v", dt)
 		}
+	}
+	if op == Average && dt == tensor.Bool {
+		return invalid("Average is not defined on bool tensors: Sum and Max are a logical or, Min and Product a logical and")
 	}
 	return nil
 }
@@ -362,13 +365,29 @@ func (r *Runtime) ReducescatterAsync(t *tensor.Tensor, name string, op ReduceOp,
 	if err := r.checkRunning(); err != nil {
 		return nil, err
 	}
+	h := newHandle(1)
+	e, err := r.reducescatterEntry(t, r.opName("reducescatter", name), op, callOpts(opts), h, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.enqueue(e); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// reducescatterEntry checks a reducescatter of t and makes its entry, result
+// idx of h.
+func (r *Runtime) reducescatterEntry(t *tensor.Tensor, name string, op ReduceOp, o callOptions, h *Handle, idx int) (*entry, error) {
 	if err := r.checkTensor(t); err != nil {
 		return nil, err
 	}
 	if op != Sum && op != Average {
 		return nil, fmt.Errorf("%w: %s", ErrInvalidArgument, reducescatterText)
 	}
-	o := callOpts(opts)
+	if err := r.checkReduce(op, t.DType()); err != nil {
+		return nil, err
+	}
 	if op == Average {
 		o.postscale /= float64(r.size)
 	}
@@ -378,13 +397,9 @@ func (r *Runtime) ReducescatterAsync(t *tensor.Tensor, name string, op ReduceOp,
 		shape[0] = ReducescatterRows(s[0], r.size, r.rank)
 		out = newOutput(t, shape)
 	}
-	h := newHandle(1)
-	e := r.newEntry(wire.Reducescatter, r.opName("reducescatter", name), t, out, h, 0)
+	e := r.newEntry(wire.Reducescatter, name, t, out, h, idx)
 	e.req.Op, e.req.Prescale, e.req.Postscale = op, o.prescale, o.postscale
-	if err := r.enqueue(e); err != nil {
-		return nil, err
-	}
-	return h, nil
+	return e, nil
 }
 
 // Reducescatter is the blocking form of ReducescatterAsync.

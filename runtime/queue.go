@@ -95,7 +95,7 @@ func (q *queue) addLocked(es []*entry) error {
 			}
 			q.table[e.req.Name] = e
 		}
-		if e.h != nil {
+		if e.h != nil && e.h.q != q { // a grouped op's handle has q already (see enqueueGroup)
 			e.h.q = q
 		}
 	}

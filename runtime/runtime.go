@@ -19,9 +19,11 @@ type ReduceOp = wire.ReduceOp
 
 // The reductions.
 const (
-	Average = wire.Average // sum, then divide by the number of ranks
-	Sum     = wire.Sum
-	Adasum  = wire.AdasumOp // adaptive summation (power-of-two rank counts)
+	Average = wire.Average // sum, then divide by the number of ranks (not on bool tensors)
+	Sum     = wire.Sum     // on bool tensors: logical or (Max too; Min and Product are logical and)
+	// Adasum is adaptive summation: power-of-two rank counts, host tensors
+	// of the four float types (float16 and bfloat16 computed in float32).
+	Adasum  = wire.AdasumOp
 	Min     = wire.Min
 	Max     = wire.Max
 	Product = wire.Product

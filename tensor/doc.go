@@ -5,6 +5,12 @@
 // bitwise and/or) into a destination, scaling by a factor, and conversion
 // between float32 and the two half-precision formats.
 //
+// The element types are Horovod's (uint8, int8, uint16, int16, int32,
+// int64, float16, float32, float64, bool) plus bfloat16 and uint64. A Bool
+// element is one byte, 0 for false and 1 for true, so a []bool is its
+// storage; its reductions are logical ("or" for sum and max, "and" for min
+// and product).
+//
 // Constructors such as FromFloat32 wrap a Go slice without copying it, and
 // typed accessors (Float32s, Int64s, ...) give the slice back, so a training
 // loop can hand its own gradient slices to the runtime and read the reduced

@@ -6,7 +6,9 @@ import "fmt"
 type DType uint8
 
 // The element types. The zero value is Invalid, so that a forgotten dtype is
-// caught rather than silently read as float32.
+// caught rather than silently read as float32. The numbering is part of the
+// runtime's wire format (ranks exchange dtypes as these numbers) and of the
+// mpi package's C side: new types are appended, existing ones never move.
 const (
 	Invalid  DType = iota
 	Float32        // IEEE 754 binary32
@@ -18,6 +20,9 @@ const (
 	Int32          // signed 32-bit integer
 	Int64          // signed 64-bit integer
 	Uint64         // unsigned 64-bit integer (bit vectors for negotiation)
+	Int16          // signed 16-bit integer
+	Uint16         // unsigned 16-bit integer
+	Bool           // boolean, one byte per element: 0 is false, 1 is true (see Reduce)
 	numDTypes
 )
 
@@ -35,6 +40,9 @@ var dtypeInfo = [numDTypes]struct {
 	Int32:    {"int32", 4},
 	Int64:    {"int64", 8},
 	Uint64:   {"uint64", 8},
+	Int16:    {"int16", 2},
+	Uint16:   {"uint16", 2},
+	Bool:     {"bool", 1},
 }
 
 // DTypes lists every valid element type, in declaration order.
@@ -114,7 +122,9 @@ func (op ReduceOp) String() string {
 	return opNames[op]
 }
 
-// Supports reports whether op is defined on elements of type d.
+// Supports reports whether op is defined on elements of type d. Every
+// reduction is defined on Bool, as a logical one (see Reduce); BitAnd and
+// BitOr are not defined on the floating-point types.
 func (op ReduceOp) Supports(d DType) bool {
 	if !d.Valid() || !op.Valid() {
 		return false

@@ -11,7 +11,14 @@ import "fmt"
 // float32, combined, and rounded once to nearest even. Min and Max follow
 // Go's builtins: a NaN on either side gives NaN, and -0 counts as less than
 // +0. Integer sums and products wrap around. BitAnd and BitOr are defined on
-// integer types only.
+// integer types and Bool only.
+//
+// Bool reductions are logical: Sum and Max are "or" (true if any element is
+// true), Min and Product are "and" (true if every element is). They are
+// computed as the unsigned byte maximum and minimum, which is what the MPI
+// and NCCL transports run as well, so a byte other than 0 and 1 counts as
+// true and the three transports agree bit for bit on any input. BitAnd and
+// BitOr act on the bytes.
 //
 // On amd64 with AVX2 and F16C the work runs in 256-bit vector loops (the
 // purego build tag turns them off); results are bit-identical to the Go
@@ -57,8 +64,31 @@ func reduceIntBytesGo(dt DType, op ReduceOp, dst, src []byte) {
 		reduceIntGo(op, fromBytes[int64](dst), fromBytes[int64](src))
 	case Uint64:
 		reduceIntGo(op, fromBytes[uint64](dst), fromBytes[uint64](src))
+	case Int16:
+		reduceIntGo(op, fromBytes[int16](dst), fromBytes[int16](src))
+	case Uint16:
+		reduceIntGo(op, fromBytes[uint16](dst), fromBytes[uint16](src))
+	case Bool:
+		reduceIntGo(boolOp(op), dst, src)
 	}
 }
+
+// boolOp returns the unsigned byte reduction that computes op on Bool
+// elements: Max for the "or" reductions, Min for the "and" ones.
+func boolOp(op ReduceOp) ReduceOp {
+	switch op {
+	case Sum:
+		return Max
+	case Product:
+		return Min
+	}
+	return op
+}
+
+// BoolOp returns the reduction on unsigned bytes that computes op on Bool
+// elements (Sum becomes Max and Product becomes Min; the others stay), for
+// transports that move Bool tensors as bytes.
+func BoolOp(op ReduceOp) ReduceOp { return boolOp(op) }
 
 // ReduceInto combines src into dst elementwise (see Reduce). It returns an
 // error if the tensors differ in dtype or element count or live on a device.
@@ -85,8 +115,8 @@ func ReduceInto(dst, src *Tensor, op ReduceOp) error {
 // Integers are multiplied in float64 and truncated toward zero, as Horovod's
 // Average does on integer tensors; 64-bit values beyond 2^53 lose precision
 // in the float64 product, and a result outside the type's range is
-// unspecified. A factor of 1 leaves buf
-// untouched. It panics if dt is invalid or buf is not a whole number of
+// unspecified. A Bool element stays true only if it is true and factor is
+// not 0. A factor of 1 leaves buf untouched. It panics if dt is invalid or buf is not a whole number of
 // elements.
 func Scale(dt DType, buf []byte, factor float64) {
 	if len(buf)%max(dt.Size(), 1) != 0 || !dt.Valid() {
@@ -114,6 +144,14 @@ func Scale(dt DType, buf []byte, factor float64) {
 		scaleIntGo(fromBytes[int64](buf), factor)
 	case Uint64:
 		scaleIntGo(fromBytes[uint64](buf), factor)
+	case Int16:
+		scaleIntGo(fromBytes[int16](buf), factor)
+	case Uint16:
+		scaleIntGo(fromBytes[uint16](buf), factor)
+	case Bool:
+		if factor == 0 || factor != factor {
+			clear(buf)
+		}
 	}
 }
 

@@ -259,6 +259,24 @@ func minI32(dst, src *byte, n int)
 func maxI32(dst, src *byte, n int)
 
 //go:noescape
+func addI16(dst, src *byte, n int)
+
+//go:noescape
+func mulI16(dst, src *byte, n int)
+
+//go:noescape
+func minI16(dst, src *byte, n int)
+
+//go:noescape
+func maxI16(dst, src *byte, n int)
+
+//go:noescape
+func minU16(dst, src *byte, n int)
+
+//go:noescape
+func maxU16(dst, src *byte, n int)
+
+//go:noescape
 func andBytes(dst, src *byte, n int)
 
 //go:noescape
@@ -272,6 +290,10 @@ var intKernels = [numDTypes][numReduceOps]func(dst, src *byte, n int){
 	Int32:  {Sum: addI32, Product: mulI32, Min: minI32, Max: maxI32, BitAnd: andBytes, BitOr: orBytes},
 	Int64:  {Sum: addI64, BitAnd: andBytes, BitOr: orBytes},
 	Uint64: {Sum: addI64, BitAnd: andBytes, BitOr: orBytes},
+	Int16:  {Sum: addI16, Product: mulI16, Min: minI16, Max: maxI16, BitAnd: andBytes, BitOr: orBytes},
+	Uint16: {Sum: addI16, Product: mulI16, Min: minU16, Max: maxU16, BitAnd: andBytes, BitOr: orBytes},
+	// Bool: "or" is the unsigned byte maximum, "and" the minimum (see Reduce).
+	Bool: {Sum: maxU8, Max: maxU8, Product: minU8, Min: minU8, BitAnd: andBytes, BitOr: orBytes},
 }
 
 func reduceInt(dt DType, op ReduceOp, dst, src []byte) {

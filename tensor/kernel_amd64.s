@@ -297,6 +297,30 @@ TEXT ·minI32(SB), NOSPLIT, $0-24
 TEXT ·maxI32(SB), NOSPLIT, $0-24
 	BININT(VPMAXSD)
 
+// func addI16(dst, src *byte, n int)
+TEXT ·addI16(SB), NOSPLIT, $0-24
+	BININT(VPADDW)
+
+// func mulI16(dst, src *byte, n int)
+TEXT ·mulI16(SB), NOSPLIT, $0-24
+	BININT(VPMULLW)
+
+// func minI16(dst, src *byte, n int)
+TEXT ·minI16(SB), NOSPLIT, $0-24
+	BININT(VPMINSW)
+
+// func maxI16(dst, src *byte, n int)
+TEXT ·maxI16(SB), NOSPLIT, $0-24
+	BININT(VPMAXSW)
+
+// func minU16(dst, src *byte, n int)
+TEXT ·minU16(SB), NOSPLIT, $0-24
+	BININT(VPMINUW)
+
+// func maxU16(dst, src *byte, n int)
+TEXT ·maxU16(SB), NOSPLIT, $0-24
+	BININT(VPMAXUW)
+
 // func andBytes(dst, src *byte, n int)
 TEXT ·andBytes(SB), NOSPLIT, $0-24
 	BININT(VPAND)

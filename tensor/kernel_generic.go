@@ -8,7 +8,7 @@ package tensor
 type float interface{ ~float32 | ~float64 }
 
 type integer interface {
-	~int8 | ~uint8 | ~int32 | ~int64 | ~uint64
+	~int8 | ~uint8 | ~int16 | ~uint16 | ~int32 | ~int64 | ~uint64
 }
 
 type number interface{ float | integer }

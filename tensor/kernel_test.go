@@ -160,9 +160,28 @@ func refReduce(dt DType, op ReduceOp, dst, src []byte) []byte {
 			le.PutUint64(o, uint64(refInt(op, int64(le.Uint64(d)), int64(le.Uint64(s)))))
 		case Uint64:
 			le.PutUint64(o, refInt(op, le.Uint64(d), le.Uint64(s)))
+		case Int16:
+			le.PutUint16(o, uint16(refInt(op, int16(le.Uint16(d)), int16(le.Uint16(s)))))
+		case Uint16:
+			le.PutUint16(o, refInt(op, le.Uint16(d), le.Uint16(s)))
+		case Bool:
+			o[0] = refBool(op, d[0], s[0])
 		}
 	}
 	return out
+}
+
+// refBool is Reduce's Bool semantics spelt out: "or" for Sum and Max, "and"
+// for Min and Product (a nonzero byte being true, the result being the
+// larger or smaller byte), bitwise for BitAnd and BitOr.
+func refBool(op ReduceOp, a, b byte) byte {
+	switch op {
+	case Sum, Max: // or: nonzero if either is
+		return max(a, b)
+	case Product, Min: // and: zero if either is
+		return min(a, b)
+	}
+	return refInt(op, a, b)
 }
 
 // refScale returns buf scaled by f as Scale documents it.
@@ -190,6 +209,14 @@ func refScale(dt DType, buf []byte, f float64) []byte {
 			le.PutUint64(o, uint64(int64(math.Trunc(float64(int64(le.Uint64(b)))*f))))
 		case Uint64:
 			le.PutUint64(o, uint64(math.Trunc(float64(le.Uint64(b))*f)))
+		case Int16:
+			le.PutUint16(o, uint16(int16(math.Trunc(float64(int16(le.Uint16(b)))*f))))
+		case Uint16:
+			le.PutUint16(o, uint16(math.Trunc(float64(le.Uint16(b))*f)))
+		case Bool:
+			if f == 0 || math.IsNaN(f) {
+				o[0] = 0
+			}
 		}
 	}
 	return out
@@ -221,6 +248,9 @@ func sameElements(dt DType, got, want []byte) (int, bool) {
 	}
 	return 0, true
 }
+
+// unsigned reports whether dt is an unsigned integer type.
+func unsigned(dt DType) bool { return dt == Uint8 || dt == Uint16 || dt == Uint64 }
 
 func isNaN32(b uint32) bool { return b&0x7fffffff > 0x7f800000 }
 
@@ -267,6 +297,12 @@ func fillRandom(r *rand.Rand, dt DType, n int) []byte {
 				le.PutUint16(o, uint16(r.Uint32()))
 			} else {
 				le.PutUint16(o, refF32ToBF16(float32(f)))
+			}
+		case Bool:
+			// Mostly valid bools, sometimes any byte (which counts as true).
+			b[i] = byte(r.IntN(2))
+			if kind == 2 {
+				b[i] = byte(r.Uint32())
 			}
 		default:
 			v := r.Uint64()
@@ -409,7 +445,7 @@ func TestScaleMatchesReference(t *testing.T) {
 		r := rand.New(rand.NewPCG(3, 4))
 		for _, dt := range DTypes() {
 			for _, f := range []float64{0.5, 1.0 / 3, -0.25, 0, 3, 1e-3} {
-				if !dt.IsFloat() && (f > 1 || f < 0 && dt == Uint8 || f < 0 && dt == Uint64) {
+				if !dt.IsFloat() && (f > 1 || f < 0 && unsigned(dt)) {
 					continue // out of the type's range: unspecified
 				}
 				for _, n := range lengths {
@@ -675,7 +711,7 @@ func FuzzReduce(f *testing.F) {
 		if i, ok := sameElements(dt, dst, want); !ok {
 			t.Fatalf("%v %v: element %d differs: got % x want % x", dt, op, i, dst, want)
 		}
-		if !dt.IsFloat() && (factor < -1 || factor >= 1 || factor != factor || factor < 0 && (dt == Uint8 || dt == Uint64)) {
+		if !dt.IsFloat() && dt != Bool && (factor < -1 || factor >= 1 || factor != factor || factor < 0 && unsigned(dt)) {
 			return // out of range: unspecified (and 1 leaves 64-bit values unrounded)
 		}
 		want = refScale(dt, src, factor)

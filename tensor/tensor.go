@@ -142,7 +142,8 @@ func NewDevice(dt DType, dev Device, ptr uintptr, shape ...int) *Tensor {
 
 // Element is the set of Go types that back a tensor's elements.
 type Element interface {
-	~float32 | ~float64 | ~int8 | ~uint8 | ~int32 | ~int64 | ~uint64 | Float16Bits | BFloat16Bits
+	~float32 | ~float64 | ~int8 | ~uint8 | int16 | uint16 | ~int32 | ~int64 | ~uint64 | ~bool |
+		Float16Bits | BFloat16Bits
 }
 
 // Float16Bits is one IEEE binary16 value, as its bit pattern.
@@ -173,6 +174,12 @@ func DTypeOf[T Element]() DType {
 		return Int64
 	case uint64:
 		return Uint64
+	case int16:
+		return Int16
+	case uint16:
+		return Uint16
+	case bool:
+		return Bool
 	}
 	panic(fmt.Sprintf("tensor: no dtype for %T", z))
 }
@@ -237,6 +244,22 @@ func FromInt64(s []int64, shape ...int) *Tensor { return From(s, shape...) }
 // FromUint64 wraps s without copying.
 func FromUint64(s []uint64, shape ...int) *Tensor { return From(s, shape...) }
 
+// FromInt8 wraps s without copying.
+func FromInt8(s []int8, shape ...int) *Tensor { return From(s, shape...) }
+
+// FromUint8 wraps s without copying.
+func FromUint8(s []uint8, shape ...int) *Tensor { return From(s, shape...) }
+
+// FromInt16 wraps s without copying.
+func FromInt16(s []int16, shape ...int) *Tensor { return From(s, shape...) }
+
+// FromUint16 wraps s without copying.
+func FromUint16(s []uint16, shape ...int) *Tensor { return From(s, shape...) }
+
+// FromBool wraps s without copying. A Go bool is one byte holding 0 or 1,
+// which is exactly the Bool layout.
+func FromBool(s []bool, shape ...int) *Tensor { return From(s, shape...) }
+
 // DType returns the element type.
 func (t *Tensor) DType() DType { return t.dtype }
 
@@ -277,6 +300,24 @@ func (t *Tensor) Int64s() []int64 { return View[int64](t) }
 
 // Uint64s returns the storage as []uint64 (the dtype must be Uint64).
 func (t *Tensor) Uint64s() []uint64 { return View[uint64](t) }
+
+// Int8s returns the storage as []int8 (the dtype must be Int8).
+func (t *Tensor) Int8s() []int8 { return View[int8](t) }
+
+// Uint8s returns the storage as []uint8 (the dtype must be Uint8).
+func (t *Tensor) Uint8s() []uint8 { return View[uint8](t) }
+
+// Int16s returns the storage as []int16 (the dtype must be Int16).
+func (t *Tensor) Int16s() []int16 { return View[int16](t) }
+
+// Uint16s returns the storage as []uint16 (the dtype must be Uint16).
+func (t *Tensor) Uint16s() []uint16 { return View[uint16](t) }
+
+// Bools returns the storage as []bool (the dtype must be Bool). Every byte
+// of the storage must be 0 or 1, as Go requires of a bool; tensors made with
+// FromBool or New, and the results of collectives on them, are. A tensor
+// made with FromBytes from other bytes must be read with Bytes instead.
+func (t *Tensor) Bools() []bool { return View[bool](t) }
 
 // Clone returns a host tensor with a copy of t's data and shape.
 func (t *Tensor) Clone() *Tensor {

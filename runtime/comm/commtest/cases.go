@@ -37,6 +37,7 @@ func Cases() []Case {
 		allgathervCase("allgatherv/all-empty", tensor.Int8, func(r, n int) int { return 0 }),
 		gathervCase(),
 		bcastCase(),
+		bcastDTypesCase(),
 		alltoallvCase("alltoallv/uneven", func(s, d int) int { return (s + 2*d) % 3 }),
 		alltoallvCase("alltoallv/self-only", func(s, d int) int {
 			if s == d {
@@ -220,6 +221,28 @@ func bcastCase() Case {
 	}}
 }
 
+// bcastDTypesCase broadcasts every dtype from the last rank.
+func bcastDTypesCase() Case {
+	return Case{Name: "bcast/every-dtype", Run: func(c comm.Communicator) error {
+		r, n := c.Rank(), c.Size()
+		root := n - 1
+		var rep report
+		for _, dt := range tensor.DTypes() {
+			buf := sentinels(dt, 7)
+			if r == root {
+				fill(buf, func(i int) int64 { return tag(dt, root, i) })
+			}
+			what := fmt.Sprintf("bcast of %v from root %d", dt, root)
+			if err := c.Bcast(buf, root); err != nil {
+				rep.ok(what, err)
+				continue
+			}
+			rep.check(same(what, buf, filled(dt, func(i int) int64 { return tag(dt, root, i) }, 7)))
+		}
+		return rep.err()
+	}}
+}
+
 // alltoallvCase: rank s sends count(s, d) elements to rank d.
 func alltoallvCase(name string, count func(s, d int) int) Case {
 	return Case{Name: name, Run: func(c comm.Communicator) error {
@@ -233,7 +256,7 @@ func alltoallvCase(name string, count func(s, d int) int) Case {
 		sendOff, recvOff := comm.Offsets(sendCounts), comm.Offsets(recvCounts)
 		// Element j of the block that s sends to d.
 		val := func(dt tensor.DType, s, d, j int) int64 { return tag(dt, s*8+d, j) }
-		for _, dt := range []tensor.DType{tensor.Float32, tensor.Int64, tensor.BFloat16, tensor.Uint8} {
+		for _, dt := range []tensor.DType{tensor.Float32, tensor.Int64, tensor.BFloat16, tensor.Uint8, tensor.Int16, tensor.Uint16, tensor.Bool} {
 			send := filled(dt, func(i int) int64 {
 				d := owner(sendOff, sendCounts, i)
 				return val(dt, r, d, i-sendOff[d])
@@ -268,6 +291,7 @@ func reduceScatterCase(name string, count func(r int) int) Case {
 		}{
 			{tensor.Float32, tensor.Sum}, {tensor.Int32, tensor.Max}, {tensor.Float16, tensor.Sum},
 			{tensor.Uint8, tensor.Min}, {tensor.Int64, tensor.Product}, {tensor.Uint64, tensor.BitOr},
+			{tensor.Int16, tensor.Sum}, {tensor.Uint16, tensor.Max}, {tensor.Bool, tensor.Sum}, {tensor.Bool, tensor.Min},
 		} {
 			dt, op := dop.dt, dop.op
 			send := filled(dt, func(i int) int64 { return contribution(dt, op, r, n, i) }, comm.Sum(counts))

@@ -68,6 +68,28 @@ func fill(t *tensor.Tensor, f func(i int) int64) {
 		for i := range s {
 			s[i] = uint64(f(i))
 		}
+	case tensor.Int16:
+		s := tensor.View[int16](t)
+		for i := range s {
+			s[i] = int16(f(i))
+		}
+	case tensor.Uint16:
+		s := tensor.View[uint16](t)
+		for i := range s {
+			s[i] = uint16(f(i))
+		}
+	case tensor.Bool:
+		// A value's parity is the bool; the sentinel stays a byte no bool
+		// has, so that a collective that overwrites it is caught.
+		s := t.Bytes()
+		for i := range s {
+			v := f(i)
+			if v == sentinel {
+				s[i] = sentinel
+			} else {
+				s[i] = byte(v & 1)
+			}
+		}
 	default:
 		panic(fmt.Sprintf("commtest: no fill for %v", t.DType()))
 	}
@@ -98,6 +120,15 @@ func show(t *tensor.Tensor, i int) string {
 		return fmt.Sprint(tensor.View[int64](t)[i])
 	case tensor.Uint64:
 		return fmt.Sprintf("%#x", tensor.View[uint64](t)[i])
+	case tensor.Int16:
+		return fmt.Sprint(tensor.View[int16](t)[i])
+	case tensor.Uint16:
+		return fmt.Sprint(tensor.View[uint16](t)[i])
+	case tensor.Bool:
+		if b := t.Bytes()[i]; b > 1 {
+			return fmt.Sprintf("byte %d", b)
+		}
+		return fmt.Sprint(t.Bytes()[i] == 1)
 	}
 	return "?"
 }
@@ -128,7 +159,12 @@ func same(what string, got, want *tensor.Tensor) error {
 
 // signed reports whether the suite may use negative values for dt.
 func signed(dt tensor.DType) bool {
-	return dt != tensor.Uint8 && dt != tensor.Uint64
+	return dt != tensor.Uint8 && dt != tensor.Uint16 && dt != tensor.Uint64 && dt != tensor.Bool
+}
+
+// orLike reports whether op is a logical "or" on Bool (see tensor.Reduce).
+func orLike(op tensor.ReduceOp) bool {
+	return op == tensor.Sum || op == tensor.Max || op == tensor.BitOr
 }
 
 // bitStride is how far apart the bits of the bitwise cases are, so that they
@@ -140,6 +176,18 @@ func bitStride(dt tensor.DType) int { return dt.Size() }
 // the result, the result depends on i, and it stays exact in every dtype
 // (for up to 8 ranks).
 func contribution(dt tensor.DType, op tensor.ReduceOp, r, n, i int) int64 {
+	if dt == tensor.Bool {
+		// One rank (i mod n+1) differs from the others, and no rank for
+		// every (n+1)-th element: a missing or doubled rank shows.
+		odd := int64(0)
+		if i%(n+1) == r {
+			odd = 1
+		}
+		if orLike(op) {
+			return odd
+		}
+		return 1 - odd
+	}
 	switch op {
 	case tensor.Sum:
 		// A distinct power of two per rank (any missing or doubled rank
@@ -181,6 +229,14 @@ func combine(dt tensor.DType, op tensor.ReduceOp, n, i int) int64 {
 	acc := contribution(dt, op, 0, n, i)
 	for r := 1; r < n; r++ {
 		v := contribution(dt, op, r, n, i)
+		if dt == tensor.Bool {
+			if orLike(op) {
+				acc |= v
+			} else {
+				acc &= v
+			}
+			continue
+		}
 		switch op {
 		case tensor.Sum:
 			acc += v

@@ -47,7 +47,8 @@ type Op struct {
 // Choose returns the path for op given caps:
 //
 //   - NCCL takes allreduce, allgather, broadcast, alltoall and
-//     reducescatter in every dtype NCCL has (bfloat16 only from 2.10);
+//     reducescatter in every dtype NCCL has (bfloat16 only from 2.10; bool
+//     as bytes; not int16 or uint16, which NCCL lacks);
 //   - else CUDA-aware MPI takes them, except reductions (allreduce,
 //     reducescatter) of float16 and bfloat16, which MPI reduces with a
 //     user-defined operation that runs on the host and cannot read device
@@ -61,11 +62,22 @@ func Choose(caps Caps, op Op) Path {
 		return Staged
 	}
 	reduces := op.Type == wire.Allreduce || op.Type == wire.Reducescatter
-	if caps.NCCL && (op.DType != tensor.BFloat16 || caps.NCCLBFloat16) {
+	if caps.NCCL && ncclHas(caps, op.DType) {
 		return NCCL
 	}
 	if caps.CUDAAwareMPI && !(reduces && (op.DType == tensor.Float16 || op.DType == tensor.BFloat16)) {
 		return CUDAAwareMPI
 	}
 	return Staged
+}
+
+// ncclHas reports whether NCCL has a data type for dt (see cuda.NCCLType).
+func ncclHas(caps Caps, dt tensor.DType) bool {
+	switch dt {
+	case tensor.Int16, tensor.Uint16:
+		return false
+	case tensor.BFloat16:
+		return caps.NCCLBFloat16
+	}
+	return true
 }

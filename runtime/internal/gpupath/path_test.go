@@ -42,6 +42,12 @@ func TestChoose(t *testing.T) {
 		{"cuda-aware mpi float16 allreduce staged", mpi, wire.Allreduce, tensor.Float16, Staged},
 		{"cuda-aware mpi float16 reducescatter staged", mpi, wire.Reducescatter, tensor.Float16, Staged},
 		{"cuda-aware mpi alltoall", mpi, wire.Alltoall, tensor.Int32, CUDAAwareMPI},
+		{"nccl has no int16: staged", nccl, wire.Allreduce, tensor.Int16, Staged},
+		{"nccl has no uint16: staged", nccl, wire.Broadcast, tensor.Uint16, Staged},
+		{"nccl has no int16: cuda-aware mpi", both, wire.Allgather, tensor.Int16, CUDAAwareMPI},
+		{"uint16 reducescatter by cuda-aware mpi", both, wire.Reducescatter, tensor.Uint16, CUDAAwareMPI},
+		{"nccl bool allreduce", nccl, wire.Allreduce, tensor.Bool, NCCL},
+		{"nccl bool alltoall", nccl, wire.Alltoall, tensor.Bool, NCCL},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

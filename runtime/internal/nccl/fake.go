@@ -113,6 +113,9 @@ func (c *fakeComm) view(p uintptr, count int, dt tensor.DType) (*tensor.Tensor, 
 	if c.closed {
 		return nil, fmt.Errorf("nccl: fake communicator of rank %d used after Close", c.rank)
 	}
+	if _, err := cuda.NCCLType(dt); err != nil { // as real NCCL: no int16, no uint16
+		return nil, err
+	}
 	if count == 0 {
 		return tensor.New(dt, 0), nil
 	}
