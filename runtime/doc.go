@@ -56,7 +56,11 @@
 //
 // Configuration comes from the HOROVOD_* environment variables, read once by
 // Init through runtime/config (or given with WithConfig). Logging goes
-// through zerolog with a rank field, at HOROVOD_LOG_LEVEL. Init logs a
+// through zerolog with a rank field, at HOROVOD_LOG_LEVEL; the default
+// logger stamps lines in RFC 3339 with milliseconds. Debug shows the
+// loop's decisions (negotiation results, fusion plans, cache evictions and
+// invalidations, GPU paths), trace adds each cycle's agreement and every
+// operation performed. Init logs a
 // warning, on each rank, for every knob that is set but not implemented yet
 // (autotuning, the hierarchical collectives, HOROVOD_MPI_THREADS_DISABLE,
 // the placement variables), and fails on every rank when the ranks were

@@ -378,6 +378,9 @@ func (l *loop) cycle() (bool, error) {
 	}
 	stopping := l.shutdownRequested() || l.stallErr != nil || l.failing != nil
 	words := l.st.Begin(l.items, stopping)
+	if len(l.msgs) > 0 && l.log.Trace().Enabled() {
+		l.traceStart(words)
+	}
 	for i, e := range l.msgs {
 		e.bit = l.items[i].Bit
 	}
@@ -412,8 +415,14 @@ func (l *loop) cycle() (bool, error) {
 		if err := l.com.Allreduce(wordsTensor(&l.invT, inv), tensor.BitOr); err != nil {
 			return false, fmt.Errorf("cache invalidation: %w", err)
 		}
+		if l.log.Debug().Enabled() {
+			l.logInvalidated(inv)
+		}
 	}
 	d := l.st.Decide(now)
+	if (len(l.msgs) > 0 || len(d.Responses) > 0 || d.Negotiate || d.Shutdown) && l.log.Trace().Enabled() {
+		l.traceAgreed(words, d)
+	}
 	l.noteCachedProgress(now, len(d.Responses))
 	// The cached responses, and beside each the entry it performs (nil
 	// where this rank has joined and submitted nothing): the entries are
@@ -440,6 +449,9 @@ func (l *loop) cycle() (bool, error) {
 		if l.st.Negotiated(&list) {
 			l.log.Warn().Msg(cache.EvictionWarning)
 		}
+		if l.log.Debug().Enabled() {
+			l.logNegotiated(len(d.Uncached), &list)
+		}
 		for range list.Responses {
 			l.respEnts = append(l.respEnts, nil)
 		}
@@ -450,7 +462,11 @@ func (l *loop) cycle() (bool, error) {
 		// the farewell exchange finds.
 		return true, nil
 	}
-	for k, resp := range l.planner.Plan(d.Responses, l.cfg.FusionThreshold) {
+	plan := l.planner.Plan(d.Responses, l.cfg.FusionThreshold)
+	if len(d.Responses) > 1 && l.log.Debug().Enabled() {
+		l.logPlan(d.Responses, plan)
+	}
+	for k, resp := range plan {
 		l.performed = true
 		l.sources = l.planner.Sources(k)
 		l.ents = l.ents[:0]

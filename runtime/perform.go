@@ -127,6 +127,9 @@ func collectiveErr(ents []*entry, err error) error {
 // perform executes one response. It returns an error only when the
 // communicator has failed and the runtime must stop.
 func (l *loop) perform(resp *wire.Response) error {
+	if l.log.Trace().Enabled() {
+		l.tracePerform(resp)
+	}
 	if onGPU(resp, l.rank) {
 		return l.performGPU(resp) // gpu_perform.go
 	}
@@ -396,6 +399,9 @@ func (l *loop) allreduce(resp *wire.Response) error {
 		if !inPlace {
 			out.copy(b)
 		}
+	}
+	if l.log.Debug().Enabled() {
+		l.logFused(total, placed, step)
 	}
 	l.r.stats.inPlace.Add(int64(placed))
 	l.r.stats.copied.Add(int64(total - placed))

@@ -172,11 +172,7 @@ func (r *Runtime) Init(opts ...Option) error {
 	if o.logger != nil {
 		log = o.logger.With().Int("rank", rank).Logger()
 	} else {
-		w := zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}
-		if cfg.LogHideTime {
-			w.PartsExclude = []string{zerolog.TimestampFieldName}
-		}
-		log = zerolog.New(w).With().Timestamp().Int("rank", rank).Logger().Level(zlevel(cfg.LogLevel))
+		log = consoleLogger(os.Stderr, cfg, rank) // logging.go
 	}
 	warnUnimplemented(log, cfg)
 	local, err := com.SplitLocal()

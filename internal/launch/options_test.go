@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -109,5 +111,35 @@ func TestApplyTo(t *testing.T) {
 	o, _ = Parse([]string{"-np", "1", "--cycle-time-ms", "1", "prog"}, io.Discard)
 	if got, _ := o.ApplyTo(env); got.CycleTime != time.Millisecond {
 		t.Errorf("--cycle-time-ms 1 over HOROVOD_CYCLE_TIME=7 gave %v", got.CycleTime)
+	}
+}
+
+// TestHelp checks --help's placeholders: each flag that takes a value
+// names what it takes (FILE, SECONDS, ...), not the Go type behind it, and
+// the hostfile's line format is described in the text.
+func TestHelp(t *testing.T) {
+	var out strings.Builder
+	if _, err := Parse([]string{"--help"}, &out); err != pflag.ErrHelp {
+		t.Fatalf("Parse(--help) = %v, want pflag.ErrHelp", err)
+	}
+	help := out.String()
+	for _, line := range strings.Split(help, "\n") {
+		fields := strings.Fields(line)
+		for i, f := range fields {
+			if !strings.HasPrefix(f, "--") || i+1 >= len(fields) {
+				continue
+			}
+			switch fields[i+1] {
+			case "string", "strings", "int", "float", "float64", "bool", "host":
+				t.Errorf("flag %s shows the placeholder %q: %q", f, fields[i+1], line)
+			}
+			break
+		}
+	}
+	for _, want := range []string{"--hostfile FILE ", "one line per host: host slots=N", "--start-timeout SECONDS ",
+		"--timeline-filename FILE ", "--log-level LEVEL "} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help lacks %q:\n%s", want, help)
+		}
 	}
 }

@@ -49,6 +49,7 @@ type Cache struct {
 	free       []int // unused bits below len(entries), ascending
 	n          int
 	evicted    bool
+	evictions  int // since the last call to Evictions
 }
 
 // New returns a cache holding at most capacity responses, for the given
@@ -165,6 +166,7 @@ func (c *Cache) put(r wire.Response) bool {
 	if c.n >= c.capacity {
 		first = !c.evicted
 		c.evicted = true
+		c.evictions++
 		c.Erase(c.head)
 	}
 	var bit int
@@ -180,6 +182,14 @@ func (c *Cache) put(r wire.Response) bool {
 	c.n++
 	c.pushBack(bit)
 	return first
+}
+
+// Evictions returns the number of responses evicted to make room since the
+// last call (for the runtime's debug log), and starts counting again.
+func (c *Cache) Evictions() int {
+	n := c.evictions
+	c.evictions = 0
+	return n
 }
 
 // Get returns the cached response for bit and marks it most recently used.

@@ -118,6 +118,12 @@ func TestLRUEvictionAndBits(t *testing.T) {
 	if c.Put(&r) {
 		t.Fatal("second eviction reported as first")
 	}
+	if n := c.Evictions(); n != 2 {
+		t.Fatalf("Evictions() = %d after two evictions, want 2", n)
+	}
+	if n := c.Evictions(); n != 0 {
+		t.Fatalf("Evictions() = %d on the second call, want 0 (it counts since the last call)", n)
+	}
 	// Erasing the highest bit shortens the vector; the lowest free bit is reused.
 	c.Erase(2)
 	if c.Bits() != 2 {
