@@ -177,7 +177,9 @@ func NumGroups(n int) DistOption { return func(c *distConfig) { c.numGroups, c.g
 // BackwardPassesPerStep sets the number of backward passes whose gradients
 // accumulate locally before one reduction (default 1). Gradients are summed
 // over the passes, not averaged: scale the learning rate by passes as
-// Horovod's examples do.
+// Horovod's examples do. A gradient's reduction starts at its n-th Ready;
+// one reported fewer times (or never) is reduced at Step as it is, holding
+// whatever the passes accumulated into it.
 func BackwardPassesPerStep(n int) DistOption { return func(c *distConfig) { c.passes = n } }
 
 // GradientPredivideFactor splits the averaging (Average only): gradients
@@ -192,9 +194,16 @@ func GradientPredivideFactor(f float64) DistOption { return func(c *distConfig) 
 // overlaps the rest of backward. Step waits for every reduction, then runs
 // the wrapped optimizer on the combined gradients.
 //
-// A parameter whose gradient was never reported during a step is reduced
-// anyway, as zeros, so that every rank starts the same names and no rank
-// waits forever on a rank-dependent model.
+// Ready is only the overlap optimisation: Step reduces every gradient that
+// was not reported during the step as it is, with its current value (as
+// Horovod's synchronize() does), so a program that never calls Ready
+// trains the same parameters, only without overlapping communication with
+// backward. Every rank thus starts the same names, and no rank waits
+// forever on a rank-dependent model; a parameter a rank did not use in
+// this step takes part with whatever its gradient holds (zeros after
+// ZeroGrad). With BackwardPassesPerStep n, a gradient reported fewer than
+// n times (or never) is likewise reduced as it is, holding the sum of the
+// passes that wrote it.
 //
 // Ready may be called from another goroutine than Step, but calls of one
 // step must happen before that Step.
@@ -473,9 +482,10 @@ func decompress(grad, w *tensor.Tensor) {
 	}
 }
 
-// Synchronize starts the reduction of every gradient not yet started (a
-// gradient never reported is zeroed first), waits for all of them, and
-// readies the optimizer for the next step. Step calls it.
+// Synchronize starts the reduction of every gradient not yet started, with
+// its current value (a gradient reported fewer times than the backward
+// passes per step, or never, is reduced as it is), waits for all of them,
+// and readies the optimizer for the next step. Step calls it.
 //
 // If ctx ends first, Synchronize returns an error wrapping ctx's and keeps
 // the step unfinished, its reductions in flight; calling Synchronize (or
@@ -487,16 +497,10 @@ func (d *DistributedOptimizer) Synchronize(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	params := d.inner.Params()
-	for u, members := range d.units {
-		if d.started[u] {
-			continue
+	for u := range d.units {
+		if !d.started[u] {
+			d.start(u) // a failure is the step's error
 		}
-		for _, i := range members {
-			if d.count[i] == 0 {
-				clear(params[i].Grad.Bytes())
-			}
-		}
-		d.start(u) // a failure is the step's error
 	}
 	inFlight, firstLeft := 0, -1
 	for u, hs := range d.handles {
