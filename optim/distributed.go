@@ -8,16 +8,20 @@ import (
 	"sort"
 	"sync"
 
+	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// Op is how the DistributedOptimizer combines gradients across ranks.
-type Op uint8
+// Op is how the DistributedOptimizer combines gradients across ranks. It is
+// the runtime's ReduceOp (the same type: hvd.Average and optim.Average are
+// one value), of which the DistributedOptimizer takes Average, Sum and
+// Adasum.
+type Op = hvd.ReduceOp
 
-// The gradient reductions.
+// The gradient reductions: the runtime's constants of the same names.
 const (
-	Average Op = iota // the mean over ranks (Horovod's default)
-	Sum               // the sum over ranks
+	Average = hvd.Average // the mean over ranks (Horovod's default)
+	Sum     = hvd.Sum     // the sum over ranks
 	// Adasum combines the ranks' gradients with the Adasum rule (Maleki
 	// et al., arXiv 2006.02924): orthogonal gradients add up, parallel
 	// ones are averaged. The DistributedOptimizer applies it to the
@@ -28,21 +32,8 @@ const (
 	// by the number of ranks. It needs float32 or float64 gradients (no
 	// compression), no predivide factor, and, on the runtime, a power of
 	// two ranks.
-	Adasum
+	Adasum = hvd.Adasum
 )
-
-// String returns the op's name.
-func (o Op) String() string {
-	switch o {
-	case Average:
-		return "Average"
-	case Sum:
-		return "Sum"
-	case Adasum:
-		return "Adasum"
-	}
-	return fmt.Sprintf("Op(%d)", uint8(o))
-}
 
 // Compression is how gradients travel between ranks.
 type Compression uint8
@@ -252,8 +243,8 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 		o(&cfg)
 	}
 	switch {
-	case cfg.op > Adasum:
-		return nil, fmt.Errorf("optim: DistributedOptimizer: unsupported op %v", cfg.op)
+	case cfg.op != Average && cfg.op != Sum && cfg.op != Adasum:
+		return nil, fmt.Errorf("optim: DistributedOptimizer: unsupported op %v (Average, Sum or Adasum)", cfg.op)
 	case cfg.passes < 1:
 		return nil, fmt.Errorf("optim: DistributedOptimizer: backward passes per step %d must be > 0", cfg.passes)
 	case !(cfg.predivide > 0) || math.IsInf(cfg.predivide, 0):

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -540,6 +541,7 @@ func TestMisuse(t *testing.T) {
 		{"predivide NaN", []DistOption{GradientPredivideFactor(math.NaN())}},
 		{"predivide with sum", []DistOption{WithOp(Sum), GradientPredivideFactor(2)}},
 		{"op", []DistOption{WithOp(Op(9))}},
+		{"op Max", []DistOption{WithOp(hvd.Max)}},
 	}
 	for _, c := range bad {
 		if _, err := NewDistributed(inner, member{g, 0}, c.opts...); err == nil {

@@ -2,7 +2,6 @@ package optim
 
 import (
 	"context"
-	"fmt"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -37,18 +36,9 @@ func (c *runtimeCollectives) Rank() int { return c.rank }
 
 func (c *runtimeCollectives) Size() int { return c.size }
 
-func reduceArgs(op Op, prescale, postscale float64) (hvd.ReduceOp, []hvd.CallOption, error) {
-	var hop hvd.ReduceOp
-	switch op {
-	case Average:
-		hop = hvd.Average
-	case Sum:
-		hop = hvd.Sum
-	case Adasum:
-		hop = hvd.Adasum
-	default:
-		return hop, nil, fmt.Errorf("optim: unsupported op %v", op)
-	}
+// reduceArgs returns the call options of a reduction scaled by prescale
+// and postscale.
+func reduceArgs(prescale, postscale float64) []hvd.CallOption {
 	var opts []hvd.CallOption
 	if prescale != 1 {
 		opts = append(opts, hvd.Prescale(prescale))
@@ -56,15 +46,11 @@ func reduceArgs(op Op, prescale, postscale float64) (hvd.ReduceOp, []hvd.CallOpt
 	if postscale != 1 {
 		opts = append(opts, hvd.Postscale(postscale))
 	}
-	return hop, opts, nil
+	return opts
 }
 
 func (c *runtimeCollectives) AllreduceAsync(t *tensor.Tensor, name string, op Op, prescale, postscale float64) (Waiter, error) {
-	hop, opts, err := reduceArgs(op, prescale, postscale)
-	if err != nil {
-		return nil, err
-	}
-	h, err := c.r.AllreduceAsyncInPlace(t, name, hop, opts...)
+	h, err := c.r.AllreduceAsyncInPlace(t, name, op, reduceArgs(prescale, postscale)...)
 	if err != nil {
 		return nil, err
 	}
@@ -72,11 +58,7 @@ func (c *runtimeCollectives) AllreduceAsync(t *tensor.Tensor, name string, op Op
 }
 
 func (c *runtimeCollectives) GroupedAllreduceAsync(ts []*tensor.Tensor, name string, op Op, prescale, postscale float64) (Waiter, error) {
-	hop, opts, err := reduceArgs(op, prescale, postscale)
-	if err != nil {
-		return nil, err
-	}
-	h, err := c.r.GroupedAllreduceAsyncInPlace(ts, name, hop, opts...)
+	h, err := c.r.GroupedAllreduceAsyncInPlace(ts, name, op, reduceArgs(prescale, postscale)...)
 	if err != nil {
 		return nil, err
 	}
