@@ -141,6 +141,9 @@ type distConfig struct {
 	comp      Compression
 	groups    [][]string
 	numGroups int
+	flat      bool     // move the gradients into flat buffers (FlatGradients)
+	bucket    int      // bytes per bucket (BucketBytes)
+	order     []string // backward order (BackwardOrder); nil: reverse
 }
 
 // WithOp sets how gradients are combined (default Average).
@@ -150,9 +153,11 @@ func WithOp(op Op) DistOption { return func(c *distConfig) { c.op = op } }
 func WithCompression(c Compression) DistOption { return func(cfg *distConfig) { cfg.comp = c } }
 
 // Groups reduces each listed set of parameters (by name) as one unit: a
-// group's allreduce starts once every member's gradient is ready, as one
-// grouped allreduce where the Collectives is a GroupCollectives, else as
-// one allreduce per member started together. Parameters in no group are
+// group's allreduce starts once every member's gradient is ready: as one
+// held ReduceGroup where the Collectives is a ReduceGroupCollectives (the
+// groups are then the buckets, and BucketBytes is ignored), else as one
+// grouped allreduce where it is a GroupCollectives, else as one allreduce
+// per member started together. Parameters in no group are
 // reduced on their own. Fewer, larger reductions cost less negotiation;
 // later starts overlap less with backward.
 func Groups(groups ...[]string) DistOption {
@@ -199,6 +204,24 @@ func GradientPredivideFactor(f float64) DistOption { return func(c *distConfig) 
 // Ready may be called from another goroutine than Step, but calls of one
 // step must happen before that Step.
 //
+// # The runtime's cheapest path
+//
+// On a Collectives that holds reduce groups (ReduceGroupCollectives, such
+// as FromRuntime's), the optimizer by default moves the gradients into one
+// flat buffer per dtype, in backward order (see FlatGradients: Param.Grad
+// keeps its tensor object, re-pointed at the buffer), and reduces them in
+// buckets of consecutive gradients (BucketBytes; or the Groups given),
+// each a ReduceGroup prepared once, with its names held, started as soon as
+// its last member is Ready. The runtime then finds each name by its cache
+// bit and reduces neighbouring gradients where they lie, without copying
+// them through its fusion buffer (PyTorch DDP's gradient_as_bucket_view).
+// Call Close when training ends to release the names. Everything else is
+// the same on this path: the ops, predivide, BackwardPassesPerStep and
+// cancellation; under compression the half-precision copies that travel
+// are the flat buffer and the gradients stay where they are. On any other
+// Collectives (a test's, an adapter's), each gradient is reduced on its
+// own, or per group, as it is reported.
+//
 // # Cancellation
 //
 // A reduction, once started, cannot be called back: the other ranks are
@@ -224,6 +247,12 @@ type DistributedOptimizer struct {
 	units [][]int          // parameter indices reduced together
 	unit  []int            // per parameter, its unit
 	wire  []*tensor.Tensor // per parameter, what travels (the gradient, or its half-precision copy)
+	// groups holds, per unit, its reduce group when the Collectives
+	// provides them; nil on the per-gradient path.
+	groups []ReduceGroup
+	// stale holds, per moved gradient, its former storage until the
+	// first step has checked that nothing wrote into it.
+	stale [][]byte
 
 	mu          sync.Mutex
 	count       []int      // times reported this step, per parameter
@@ -232,13 +261,17 @@ type DistributedOptimizer struct {
 	handles     [][]Waiter // per unit, reductions started and not yet seen to complete
 	stepErr     error      // the first failure of this step's reductions
 	interrupted bool       // a Synchronize of this step ended with reductions in flight
+	closed      bool       // Close has released the groups
 }
 
 var _ Optimizer = (*DistributedOptimizer)(nil)
 
-// NewDistributed wraps inner, reducing gradients with coll.
+// NewDistributed wraps inner, reducing gradients with coll. On a
+// Collectives that holds reduce groups it prepares them, and by default
+// moves the gradients into a flat buffer (see FlatGradients); call Close
+// when done.
 func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*DistributedOptimizer, error) {
-	cfg := distConfig{op: Average, passes: 1, predivide: 1}
+	cfg := distConfig{op: Average, passes: 1, predivide: 1, flat: true, bucket: DefaultBucketBytes}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -257,6 +290,8 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 		return nil, fmt.Errorf("optim: DistributedOptimizer: Adasum needs float32 or float64 gradients, not %v compression", cfg.comp)
 	case cfg.numGroups < 0:
 		return nil, fmt.Errorf("%w: %d groups", ErrGroups, cfg.numGroups)
+	case cfg.bucket < 0:
+		return nil, fmt.Errorf("optim: DistributedOptimizer: bucket size %d bytes must not be negative", cfg.bucket)
 	}
 	params := inner.Params()
 	if err := CheckParams(params); err != nil {
@@ -267,18 +302,36 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 	for i, p := range params {
 		d.index[p.Name] = i
 		d.wire[i] = p.Grad
-		if dt := cfg.comp.dtype(p.Grad.DType()); dt != p.Grad.DType() {
-			d.wire[i] = tensor.New(dt, p.Grad.Shape()...)
+	}
+	ord, err := d.backwardOrder(params)
+	if err != nil {
+		return nil, err
+	}
+	gc, held := coll.(ReduceGroupCollectives)
+	if held {
+		d.layout(params, ord)
+	} else {
+		for i, p := range params {
+			if dt := cfg.comp.dtype(p.Grad.DType()); dt != p.Grad.DType() {
+				d.wire[i] = tensor.New(dt, p.Grad.Shape()...)
+			}
 		}
 	}
-	units, err := d.makeUnits(params)
-	if err != nil {
+	var units [][]int
+	if held && cfg.groups == nil && cfg.numGroups == 0 {
+		units = d.buckets(ord)
+	} else if units, err = d.makeUnits(params); err != nil {
 		return nil, err
 	}
 	d.units = units
 	for u, members := range units {
 		for _, i := range members {
 			d.unit[i] = u
+		}
+	}
+	if held {
+		if err := d.hold(gc, params, ord); err != nil {
+			return nil, err
 		}
 	}
 	d.pending = make([]int, len(units))
@@ -350,6 +403,9 @@ func (d *DistributedOptimizer) GradReady(name string) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("%w (gradient of %q reported)", ErrClosed, name)
+	}
 	if d.interrupted {
 		return fmt.Errorf("%w (gradient of %q reported%s)", ErrInFlight, name, interruptedHint)
 	}
@@ -357,14 +413,22 @@ func (d *DistributedOptimizer) GradReady(name string) error {
 		return fmt.Errorf("%w (parameter %q, %d passes)", ErrTooManyPasses, name, d.cfg.passes)
 	}
 	d.count[i]++
+	// A gradient written to its former storage fails the step, but its
+	// reduction still starts: the other ranks wait for it.
+	stale := d.checkMoved(i)
+	if stale != nil && d.stepErr == nil {
+		d.stepErr = stale
+	}
 	if d.count[i] < d.cfg.passes {
-		return nil
+		return stale
 	}
 	u := d.unit[i]
 	if d.pending[u]--; d.pending[u] == 0 {
-		return d.start(u)
+		if err := d.start(u); err != nil {
+			return err
+		}
 	}
-	return nil
+	return stale
 }
 
 // unitName is the collective name of unit u: its parameter's name, or
@@ -394,19 +458,32 @@ func (d *DistributedOptimizer) start(u int) error {
 	return err
 }
 
+// scales returns the pre- and postscale of every reduction.
+func (d *DistributedOptimizer) scales() (pre, post float64) {
+	if d.cfg.predivide != 1 {
+		return 1 / d.cfg.predivide, d.cfg.predivide
+	}
+	return 1, 1
+}
+
 // launch starts unit u's reductions, recording their handles (those
 // started before a failure too: they are in flight).
 func (d *DistributedOptimizer) launch(u int) error {
 	params := d.inner.Params()
-	pre, post := 1.0, 1.0
-	if d.cfg.predivide != 1 {
-		pre, post = 1/d.cfg.predivide, d.cfg.predivide
-	}
+	pre, post := d.scales()
 	members := d.units[u]
 	for _, i := range members {
 		if d.wire[i] != params[i].Grad {
 			compress(d.wire[i], params[i].Grad)
 		}
+	}
+	if d.groups != nil {
+		h, err := d.groups[u].Start()
+		if err != nil {
+			return fmt.Errorf("optim: allreduce of the gradients of %q: %w", d.unitName(u), err)
+		}
+		d.handles[u] = []Waiter{h}
+		return nil
 	}
 	if gc, ok := d.coll.(GroupCollectives); ok && len(members) > 1 {
 		ts := make([]*tensor.Tensor, len(members))
@@ -487,7 +564,15 @@ func decompress(grad, w *tensor.Tensor) {
 func (d *DistributedOptimizer) Synchronize(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
 	params := d.inner.Params()
+	for i := range params {
+		if err := d.checkMoved(i); err != nil && d.stepErr == nil {
+			d.stepErr = err
+		}
+	}
 	for u := range d.units {
 		if !d.started[u] {
 			d.start(u) // a failure is the step's error

@@ -16,8 +16,9 @@ type runtimeCollectives struct {
 // FromRuntime returns the Collectives of an initialised Runtime (hvd.Default()
 // for the package-level one): in-place AllreduceAsync and BroadcastAsync,
 // negotiated and fused by the runtime's background loop. It is also a
-// GroupCollectives (grouped allreduce) and a GatherCollectives (allgather)
-// and a Ranker.
+// GroupCollectives (grouped allreduce), a ReduceGroupCollectives (the
+// runtime's AllreduceGroup, which the DistributedOptimizer uses for its
+// gradients), a GatherCollectives (allgather) and a Ranker.
 func FromRuntime(r *hvd.Runtime) (Collectives, error) {
 	if !r.IsInitialized() {
 		return nil, hvd.ErrNotInitialized
@@ -27,9 +28,10 @@ func FromRuntime(r *hvd.Runtime) (Collectives, error) {
 }
 
 var (
-	_ GroupCollectives  = (*runtimeCollectives)(nil)
-	_ GatherCollectives = (*runtimeCollectives)(nil)
-	_ Ranker            = (*runtimeCollectives)(nil)
+	_ GroupCollectives       = (*runtimeCollectives)(nil)
+	_ ReduceGroupCollectives = (*runtimeCollectives)(nil)
+	_ GatherCollectives      = (*runtimeCollectives)(nil)
+	_ Ranker                 = (*runtimeCollectives)(nil)
 )
 
 func (c *runtimeCollectives) Rank() int { return c.rank }
@@ -75,4 +77,37 @@ func (c *runtimeCollectives) BroadcastAsync(t *tensor.Tensor, root int, name str
 		return nil, err
 	}
 	return h, nil
+}
+
+func (c *runtimeCollectives) NewReduceGroup(ts []*tensor.Tensor, names []string, op Op, prescale, postscale float64) (ReduceGroup, error) {
+	g, err := c.r.NewAllreduceGroup(ts, names, op, reduceArgs(prescale, postscale)...)
+	if err != nil {
+		return nil, err
+	}
+	return runtimeGroup{c.r, g}, nil
+}
+
+// runtimeGroup is a ReduceGroup on the runtime's AllreduceGroup.
+type runtimeGroup struct {
+	r *hvd.Runtime
+	g *hvd.AllreduceGroup
+}
+
+func (g runtimeGroup) Start() (Waiter, error) {
+	h, err := g.g.Start()
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Close closes the group. Once the runtime has stopped, its names are gone
+// with it: there is nothing left to release, even if a reduction was in
+// flight when it stopped (which the AllreduceGroup itself still counts).
+func (g runtimeGroup) Close() error {
+	err := g.g.Close()
+	if err != nil && !g.r.IsInitialized() {
+		return nil
+	}
+	return err
 }
