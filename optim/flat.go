@@ -32,7 +32,7 @@ type ReduceGroupCollectives interface {
 }
 
 // DefaultBucketBytes is the default of BucketBytes.
-const DefaultBucketBytes = 1 << 20
+const DefaultBucketBytes = 64 << 10
 
 // Errors of the DistributedOptimizer's gradient storage and life cycle.
 var (

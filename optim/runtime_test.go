@@ -60,6 +60,7 @@ func trainLinear(ctx context.Context, coll Collectives, rank, size, steps int, r
 		if err != nil {
 			return nil, err
 		}
+		defer dist.Close() // the runtime may serve later optimizers over the same names
 		opt = dist
 		if report {
 			ready = dist.Ready
@@ -204,6 +205,7 @@ func adasumRun(ctx context.Context, coll Collectives, rank, size int) ([]float64
 	if err != nil {
 		return nil, nil, err
 	}
+	defer opt.Close()
 	for _, p := range ps {
 		if err := opt.Ready(p); err != nil {
 			return nil, nil, err
