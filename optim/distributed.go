@@ -8,16 +8,20 @@ import (
 	"sort"
 	"sync"
 
+	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// Op is how the DistributedOptimizer combines gradients across ranks.
-type Op uint8
+// Op is how the DistributedOptimizer combines gradients across ranks. It is
+// the runtime's ReduceOp (the same type: hvd.Average and optim.Average are
+// one value), of which the DistributedOptimizer takes Average, Sum and
+// Adasum.
+type Op = hvd.ReduceOp
 
-// The gradient reductions.
+// The gradient reductions: the runtime's constants of the same names.
 const (
-	Average Op = iota // the mean over ranks (Horovod's default)
-	Sum               // the sum over ranks
+	Average = hvd.Average // the mean over ranks (Horovod's default)
+	Sum     = hvd.Sum     // the sum over ranks
 	// Adasum combines the ranks' gradients with the Adasum rule (Maleki
 	// et al., arXiv 2006.02924): orthogonal gradients add up, parallel
 	// ones are averaged. The DistributedOptimizer applies it to the
@@ -28,21 +32,8 @@ const (
 	// by the number of ranks. It needs float32 or float64 gradients (no
 	// compression), no predivide factor, and, on the runtime, a power of
 	// two ranks.
-	Adasum
+	Adasum = hvd.Adasum
 )
-
-// String returns the op's name.
-func (o Op) String() string {
-	switch o {
-	case Average:
-		return "Average"
-	case Sum:
-		return "Sum"
-	case Adasum:
-		return "Adasum"
-	}
-	return fmt.Sprintf("Op(%d)", uint8(o))
-}
 
 // Compression is how gradients travel between ranks.
 type Compression uint8
@@ -150,6 +141,9 @@ type distConfig struct {
 	comp      Compression
 	groups    [][]string
 	numGroups int
+	flat      bool     // move the gradients into flat buffers (FlatGradients)
+	bucket    int      // bytes per bucket (BucketBytes)
+	order     []string // backward order (BackwardOrder); nil: reverse
 }
 
 // WithOp sets how gradients are combined (default Average).
@@ -159,9 +153,11 @@ func WithOp(op Op) DistOption { return func(c *distConfig) { c.op = op } }
 func WithCompression(c Compression) DistOption { return func(cfg *distConfig) { cfg.comp = c } }
 
 // Groups reduces each listed set of parameters (by name) as one unit: a
-// group's allreduce starts once every member's gradient is ready, as one
-// grouped allreduce where the Collectives is a GroupCollectives, else as
-// one allreduce per member started together. Parameters in no group are
+// group's allreduce starts once every member's gradient is ready: as one
+// held ReduceGroup where the Collectives is a ReduceGroupCollectives (the
+// groups are then the buckets, and BucketBytes is ignored), else as one
+// grouped allreduce where it is a GroupCollectives, else as one allreduce
+// per member started together. Parameters in no group are
 // reduced on their own. Fewer, larger reductions cost less negotiation;
 // later starts overlap less with backward.
 func Groups(groups ...[]string) DistOption {
@@ -177,7 +173,9 @@ func NumGroups(n int) DistOption { return func(c *distConfig) { c.numGroups, c.g
 // BackwardPassesPerStep sets the number of backward passes whose gradients
 // accumulate locally before one reduction (default 1). Gradients are summed
 // over the passes, not averaged: scale the learning rate by passes as
-// Horovod's examples do.
+// Horovod's examples do. A gradient's reduction starts at its n-th Ready;
+// one reported fewer times (or never) is reduced at Step as it is, holding
+// whatever the passes accumulated into it.
 func BackwardPassesPerStep(n int) DistOption { return func(c *distConfig) { c.passes = n } }
 
 // GradientPredivideFactor splits the averaging (Average only): gradients
@@ -192,12 +190,37 @@ func GradientPredivideFactor(f float64) DistOption { return func(c *distConfig) 
 // overlaps the rest of backward. Step waits for every reduction, then runs
 // the wrapped optimizer on the combined gradients.
 //
-// A parameter whose gradient was never reported during a step is reduced
-// anyway, as zeros, so that every rank starts the same names and no rank
-// waits forever on a rank-dependent model.
+// Ready is only the overlap optimisation: Step reduces every gradient that
+// was not reported during the step as it is, with its current value (as
+// Horovod's synchronize() does), so a program that never calls Ready
+// trains the same parameters, only without overlapping communication with
+// backward. Every rank thus starts the same names, and no rank waits
+// forever on a rank-dependent model; a parameter a rank did not use in
+// this step takes part with whatever its gradient holds (zeros after
+// ZeroGrad). With BackwardPassesPerStep n, a gradient reported fewer than
+// n times (or never) is likewise reduced as it is, holding the sum of the
+// passes that wrote it.
 //
 // Ready may be called from another goroutine than Step, but calls of one
 // step must happen before that Step.
+//
+// # The runtime's cheapest path
+//
+// On a Collectives that holds reduce groups (ReduceGroupCollectives, such
+// as FromRuntime's), the optimizer by default moves the gradients into one
+// flat buffer per dtype, in backward order (see FlatGradients: Param.Grad
+// keeps its tensor object, re-pointed at the buffer), and reduces them in
+// buckets of consecutive gradients (BucketBytes; or the Groups given),
+// each a ReduceGroup prepared once, with its names held, started as soon as
+// its last member is Ready. The runtime then finds each name by its cache
+// bit and reduces neighbouring gradients where they lie, without copying
+// them through its fusion buffer (PyTorch DDP's gradient_as_bucket_view).
+// Call Close when training ends to release the names. Everything else is
+// the same on this path: the ops, predivide, BackwardPassesPerStep and
+// cancellation; under compression the half-precision copies that travel
+// are the flat buffer and the gradients stay where they are. On any other
+// Collectives (a test's, an adapter's), each gradient is reduced on its
+// own, or per group, as it is reported.
 //
 // # Cancellation
 //
@@ -224,6 +247,12 @@ type DistributedOptimizer struct {
 	units [][]int          // parameter indices reduced together
 	unit  []int            // per parameter, its unit
 	wire  []*tensor.Tensor // per parameter, what travels (the gradient, or its half-precision copy)
+	// groups holds, per unit, its reduce group when the Collectives
+	// provides them; nil on the per-gradient path.
+	groups []ReduceGroup
+	// stale holds, per moved gradient, its former storage until the
+	// first step has checked that nothing wrote into it.
+	stale [][]byte
 
 	mu          sync.Mutex
 	count       []int      // times reported this step, per parameter
@@ -232,19 +261,23 @@ type DistributedOptimizer struct {
 	handles     [][]Waiter // per unit, reductions started and not yet seen to complete
 	stepErr     error      // the first failure of this step's reductions
 	interrupted bool       // a Synchronize of this step ended with reductions in flight
+	closed      bool       // Close has released the groups
 }
 
 var _ Optimizer = (*DistributedOptimizer)(nil)
 
-// NewDistributed wraps inner, reducing gradients with coll.
+// NewDistributed wraps inner, reducing gradients with coll. On a
+// Collectives that holds reduce groups it prepares them, and by default
+// moves the gradients into a flat buffer (see FlatGradients); call Close
+// when done.
 func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*DistributedOptimizer, error) {
-	cfg := distConfig{op: Average, passes: 1, predivide: 1}
+	cfg := distConfig{op: Average, passes: 1, predivide: 1, flat: true, bucket: DefaultBucketBytes}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	switch {
-	case cfg.op > Adasum:
-		return nil, fmt.Errorf("optim: DistributedOptimizer: unsupported op %v", cfg.op)
+	case cfg.op != Average && cfg.op != Sum && cfg.op != Adasum:
+		return nil, fmt.Errorf("optim: DistributedOptimizer: unsupported op %v (Average, Sum or Adasum)", cfg.op)
 	case cfg.passes < 1:
 		return nil, fmt.Errorf("optim: DistributedOptimizer: backward passes per step %d must be > 0", cfg.passes)
 	case !(cfg.predivide > 0) || math.IsInf(cfg.predivide, 0):
@@ -257,6 +290,8 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 		return nil, fmt.Errorf("optim: DistributedOptimizer: Adasum needs float32 or float64 gradients, not %v compression", cfg.comp)
 	case cfg.numGroups < 0:
 		return nil, fmt.Errorf("%w: %d groups", ErrGroups, cfg.numGroups)
+	case cfg.bucket < 0:
+		return nil, fmt.Errorf("optim: DistributedOptimizer: bucket size %d bytes must not be negative", cfg.bucket)
 	}
 	params := inner.Params()
 	if err := CheckParams(params); err != nil {
@@ -267,18 +302,36 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 	for i, p := range params {
 		d.index[p.Name] = i
 		d.wire[i] = p.Grad
-		if dt := cfg.comp.dtype(p.Grad.DType()); dt != p.Grad.DType() {
-			d.wire[i] = tensor.New(dt, p.Grad.Shape()...)
+	}
+	ord, err := d.backwardOrder(params)
+	if err != nil {
+		return nil, err
+	}
+	gc, held := coll.(ReduceGroupCollectives)
+	if held {
+		d.layout(params, ord)
+	} else {
+		for i, p := range params {
+			if dt := cfg.comp.dtype(p.Grad.DType()); dt != p.Grad.DType() {
+				d.wire[i] = tensor.New(dt, p.Grad.Shape()...)
+			}
 		}
 	}
-	units, err := d.makeUnits(params)
-	if err != nil {
+	var units [][]int
+	if held && cfg.groups == nil && cfg.numGroups == 0 {
+		units = d.buckets(ord)
+	} else if units, err = d.makeUnits(params); err != nil {
 		return nil, err
 	}
 	d.units = units
 	for u, members := range units {
 		for _, i := range members {
 			d.unit[i] = u
+		}
+	}
+	if held {
+		if err := d.hold(gc, params, ord); err != nil {
+			return nil, err
 		}
 	}
 	d.pending = make([]int, len(units))
@@ -350,6 +403,9 @@ func (d *DistributedOptimizer) GradReady(name string) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("%w (gradient of %q reported)", ErrClosed, name)
+	}
 	if d.interrupted {
 		return fmt.Errorf("%w (gradient of %q reported%s)", ErrInFlight, name, interruptedHint)
 	}
@@ -357,14 +413,22 @@ func (d *DistributedOptimizer) GradReady(name string) error {
 		return fmt.Errorf("%w (parameter %q, %d passes)", ErrTooManyPasses, name, d.cfg.passes)
 	}
 	d.count[i]++
+	// A gradient written to its former storage fails the step, but its
+	// reduction still starts: the other ranks wait for it.
+	stale := d.checkMoved(i)
+	if stale != nil && d.stepErr == nil {
+		d.stepErr = stale
+	}
 	if d.count[i] < d.cfg.passes {
-		return nil
+		return stale
 	}
 	u := d.unit[i]
 	if d.pending[u]--; d.pending[u] == 0 {
-		return d.start(u)
+		if err := d.start(u); err != nil {
+			return err
+		}
 	}
-	return nil
+	return stale
 }
 
 // unitName is the collective name of unit u: its parameter's name, or
@@ -394,19 +458,32 @@ func (d *DistributedOptimizer) start(u int) error {
 	return err
 }
 
+// scales returns the pre- and postscale of every reduction.
+func (d *DistributedOptimizer) scales() (pre, post float64) {
+	if d.cfg.predivide != 1 {
+		return 1 / d.cfg.predivide, d.cfg.predivide
+	}
+	return 1, 1
+}
+
 // launch starts unit u's reductions, recording their handles (those
 // started before a failure too: they are in flight).
 func (d *DistributedOptimizer) launch(u int) error {
 	params := d.inner.Params()
-	pre, post := 1.0, 1.0
-	if d.cfg.predivide != 1 {
-		pre, post = 1/d.cfg.predivide, d.cfg.predivide
-	}
+	pre, post := d.scales()
 	members := d.units[u]
 	for _, i := range members {
 		if d.wire[i] != params[i].Grad {
 			compress(d.wire[i], params[i].Grad)
 		}
+	}
+	if d.groups != nil {
+		h, err := d.groups[u].Start()
+		if err != nil {
+			return fmt.Errorf("optim: allreduce of the gradients of %q: %w", d.unitName(u), err)
+		}
+		d.handles[u] = []Waiter{h}
+		return nil
 	}
 	if gc, ok := d.coll.(GroupCollectives); ok && len(members) > 1 {
 		ts := make([]*tensor.Tensor, len(members))
@@ -473,9 +550,10 @@ func decompress(grad, w *tensor.Tensor) {
 	}
 }
 
-// Synchronize starts the reduction of every gradient not yet started (a
-// gradient never reported is zeroed first), waits for all of them, and
-// readies the optimizer for the next step. Step calls it.
+// Synchronize starts the reduction of every gradient not yet started, with
+// its current value (a gradient reported fewer times than the backward
+// passes per step, or never, is reduced as it is), waits for all of them,
+// and readies the optimizer for the next step. Step calls it.
 //
 // If ctx ends first, Synchronize returns an error wrapping ctx's and keeps
 // the step unfinished, its reductions in flight; calling Synchronize (or
@@ -486,17 +564,19 @@ func decompress(grad, w *tensor.Tensor) {
 func (d *DistributedOptimizer) Synchronize(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
 	params := d.inner.Params()
-	for u, members := range d.units {
-		if d.started[u] {
-			continue
+	for i := range params {
+		if err := d.checkMoved(i); err != nil && d.stepErr == nil {
+			d.stepErr = err
 		}
-		for _, i := range members {
-			if d.count[i] == 0 {
-				clear(params[i].Grad.Bytes())
-			}
+	}
+	for u := range d.units {
+		if !d.started[u] {
+			d.start(u) // a failure is the step's error
 		}
-		d.start(u) // a failure is the step's error
 	}
 	inFlight, firstLeft := 0, -1
 	for u, hs := range d.handles {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -195,38 +196,46 @@ func onRanks(t *testing.T, n int, f func(rank int) error) {
 }
 
 // linear is least-squares linear regression, loss = Σ(w·x+b-y)²/(2·B),
-// whose backward reports b, then w.
+// whose backward reports b, then w. It reaches its gradients through the
+// Param tensors (gw, gb), whose storage the DistributedOptimizer may move.
 type linear struct {
-	w, b, gw, gb []float64
-	params       []Param
+	w, b   []float64
+	params []Param
 }
 
 func newLinear(d int, seed uint64) *linear {
 	r := rand.New(rand.NewPCG(seed, 3))
-	l := &linear{w: make([]float64, d), b: make([]float64, 1), gw: make([]float64, d), gb: make([]float64, 1)}
+	l := &linear{w: make([]float64, d), b: make([]float64, 1)}
 	for i := range l.w {
 		l.w[i] = r.NormFloat64()
 	}
 	l.params = []Param{
-		{Name: "w", Value: tensor.FromFloat64(l.w), Grad: tensor.FromFloat64(l.gw)},
-		{Name: "b", Value: tensor.FromFloat64(l.b), Grad: tensor.FromFloat64(l.gb)},
+		{Name: "w", Value: tensor.FromFloat64(l.w), Grad: tensor.New(tensor.Float64, d)},
+		{Name: "b", Value: tensor.FromFloat64(l.b), Grad: tensor.New(tensor.Float64, 1)},
 	}
 	return l
 }
+
+// gw returns the gradient of w.
+func (l *linear) gw() []float64 { return l.params[0].Grad.Float64s() }
+
+// gb returns the gradient of b.
+func (l *linear) gb() []float64 { return l.params[1].Grad.Float64s() }
 
 // backward adds the mean gradient over rows xs (d values each) to the
 // gradients, calling ready for b and then w.
 func (l *linear) backward(xs, ys []float64, ready func(Param) error) error {
 	d, n := len(l.w), len(ys)
+	gw, gb := l.gw(), l.gb()
 	for i := range n {
 		x := xs[i*d : (i+1)*d]
 		r := l.b[0] - ys[i]
 		for j := range x {
 			r += l.w[j] * x[j]
 		}
-		l.gb[0] += r / float64(n)
+		gb[0] += r / float64(n)
 		for j := range x {
-			l.gw[j] += r * x[j] / float64(n)
+			gw[j] += r * x[j] / float64(n)
 		}
 	}
 	if err := ready(l.params[1]); err != nil {
@@ -320,7 +329,7 @@ func TestOverlap(t *testing.T) {
 		m := newLinear(3, 1)
 		inner, _ := NewSGD(m.params, SGDConfig{LR: 0.1})
 		opt, _ := NewDistributed(inner, member{g, rank})
-		m.gb[0] = float64(rank + 1)
+		m.gb()[0] = float64(rank + 1)
 		if err := opt.Ready(m.params[1]); err != nil {
 			return err
 		}
@@ -329,8 +338,8 @@ func TestOverlap(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			return errors.New("the reduction of b did not run during backward")
 		}
-		if m.gb[0] != 1.5 {
-			return fmt.Errorf("b's gradient %g during backward, want the average 1.5", m.gb[0])
+		if m.gb()[0] != 1.5 {
+			return fmt.Errorf("b's gradient %g during backward, want the average 1.5", m.gb()[0])
 		}
 		if err := opt.Ready(m.params[0]); err != nil {
 			return err
@@ -339,19 +348,20 @@ func TestOverlap(t *testing.T) {
 	})
 }
 
-// TestUnreportedAreZeros: rank 1 never reports w (a rank-dependent model);
-// its stale gradient is not used, w is reduced as zeros, nobody deadlocks.
-func TestUnreportedAreZeros(t *testing.T) {
+// TestUnreportedReducedAsIs: rank 1 never reports w (a rank-dependent
+// model); nobody deadlocks, and w is reduced with rank 1's gradient as it
+// is, as Horovod's synchronize() submits a gradient whose hook did not fire.
+func TestUnreportedReducedAsIs(t *testing.T) {
 	g := newGroup(2)
 	grads := make([][]float64, 2)
 	onRanks(t, 2, func(rank int) error {
 		m := newLinear(2, 1)
 		inner, _ := NewSGD(m.params, SGDConfig{LR: 0.1})
 		opt, _ := NewDistributed(inner, member{g, rank})
-		m.gb[0] = 1
-		copy(m.gw, []float64{4, 8})
+		m.gb()[0] = 1
+		copy(m.gw(), []float64{4, 8})
 		if rank == 1 {
-			copy(m.gw, []float64{100, 100}) // stale, never reported
+			copy(m.gw(), []float64{100, 100}) // never reported
 		}
 		if err := opt.Ready(m.params[1]); err != nil {
 			return err
@@ -366,12 +376,12 @@ func TestUnreportedAreZeros(t *testing.T) {
 		if err := opt.Synchronize(ctx); err != nil {
 			return err
 		}
-		grads[rank] = slices.Clone(m.gw)
+		grads[rank] = slices.Clone(m.gw())
 		return nil
 	})
 	for rank, gw := range grads {
-		if !slices.Equal(gw, []float64{2, 4}) {
-			t.Fatalf("rank %d: w gradient %v, want [2 4]", rank, gw)
+		if !slices.Equal(gw, []float64{52, 54}) {
+			t.Fatalf("rank %d: w gradient %v, want [52 54]", rank, gw)
 		}
 	}
 }
@@ -386,7 +396,7 @@ func TestBackwardPasses(t *testing.T) {
 		inner, _ := NewSGD(m.params, SGDConfig{LR: 0.1})
 		opt, _ := NewDistributed(inner, member{g, rank}, BackwardPassesPerStep(2))
 		for pass := range 2 {
-			m.gb[0] += float64(rank + 1)
+			m.gb()[0] += float64(rank + 1)
 			if err := opt.Ready(m.params[1]); err != nil {
 				return err
 			}
@@ -406,14 +416,44 @@ func TestBackwardPasses(t *testing.T) {
 		if err := opt.Synchronize(ctx); err != nil {
 			return err
 		}
-		if m.gb[0] != 3 { // (2·1 + 2·2)/2
-			return fmt.Errorf("b gradient %g, want 3", m.gb[0])
+		if m.gb()[0] != 3 { // (2·1 + 2·2)/2
+			return fmt.Errorf("b gradient %g, want 3", m.gb()[0])
 		}
 		// The counters reset: a new step takes two reports again.
 		if err := opt.Ready(m.params[1]); err != nil {
 			return err
 		}
 		return opt.Synchronize(ctx)
+	})
+}
+
+// TestBackwardPassesUnderReported: with 2 passes per step, a gradient
+// reported only once, or never, is still reduced at Step as it is (the
+// sum of the passes that wrote it), like one reported twice.
+func TestBackwardPassesUnderReported(t *testing.T) {
+	g := newGroup(2)
+	onRanks(t, 2, func(rank int) error {
+		m := newLinear(1, 1)
+		inner, _ := NewSGD(m.params, SGDConfig{LR: 0.1})
+		opt, _ := NewDistributed(inner, member{g, rank}, BackwardPassesPerStep(2))
+		for pass := range 2 {
+			m.gb()[0] += float64(rank + 1)
+			m.gw()[0] += float64(10 * (rank + 1))
+			if pass == 0 {
+				if err := opt.Ready(m.params[1]); err != nil { // b: once of twice
+					return err
+				}
+			} // w: never
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := opt.Synchronize(ctx); err != nil {
+			return err
+		}
+		if m.gb()[0] != 3 || m.gw()[0] != 30 { // (2·1 + 2·2)/2, (2·10 + 2·20)/2
+			return fmt.Errorf("gradients b %g, w %g, want 3 and 30", m.gb()[0], m.gw()[0])
+		}
+		return nil
 	})
 }
 
@@ -438,15 +478,15 @@ func TestOpsAndPredivide(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				copy(m.gw, []float64{1 + 2*float64(rank), 2 + 2*float64(rank)})
+				copy(m.gw(), []float64{1 + 2*float64(rank), 2 + 2*float64(rank)})
 				if err := opt.Ready(m.params[0]); err != nil {
 					return err
 				}
 				if err := opt.Synchronize(context.Background()); err != nil {
 					return err
 				}
-				if !slices.Equal(m.gw, c.want) {
-					return fmt.Errorf("gradient %v, want %v", m.gw, c.want)
+				if !slices.Equal(m.gw(), c.want) {
+					return fmt.Errorf("gradient %v, want %v", m.gw(), c.want)
 				}
 				return nil
 			})
@@ -501,6 +541,7 @@ func TestMisuse(t *testing.T) {
 		{"predivide NaN", []DistOption{GradientPredivideFactor(math.NaN())}},
 		{"predivide with sum", []DistOption{WithOp(Sum), GradientPredivideFactor(2)}},
 		{"op", []DistOption{WithOp(Op(9))}},
+		{"op Max", []DistOption{WithOp(hvd.Max)}},
 	}
 	for _, c := range bad {
 		if _, err := NewDistributed(inner, member{g, 0}, c.opts...); err == nil {

@@ -26,7 +26,13 @@
 // Average, Sum or Adasum), local accumulation (BackwardPassesPerStep),
 // half-precision transport (WithCompression: FP16 or BF16), a
 // GradientPredivideFactor, and parameter groups reduced as one unit
-// (Groups, NumGroups). BroadcastParameters and BroadcastState start every
+// (Groups, NumGroups). On the runtime it takes the cheapest path by
+// default: the gradients are moved into one flat buffer in backward order
+// (FlatGradients) and reduced in buckets (BucketBytes) that are each a
+// held AllreduceGroup, so that the runtime reduces them in place; Close
+// releases them. A gradient never reported Ready is reduced at Step as it
+// is: Ready only overlaps communication with backward. Op is the runtime's
+// ReduceOp (optim.Average is hvd.Average). BroadcastParameters and BroadcastState start every
 // rank from the same weights and optimizer state; BroadcastObject and
 // AllgatherObject move arbitrary gob-encodable Go values between ranks;
 // Metric and AverageMetrics average evaluation metrics over every rank's

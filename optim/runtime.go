@@ -2,7 +2,6 @@ package optim
 
 import (
 	"context"
-	"fmt"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -17,8 +16,9 @@ type runtimeCollectives struct {
 // FromRuntime returns the Collectives of an initialised Runtime (hvd.Default()
 // for the package-level one): in-place AllreduceAsync and BroadcastAsync,
 // negotiated and fused by the runtime's background loop. It is also a
-// GroupCollectives (grouped allreduce) and a GatherCollectives (allgather)
-// and a Ranker.
+// GroupCollectives (grouped allreduce), a ReduceGroupCollectives (the
+// runtime's AllreduceGroup, which the DistributedOptimizer uses for its
+// gradients), a GatherCollectives (allgather) and a Ranker.
 func FromRuntime(r *hvd.Runtime) (Collectives, error) {
 	if !r.IsInitialized() {
 		return nil, hvd.ErrNotInitialized
@@ -28,27 +28,19 @@ func FromRuntime(r *hvd.Runtime) (Collectives, error) {
 }
 
 var (
-	_ GroupCollectives  = (*runtimeCollectives)(nil)
-	_ GatherCollectives = (*runtimeCollectives)(nil)
-	_ Ranker            = (*runtimeCollectives)(nil)
+	_ GroupCollectives       = (*runtimeCollectives)(nil)
+	_ ReduceGroupCollectives = (*runtimeCollectives)(nil)
+	_ GatherCollectives      = (*runtimeCollectives)(nil)
+	_ Ranker                 = (*runtimeCollectives)(nil)
 )
 
 func (c *runtimeCollectives) Rank() int { return c.rank }
 
 func (c *runtimeCollectives) Size() int { return c.size }
 
-func reduceArgs(op Op, prescale, postscale float64) (hvd.ReduceOp, []hvd.CallOption, error) {
-	var hop hvd.ReduceOp
-	switch op {
-	case Average:
-		hop = hvd.Average
-	case Sum:
-		hop = hvd.Sum
-	case Adasum:
-		hop = hvd.Adasum
-	default:
-		return hop, nil, fmt.Errorf("optim: unsupported op %v", op)
-	}
+// reduceArgs returns the call options of a reduction scaled by prescale
+// and postscale.
+func reduceArgs(prescale, postscale float64) []hvd.CallOption {
 	var opts []hvd.CallOption
 	if prescale != 1 {
 		opts = append(opts, hvd.Prescale(prescale))
@@ -56,15 +48,11 @@ func reduceArgs(op Op, prescale, postscale float64) (hvd.ReduceOp, []hvd.CallOpt
 	if postscale != 1 {
 		opts = append(opts, hvd.Postscale(postscale))
 	}
-	return hop, opts, nil
+	return opts
 }
 
 func (c *runtimeCollectives) AllreduceAsync(t *tensor.Tensor, name string, op Op, prescale, postscale float64) (Waiter, error) {
-	hop, opts, err := reduceArgs(op, prescale, postscale)
-	if err != nil {
-		return nil, err
-	}
-	h, err := c.r.AllreduceAsyncInPlace(t, name, hop, opts...)
+	h, err := c.r.AllreduceAsyncInPlace(t, name, op, reduceArgs(prescale, postscale)...)
 	if err != nil {
 		return nil, err
 	}
@@ -72,11 +60,7 @@ func (c *runtimeCollectives) AllreduceAsync(t *tensor.Tensor, name string, op Op
 }
 
 func (c *runtimeCollectives) GroupedAllreduceAsync(ts []*tensor.Tensor, name string, op Op, prescale, postscale float64) (Waiter, error) {
-	hop, opts, err := reduceArgs(op, prescale, postscale)
-	if err != nil {
-		return nil, err
-	}
-	h, err := c.r.GroupedAllreduceAsyncInPlace(ts, name, hop, opts...)
+	h, err := c.r.GroupedAllreduceAsyncInPlace(ts, name, op, reduceArgs(prescale, postscale)...)
 	if err != nil {
 		return nil, err
 	}
@@ -93,4 +77,37 @@ func (c *runtimeCollectives) BroadcastAsync(t *tensor.Tensor, root int, name str
 		return nil, err
 	}
 	return h, nil
+}
+
+func (c *runtimeCollectives) NewReduceGroup(ts []*tensor.Tensor, names []string, op Op, prescale, postscale float64) (ReduceGroup, error) {
+	g, err := c.r.NewAllreduceGroup(ts, names, op, reduceArgs(prescale, postscale)...)
+	if err != nil {
+		return nil, err
+	}
+	return runtimeGroup{c.r, g}, nil
+}
+
+// runtimeGroup is a ReduceGroup on the runtime's AllreduceGroup.
+type runtimeGroup struct {
+	r *hvd.Runtime
+	g *hvd.AllreduceGroup
+}
+
+func (g runtimeGroup) Start() (Waiter, error) {
+	h, err := g.g.Start()
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Close closes the group. Once the runtime has stopped, its names are gone
+// with it: there is nothing left to release, even if a reduction was in
+// flight when it stopped (which the AllreduceGroup itself still counts).
+func (g runtimeGroup) Close() error {
+	err := g.g.Close()
+	if err != nil && !g.r.IsInitialized() {
+		return nil
+	}
+	return err
 }

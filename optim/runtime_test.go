@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -36,6 +37,13 @@ func equivalenceRun(ctx context.Context, coll Collectives, rank, size, steps int
 
 // equivalenceRunWith is equivalenceRun with DistributedOptimizer options.
 func equivalenceRunWith(ctx context.Context, coll Collectives, rank, size, steps int, opts ...DistOption) ([]float64, error) {
+	return trainLinear(ctx, coll, rank, size, steps, true, opts...)
+}
+
+// trainLinear is equivalenceRunWith, whose backward reports each gradient
+// Ready when report is set and never otherwise (Step then reduces them
+// all).
+func trainLinear(ctx context.Context, coll Collectives, rank, size, steps int, report bool, opts ...DistOption) ([]float64, error) {
 	const d, batch = 6, 24
 	m := newLinear(d, uint64(rank)+1)
 	var opt Optimizer
@@ -52,7 +60,11 @@ func equivalenceRunWith(ctx context.Context, coll Collectives, rank, size, steps
 		if err != nil {
 			return nil, err
 		}
-		opt, ready = dist, dist.Ready
+		defer dist.Close() // the runtime may serve later optimizers over the same names
+		opt = dist
+		if report {
+			ready = dist.Ready
+		}
 	}
 	per := batch / size
 	for s := range steps {
@@ -122,7 +134,7 @@ func TestRuntimePredivide(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		copy(m.gw, []float64{1 + 2*float64(rank), 2 + 2*float64(rank)})
+		copy(m.gw(), []float64{1 + 2*float64(rank), 2 + 2*float64(rank)})
 		if err := opt.Ready(m.params[0]); err != nil {
 			return err
 		}
@@ -131,7 +143,7 @@ func TestRuntimePredivide(t *testing.T) {
 		if err := opt.Synchronize(ctx); err != nil {
 			return err
 		}
-		return closeTo(m.gw, []float64{2, 3}, 1e-15)
+		return closeTo(m.gw(), []float64{2, 3}, 1e-15)
 	})
 }
 
@@ -193,6 +205,7 @@ func adasumRun(ctx context.Context, coll Collectives, rank, size int) ([]float64
 	if err != nil {
 		return nil, nil, err
 	}
+	defer opt.Close()
 	for _, p := range ps {
 		if err := opt.Ready(p); err != nil {
 			return nil, nil, err
@@ -232,5 +245,66 @@ func TestRuntimeAdasum(t *testing.T) {
 				return closeTo(same, []float64{2, -1, 0.5}, 1e-6)
 			})
 		})
+	}
+}
+
+// TestWithoutReady: the same training with and without Ready calls ends
+// with identical parameters, at np 1, 2 and 4, over the test group and
+// over the runtime: Ready only overlaps communication with backward, and
+// a program that forgets it still trains.
+func TestWithoutReady(t *testing.T) {
+	const steps = 12
+	colls := []struct {
+		name string
+		make func(t *testing.T, n int) []Collectives
+	}{
+		{"group", func(t *testing.T, n int) []Collectives {
+			g := newGroup(n)
+			cs := make([]Collectives, n)
+			for r := range cs {
+				cs[r] = member{g, r}
+			}
+			return cs
+		}},
+		{"runtime", func(t *testing.T, n int) []Collectives {
+			rts := startRuntimes(t, n)
+			cs := make([]Collectives, n)
+			for r, rt := range rts {
+				c, err := FromRuntime(rt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cs[r] = c
+			}
+			return cs
+		}},
+	}
+	for _, c := range colls {
+		for _, n := range []int{1, 2, 4} {
+			t.Run(fmt.Sprintf("%s/np%d", c.name, n), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				var got [2][][]float64
+				for k, report := range []bool{true, false} {
+					cs := c.make(t, n)
+					got[k] = make([][]float64, n)
+					onRanks(t, n, func(rank int) error {
+						p, err := trainLinear(ctx, cs[rank], rank, n, steps, report)
+						got[k][rank] = p
+						return err
+					})
+				}
+				start := newLinear(6, 1)
+				for rank := range n {
+					with, without := got[0][rank], got[1][rank]
+					if !slices.Equal(with, without) {
+						t.Fatalf("rank %d: with Ready %v, without %v", rank, with, without)
+					}
+					if slices.Equal(without[:len(start.w)], start.w) {
+						t.Fatalf("rank %d: without Ready the parameters did not move", rank)
+					}
+				}
+			})
+		}
 	}
 }

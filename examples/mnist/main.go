@@ -36,7 +36,8 @@ type options struct {
 	limit    int    // use only the first limit training images (0: all)
 	profile  string // CPU profile file (each rank appends .rank)
 	compress string // gradient compression: none, fp16, bf16
-	groups   int    // parameter groups (0: each parameter on its own)
+	groups   int    // parameter groups (0: buckets of bucket bytes)
+	bucket   int    // the DistributedOptimizer's BucketBytes
 }
 
 func parse(args []string) (options, error) {
@@ -44,7 +45,7 @@ func parse(args []string) (options, error) {
 	fs := pflag.NewFlagSet("mnist", pflag.ContinueOnError)
 	fs.IntVar(&o.epochs, "epochs", 3, "training epochs")
 	fs.IntVar(&o.batch, "batch", 64, "batch size per rank")
-	fs.Float64Var(&o.lr, "lr", 0.05, "learning rate of one process; scaled by the number of ranks")
+	fs.Float64Var(&o.lr, "lr", 0.05, "learning rate of one process; scaled by the number of ranks (with warmup), then decayed along a cosine to zero at the end of the last epoch, which therefore prints lr 0")
 	fs.Float64Var(&o.momentum, "momentum", 0.9, "SGD momentum")
 	fs.Float64Var(&o.wd, "weight-decay", 1e-4, "weight decay")
 	fs.Float64Var(&o.warmup, "warmup-epochs", 1, "epochs of linear learning-rate warmup from lr to lr·size")
@@ -53,7 +54,8 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.dataDir, "data", "", "directory of the MNIST gzip files (default: the GoMNIST module's)")
 	fs.IntVar(&o.limit, "train-limit", 0, "train on the first N images only (0: all 60000)")
 	fs.StringVar(&o.compress, "compression", "none", "gradient compression: none, fp16 or bf16")
-	fs.IntVar(&o.groups, "groups", 0, "reduce the parameters in this many groups (0: one by one, overlapping backward)")
+	fs.IntVar(&o.groups, "groups", 0, "reduce the parameters in this many groups (0: in buckets of --bucket-bytes, overlapping backward)")
+	fs.IntVar(&o.bucket, "bucket-bytes", optim.DefaultBucketBytes, "gradients per reduction bucket, in bytes (0: one bucket per gradient)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the training to `file`.RANK")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -64,8 +66,8 @@ func parse(args []string) (options, error) {
 	if _, err := o.compression(); err != nil {
 		return o, err
 	}
-	if o.groups < 0 {
-		return o, errors.New("mnist: --groups must not be negative")
+	if o.groups < 0 || o.bucket < 0 {
+		return o, errors.New("mnist: --groups and --bucket-bytes must not be negative")
 	}
 	return o, nil
 }
@@ -154,8 +156,7 @@ type result struct {
 
 // run trains and evaluates on the initialised runtime r, printing progress
 // to out on rank 0.
-func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (result, error) {
-	var res result
+func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res result, err error) {
 	rank := r.Rank()
 	size := r.Size()
 	coll, err := optim.FromRuntime(r)
@@ -192,7 +193,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (result,
 	}
 	// Gradients are averaged across ranks as backward produces them.
 	comp, _ := o.compression()
-	dopts := []optim.DistOption{optim.WithCompression(comp)}
+	dopts := []optim.DistOption{optim.WithCompression(comp), optim.BucketBytes(o.bucket)}
 	if o.groups > 0 {
 		dopts = append(dopts, optim.NumGroups(o.groups))
 	}
@@ -200,6 +201,11 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (result,
 	if err != nil {
 		return res, err
 	}
+	defer func() {
+		if cerr := opt.Close(); err == nil {
+			err = cerr
+		}
+	}()
 	// Scale the rate by the number of ranks, warming up to it (Goyal et al.),
 	// then anneal it to zero by the last epoch.
 	decay := optim.Constant(o.lr)

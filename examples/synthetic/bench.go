@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -29,13 +30,19 @@ type report struct {
 	hiddenMS, overlap                   float64
 	reducedInBackward                   float64 // mean share of gradients reduced when backward's compute ended
 	firstReducedEarly                   float64 // share of steps whose first gradient was reduced by then
+	// Bytes of fused allreduces on rank 0 since Init: reduced where they
+	// lie (flat gradients) and copied through the fusion buffer.
+	fusedInPlace, fusedCopied int64
 }
 
 // poller is the part of a runtime handle the tracker needs.
 type poller interface{ Poll() bool }
 
 // tracker passes collectives through and keeps the handles of the current
-// step's allreduces, to see which have completed at a given moment.
+// step's allreduces (per gradient, or per bucket of the reduce groups), to
+// see which have completed at a given moment. It holds reduce groups only
+// when the collectives it wraps do (the DistributedOptimizer asks at
+// construction).
 type tracker struct {
 	optim.Collectives
 	mu sync.Mutex
@@ -45,13 +52,46 @@ type tracker struct {
 func (t *tracker) AllreduceAsync(x *tensor.Tensor, name string, op optim.Op, prescale, postscale float64) (optim.Waiter, error) {
 	w, err := t.Collectives.AllreduceAsync(x, name, op, prescale, postscale)
 	if err == nil {
-		if p, ok := w.(poller); ok {
-			t.mu.Lock()
-			t.hs = append(t.hs, p)
-			t.mu.Unlock()
-		}
+		t.track(w)
 	}
 	return w, err
+}
+
+// NewReduceGroup passes the DistributedOptimizer's reduce groups through,
+// tracking the handles of their steps, when the collectives hold groups.
+func (t *tracker) NewReduceGroup(ts []*tensor.Tensor, names []string, op optim.Op, prescale, postscale float64) (optim.ReduceGroup, error) {
+	gc, ok := t.Collectives.(optim.ReduceGroupCollectives)
+	if !ok {
+		return nil, errors.New("synthetic: the collectives hold no reduce groups")
+	}
+	g, err := gc.NewReduceGroup(ts, names, op, prescale, postscale)
+	if err != nil {
+		return nil, err
+	}
+	return trackedGroup{g, t}, nil
+}
+
+// trackedGroup is a reduce group whose steps the tracker sees.
+type trackedGroup struct {
+	optim.ReduceGroup
+	t *tracker
+}
+
+func (g trackedGroup) Start() (optim.Waiter, error) {
+	w, err := g.ReduceGroup.Start()
+	if err == nil {
+		g.t.track(w)
+	}
+	return w, err
+}
+
+// track keeps w's handle for completed.
+func (t *tracker) track(w optim.Waiter) {
+	if p, ok := w.(poller); ok {
+		t.mu.Lock()
+		t.hs = append(t.hs, p)
+		t.mu.Unlock()
+	}
 }
 
 func (t *tracker) reset() {
@@ -142,8 +182,7 @@ func (b *bench) calibrate(ctx context.Context, r *hvd.Runtime, ms float64) error
 
 // run benchmarks on the initialised runtime r and prints the report as
 // key=value lines to out on rank 0.
-func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (report, error) {
-	var rep report
+func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep report, err error) {
 	rank := r.Rank()
 	size := r.Size()
 	layers, err := loadShapes(o.model, o.shapes)
@@ -161,9 +200,18 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (report,
 	if b.inner, err = optim.NewSGD(b.m.params, optim.SGDConfig{LR: o.lr}); err != nil {
 		return rep, err
 	}
-	if b.opt, err = optim.NewDistributed(b.inner, b.tr); err != nil {
+	var tr optim.Collectives = b.tr
+	if _, ok := coll.(optim.ReduceGroupCollectives); !ok {
+		tr = struct{ optim.Collectives }{b.tr} // hides NewReduceGroup
+	}
+	if b.opt, err = optim.NewDistributed(b.inner, tr, optim.BucketBytes(o.bucketBytes), optim.FlatGradients(o.flat)); err != nil {
 		return rep, err
 	}
+	defer func() {
+		if cerr := b.opt.Close(); err == nil {
+			err = cerr
+		}
+	}()
 	if err := b.calibrate(ctx, r, o.computeMS); err != nil {
 		return rep, err
 	}
@@ -267,6 +315,8 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (report,
 		rankSteps: rt.Float64s()[:size], rankCI: rt.Float64s()[size:],
 		stepMS: v[0], stepMeanMS: v[1], stepMaxMS: v[2], computeMS: v[3], commMS: v[4], updateMS: v[5],
 		reducedInBackward: v[6], firstReducedEarly: v[7]}
+	st := r.Stats()
+	rep.fusedInPlace, rep.fusedCopied = st.FusedInPlace, st.FusedCopied
 	for _, s := range rep.rankSteps {
 		rep.totalSteps += s
 	}
@@ -320,6 +370,8 @@ func (rep report) print(w io.Writer, o options) {
 	}
 	f("reduced_in_backward", rep.reducedInBackward)
 	f("first_reduced_early", rep.firstReducedEarly)
+	f("fused_in_place_mib", float64(rep.fusedInPlace)/(1<<20))
+	f("fused_copied_mib", float64(rep.fusedCopied)/(1<<20))
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t)) / float64(time.Millisecond) }

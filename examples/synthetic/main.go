@@ -8,20 +8,23 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/gohorovod/gohorovod/optim"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 )
 
 // options are the command-line settings.
 type options struct {
-	model      string  // built-in shapes file, when shapes is empty
-	shapes     string  // path of a shapes file
-	computeMS  float64 // backward compute per step, measured alone
-	warmup     int     // untimed steps
-	batches    int     // steps per timed iteration
-	iterations int     // timed iterations
-	partSteps  int     // steps of each part measured alone; 0 skips them
-	batchSize  int     // samples per step and rank, for samples/s only
-	lr         float64 // SGD learning rate
+	model       string  // built-in shapes file, when shapes is empty
+	shapes      string  // path of a shapes file
+	computeMS   float64 // backward compute per step, measured alone
+	warmup      int     // untimed steps
+	batches     int     // steps per timed iteration
+	iterations  int     // timed iterations
+	partSteps   int     // steps of each part measured alone; 0 skips them
+	batchSize   int     // samples per step and rank, for samples/s only
+	lr          float64 // SGD learning rate
+	bucketBytes int     // the DistributedOptimizer's BucketBytes
+	flat        bool    // the DistributedOptimizer's FlatGradients
 }
 
 func parse(args []string) (options, error) {
@@ -36,6 +39,8 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.partSteps, "part-steps", 10, "steps of compute alone and of communication alone (0: skip)")
 	fs.IntVar(&o.batchSize, "batch-size", 32, "samples a step stands for on each rank (for samples/s only)")
 	fs.Float64Var(&o.lr, "lr", 0.01, "SGD learning rate")
+	fs.IntVar(&o.bucketBytes, "bucket-bytes", optim.DefaultBucketBytes, "gradients per reduction bucket, in bytes (0: one bucket per gradient)")
+	fs.BoolVar(&o.flat, "flat-gradients", true, "hold the gradients in one flat buffer that the runtime reduces in place")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -44,6 +49,8 @@ func parse(args []string) (options, error) {
 		return o, errors.New("synthetic: -compute-ms must be >= 0")
 	case o.warmup < 0 || o.partSteps < 0:
 		return o, errors.New("synthetic: -warmup and -part-steps must be >= 0")
+	case o.bucketBytes < 0:
+		return o, errors.New("synthetic: -bucket-bytes must be >= 0")
 	case o.batches < 1 || o.iterations < 1 || o.batchSize < 1:
 		return o, errors.New("synthetic: -batches-per-iter, -iterations and -batch-size must be positive")
 	case fs.NArg() > 0:

@@ -98,10 +98,11 @@ func loadShapes(model, path string) ([]layer, error) {
 
 // model is the synthetic model: one float32 parameter per layer, in file
 // order (the order of the forward pass); backward visits them in reverse.
+// It reaches the gradients through the parameters' Grad tensors, whose
+// storage the DistributedOptimizer moves into its flat buffer.
 type model struct {
 	layers []layer
 	params []optim.Param
-	grads  [][]float32
 	total  int // elements over all layers
 }
 
@@ -117,7 +118,6 @@ func newModel(layers []layer) *model {
 		}
 		clear(g.Bytes())
 		m.params = append(m.params, optim.Param{Name: l.name, Value: v, Grad: g})
-		m.grads = append(m.grads, g.Float32s())
 		m.total += l.elements()
 	}
 	return m
@@ -128,7 +128,7 @@ func newModel(layers []layer) *model {
 // fraction over a prefix), so that the cost is proportional to the layer's
 // size. The values stay bounded (they tend to 1).
 func (m *model) compute(i int, passes float64) {
-	g := m.grads[i]
+	g := m.params[i].Grad.Float32s()
 	whole := int(passes)
 	for range whole {
 		sweep(g)

@@ -17,10 +17,9 @@ import (
 // activations of the last Forward for Backward; it is not safe for
 // concurrent use.
 type MLP struct {
-	sizes  []int       // layer widths, input first
-	w, b   [][]float32 // layer l: w[l] is sizes[l]×sizes[l+1] row-major, b[l] sizes[l+1]
-	dw, db [][]float32 // gradients, same shapes
-	params []optim.Param
+	sizes  []int         // layer widths, input first
+	w, b   [][]float32   // layer l: w[l] is sizes[l]×sizes[l+1] row-major, b[l] sizes[l+1]
+	params []optim.Param // the gradients are reached through these (see Backward)
 
 	n     int         // rows of the last Forward
 	cap   int         // rows the buffers hold
@@ -48,12 +47,11 @@ func New(sizes []int, seed uint64) *MLP {
 		for i := range w {
 			w[i] = float32(r.NormFloat64() * std)
 		}
-		dw, db := make([]float32, in*out), make([]float32, out)
-		m.w, m.b, m.dw, m.db = append(m.w, w), append(m.b, b), append(m.dw, dw), append(m.db, db)
+		m.w, m.b = append(m.w, w), append(m.b, b)
 		name := fmt.Sprintf("fc%d", l+1)
 		m.params = append(m.params,
-			optim.Param{Name: name + ".weight", Value: tensor.FromFloat32(w, in, out), Grad: tensor.FromFloat32(dw, in, out)},
-			optim.Param{Name: name + ".bias", Value: tensor.FromFloat32(b, out), Grad: tensor.FromFloat32(db, out)})
+			optim.Param{Name: name + ".weight", Value: tensor.FromFloat32(w, in, out), Grad: tensor.New(tensor.Float32, in, out)},
+			optim.Param{Name: name + ".bias", Value: tensor.FromFloat32(b, out), Grad: tensor.New(tensor.Float32, out)})
 	}
 	return m
 }
@@ -62,8 +60,9 @@ func New(sizes []int, seed uint64) *MLP {
 func (m *MLP) Layers() int { return len(m.w) }
 
 // Params returns the parameters in forward order: fc1.weight, fc1.bias,
-// fc2.weight, ... They wrap the model's storage: an optimizer step updates
-// the model.
+// fc2.weight, ... Their values wrap the model's weights: an optimizer step
+// updates the model. Backward writes the gradients through Param.Grad, so
+// an optimizer may move their storage (optim.FlatGradients).
 func (m *MLP) Params() []optim.Param { return m.params }
 
 func (m *MLP) grow(n int) {
@@ -163,7 +162,7 @@ func (m *MLP) Backward(ready func(optim.Param) error) error {
 		wi, wo := m.sizes[l], m.sizes[l+1]
 		d := m.delta[l][:n*wo]
 		// Bias: column sums of delta.
-		db := m.db[l]
+		db := m.params[2*l+1].Grad.Float32s()
 		for i := 0; i < n; i++ {
 			row := d[i*wo : (i+1)*wo]
 			for j, v := range row {
@@ -178,7 +177,7 @@ func (m *MLP) Backward(ready func(optim.Param) error) error {
 			in = m.act[l-1]
 		}
 		// Weight: in^T · delta.
-		blas32.Gemm(blas.Trans, blas.NoTrans, 1, general(n, wi, in), general(n, wo, d), 1, general(wi, wo, m.dw[l]))
+		blas32.Gemm(blas.Trans, blas.NoTrans, 1, general(n, wi, in), general(n, wo, d), 1, general(wi, wo, m.params[2*l].Grad.Float32s()))
 		if err := call(ready, m.params[2*l]); err != nil {
 			return err
 		}

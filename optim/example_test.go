@@ -1,0 +1,119 @@
+package optim_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gohorovod/gohorovod/optim"
+	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// Two ranks (goroutines, with hvd.RunLocal) train one weight w on the
+// loss (w-target)²/2, each rank with its own target, 2 and 4: the
+// averaged gradient leads both to w = 3. Backward writes the gradient
+// through p.Grad, which NewDistributed has moved into its flat buffer,
+// and reports it with Ready so that its allreduce starts at once; Step
+// waits for it and runs SGD. Close releases the optimizer's reduce groups.
+func ExampleNewDistributed() {
+	err := hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
+		coll, err := optim.FromRuntime(r)
+		if err != nil {
+			return err
+		}
+		p := optim.Param{Name: "w", Value: tensor.FromFloat64([]float64{0}), Grad: tensor.New(tensor.Float64, 1)}
+		sgd, err := optim.NewSGD([]optim.Param{p}, optim.SGDConfig{LR: 0.5})
+		if err != nil {
+			return err
+		}
+		opt, err := optim.NewDistributed(sgd, coll) // optim.Average, hvd.Average: the same op
+		if err != nil {
+			return err
+		}
+		defer opt.Close()
+		target := float64(2 * (rank + 1))
+		for range 30 {
+			if err := opt.ZeroGrad(); err != nil {
+				return err
+			}
+			w := p.Value.Float64s()[0]
+			p.Grad.Float64s()[0] = w - target // backward
+			if err := opt.Ready(p); err != nil {
+				return err
+			}
+			if err := opt.Step(); err != nil {
+				return err
+			}
+		}
+		if rank == 0 {
+			fmt.Printf("w = %.4f\n", p.Value.Float64s()[0])
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: w = 3.0000
+}
+
+// Every rank builds its model from its own seed; BroadcastParameters
+// gives all of them rank 0's weights before training.
+func ExampleBroadcastParameters() {
+	const n = 3
+	weights := make([][]float32, n)
+	err := hvd.RunLocal(n, func(r *hvd.Runtime, rank int) error {
+		coll, err := optim.FromRuntime(r)
+		if err != nil {
+			return err
+		}
+		w := []float32{float32(rank + 1), float32(10 * (rank + 1))} // "random" initialisation
+		params := []optim.Param{{Name: "w", Value: tensor.FromFloat32(w, 2), Grad: tensor.New(tensor.Float32, 2)}}
+		if err := optim.BroadcastParameters(context.Background(), coll, params, 0); err != nil {
+			return err
+		}
+		weights[rank] = w
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	for rank, w := range weights {
+		fmt.Println("rank", rank, w)
+	}
+	// Output:
+	// rank 0 [1 10]
+	// rank 1 [1 10]
+	// rank 2 [1 10]
+}
+
+// Each rank evaluates its share of a test set of uneven size; AverageMetrics
+// gives the mean over every sample, not the mean of the ranks' means.
+func ExampleAverageMetrics() {
+	err := hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
+		coll, err := optim.FromRuntime(r)
+		if err != nil {
+			return err
+		}
+		acc := optim.Metric{Name: "accuracy"}
+		loss := optim.Metric{Name: "loss"}
+		if rank == 0 { // 100 samples, 90 right
+			acc.Add(0.9, 100)
+			loss.Add(0.25, 100)
+		} else { // 300 samples, 180 right
+			acc.Add(0.6, 300)
+			loss.Add(0.75, 300)
+		}
+		v, err := optim.AverageMetrics(context.Background(), coll, &acc, &loss)
+		if err != nil {
+			return err
+		}
+		if rank == 0 {
+			fmt.Printf("accuracy %.3f, loss %.3f (rank 0 alone: %.3f, %.3f)\n", v[0], v[1], acc.Local(), loss.Local())
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: accuracy 0.675, loss 0.625 (rank 0 alone: 0.900, 0.250)
+}
