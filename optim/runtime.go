@@ -101,13 +101,6 @@ func (g runtimeGroup) Start() (Waiter, error) {
 	return h, nil
 }
 
-// Close closes the group. Once the runtime has stopped, its names are gone
-// with it: there is nothing left to release, even if a reduction was in
-// flight when it stopped (which the AllreduceGroup itself still counts).
-func (g runtimeGroup) Close() error {
-	err := g.g.Close()
-	if err != nil && !g.r.IsInitialized() {
-		return nil
-	}
-	return err
-}
+// Close closes the group (after the runtime stopped too: its failed step
+// is out of flight).
+func (g runtimeGroup) Close() error { return g.g.Close() }

@@ -222,3 +222,29 @@ func TestStallShutdownReachesEveryRank(t *testing.T) {
 		t.Fatalf("rank 1: %v, want rank 0's stall report", err)
 	}
 }
+
+// TestGroupCloseAfterFailedStep: a group whose step was in flight when the
+// runtime stopped closes without error (its entries are out of flight).
+func TestGroupCloseAfterFailedStep(t *testing.T) {
+	c := startCluster(t, 2, testConfig())
+	g, err := c.rts[0].NewAllreduceGroup([]*tensor.Tensor{fill(tensor.Float32, 4, 1)}, []string{"w"}, Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := g.Start() // rank 1 never submits: in flight until the stop
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.rts[1].Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(ctxT(t)); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("step: %v", err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatalf("Close after the stop: %v", err)
+	}
+	if _, err := g.Start(); err == nil {
+		t.Fatal("Start after Close succeeded")
+	}
+}

@@ -238,6 +238,11 @@ func (q *queue) close(err error) {
 	for _, e := range q.table {
 		if !e.idle {
 			es = append(es, e)
+			if e.owned {
+				// Out of flight: a group's Close after the failure
+				// then succeeds instead of finding its step still on.
+				e.idle = true
+			}
 		}
 	}
 	q.table = make(map[string]*entry)
