@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -310,5 +311,37 @@ func TestFlatOptionErrors(t *testing.T) {
 	}
 	if err := opt.Step(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Step after Close = %v", err)
+	}
+}
+
+// TestFlatGradientsAligned: gradients of alignLarge bytes or more start on
+// a cache line of the flat buffer (the backward kernels write them much
+// faster there); smaller ones stay back to back.
+func TestFlatGradientsAligned(t *testing.T) {
+	shapes := []tensor.Shape{{10}, {1280}, {128}, {256, 128}, {256}, {784, 256}}
+	parts := alignedFlat(tensor.Float32, shapes)
+	for k, p := range parts {
+		if !p.Shape().Equal(shapes[k]) {
+			t.Fatalf("part %d has shape %v, want %v", k, p.Shape(), shapes[k])
+		}
+		addr := uintptr(unsafe.Pointer(&p.Float32s()[0]))
+		if p.NumBytes() >= alignLarge && addr%cacheLine != 0 {
+			t.Errorf("part %d (%d bytes) starts at %#x, not on a cache line", k, p.NumBytes(), addr)
+		}
+	}
+	if !tensor.Follows(parts[1], parts[0]) || !tensor.Follows(parts[2], parts[1]) {
+		t.Error("small gradients are not back to back")
+	}
+	for i := range parts {
+		for j := range parts[i].Float32s() {
+			parts[i].Float32s()[j] = float32(i)
+		}
+	}
+	for i := range parts {
+		for _, v := range parts[i].Float32s() {
+			if v != float32(i) {
+				t.Fatalf("parts overlap: part %d holds %v", i, v)
+			}
+		}
 	}
 }
