@@ -35,21 +35,7 @@ func TestRuntimeLayouts(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			const n = 2
-			rts := startRuntimes(t, n)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			onRanks(t, n, func(rank int) error {
-				coll, err := FromRuntime(rts[rank])
-				if err != nil {
-					return err
-				}
-				got, err := equivalenceRunWith(ctx, coll, rank, n, steps, c.opts...)
-				if err != nil {
-					return err
-				}
-				return closeTo(got, want, 1e-12)
-			})
+			checkRuntimeEquivalence(t, 2, steps, want, 1e-12, c.opts...)
 		})
 	}
 }

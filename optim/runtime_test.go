@@ -82,6 +82,26 @@ func trainLinear(ctx context.Context, coll Collectives, rank, size, steps int, r
 	return append(m.w, m.b...), nil
 }
 
+// checkRuntimeEquivalence trains the linear model on n runtimes with opts
+// and compares every rank's parameters with want (a single process's).
+func checkRuntimeEquivalence(t *testing.T, n, steps int, want []float64, tol float64, opts ...DistOption) {
+	t.Helper()
+	rts := startRuntimes(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	onRanks(t, n, func(rank int) error {
+		coll, err := FromRuntime(rts[rank])
+		if err != nil {
+			return err
+		}
+		got, err := equivalenceRunWith(ctx, coll, rank, n, steps, opts...)
+		if err != nil {
+			return err
+		}
+		return closeTo(got, want, tol)
+	})
+}
+
 func closeTo(got, want []float64, tol float64) error {
 	for i := range want {
 		if math.Abs(got[i]-want[i]) > tol*math.Max(1, math.Abs(want[i])) {
@@ -168,21 +188,7 @@ func TestRuntimeGroupsAndCompression(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			const n = 2
-			rts := startRuntimes(t, n)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			onRanks(t, n, func(rank int) error {
-				coll, err := FromRuntime(rts[rank])
-				if err != nil {
-					return err
-				}
-				got, err := equivalenceRunWith(ctx, coll, rank, n, steps, c.opts...)
-				if err != nil {
-					return err
-				}
-				return closeTo(got, want, c.tol)
-			})
+			checkRuntimeEquivalence(t, 2, steps, want, c.tol, c.opts...)
 		})
 	}
 }
