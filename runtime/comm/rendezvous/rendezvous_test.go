@@ -500,3 +500,20 @@ func TestNewServerRefuses(t *testing.T) {
 		t.Error("bad plan accepted")
 	}
 }
+
+func TestListenHost(t *testing.T) {
+	if h, err := ListenHost("10.9.8.7", "nonesuch0", "x:1"); err != nil || h != "10.9.8.7" {
+		t.Errorf("explicit: %q, %v", h, err)
+	}
+	if h, err := ListenHost("", "", "127.0.0.1:29500"); err != nil || h != "127.0.0.1" {
+		t.Errorf("route to loopback: %q, %v", h, err)
+	}
+	if _, err := ListenHost("", "nonesuch0", ""); err == nil || !strings.Contains(err.Error(), "HOROVOD_GLOO_IFACE=nonesuch0") {
+		t.Errorf("unknown interface: %v", err)
+	}
+	if lo, err := net.InterfaceByName("lo"); err == nil && lo != nil {
+		if h, err := ListenHost("", "lo", ""); err != nil || h != "127.0.0.1" {
+			t.Errorf("lo: %q, %v", h, err)
+		}
+	}
+}
