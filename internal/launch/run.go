@@ -357,7 +357,7 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 		return fmt.Errorf("starting %s: %w", p.Argv[0], err)
 	}
 	if l.Guard != "" {
-		g, gerr := startGuard(l.Guard, cmd.Process, l.Stderr)
+		g, gerr := startGuard(l.Guard, []*os.Process{cmd.Process}, l.Stderr)
 		if gerr != nil {
 			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for mpirun (%v): if gohorovodrun is killed, "+
 				"mpirun is not stopped (workers on this host still exit)\n", gerr)
