@@ -1,5 +1,6 @@
 // Package launch is gohorovodrun: it turns horovodrun's command line into an
-// mpirun command and runs it.
+// mpirun command and runs it, or, with --gloo (the default when mpirun is
+// not on PATH), runs the workers itself on the embedded transport.
 //
 // The work is split as DESIGN.md asks: Parse binds the flags (spf13/pflag,
 // horovodrun's names, including the single-dash -np) into Options;
@@ -20,6 +21,20 @@
 // time, boot id, pid namespace) and, on the launcher's host, exits when the
 // launcher is gone (runtime/guard.go); on other hosts the MPI launcher's
 // ssh connections close and Open MPI's daemons stop their ranks.
+//
+// Without MPI (--gloo), BuildGlooPlan, also pure, computes each worker's
+// command and environment (docs/EMBEDDED.md has the contract): local
+// workers are started directly, each in its own process group; remote ones
+// through ssh, after the same reachability check, with the variables on
+// the command line and the job's secret (new for every job) on ssh's
+// standard input. The launcher runs the rendezvous server
+// (runtime/comm/rendezvous) on a free port, tags every output line with
+// the rank as Open MPI's --tag-output does, stops the other workers
+// (SIGTERM, then SIGKILL after WorkerStopGrace) when one fails, and
+// reports that one in the MPI path's words; a rendezvous that does not
+// complete within HOROVOD_GLOO_TIMEOUT_SECONDS ends the job naming the
+// missing host and local rank (*RendezvousError). The guard then holds a
+// pidfd of every worker (and ssh) instead of mpirun's.
 //
 // Flags and variables for knobs that are not implemented yet (--autotune,
 // --autotune-log-file, --hierarchical-allreduce, --hierarchical-allgather,

@@ -37,6 +37,17 @@ func binaries(t *testing.T) (launcher, worker string) {
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("mpirun not on PATH (make deps installs Open MPI): end-to-end launch tests skipped")
 	}
+	return build(t)
+}
+
+// build builds gohorovodrun and the test worker (and, where MPI can be
+// built, the MPI worker) once; the embedded transport's tests need no
+// mpirun.
+func build(t *testing.T) (launcher, worker string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end launch tests skipped in -short mode")
+	}
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "gohorovodrun-e2e")
 		if buildErr != nil {

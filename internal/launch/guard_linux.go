@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,14 +29,17 @@ import (
 // MPI's mpirun takes a second SIGTERM as "abort now" and leaves its workers
 // behind; a Go thread may also exit while the launcher lives.
 
-// EnvGuard is set (to mpirun's pid) in the environment of a gohorovodrun
+// EnvGuard is set (to the guarded pids, comma-separated: mpirun's, or the
+// embedded transport's workers') in the environment of a gohorovodrun
 // started as the guard of a job. Users never set it.
 const EnvGuard = "GOHOROVOD_GUARD"
 
-// The guard's descriptors: ExtraFiles start at 3.
+// The guard's descriptors: ExtraFiles start at 3. The first process's
+// pidfd is 3, the launcher's pipe 4, and any further pidfds follow from 5.
 const (
-	guardPidfd = 3 // mpirun's pidfd
+	guardPidfd = 3 // the first guarded process's pidfd
 	guardAlarm = 4 // read end of the launcher's pipe
+	guardMore  = 5 // the second guarded process's pidfd, and so on
 )
 
 // GuardMain runs the guard if this process was started as one (EnvGuard
@@ -46,63 +50,123 @@ func GuardMain() (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	pid, _ := strconv.Atoi(v)
+	var pids, pidfds []int
+	for i, f := range strings.Split(v, ",") {
+		pid, _ := strconv.Atoi(f)
+		pids = append(pids, pid)
+		if i == 0 {
+			pidfds = append(pidfds, guardPidfd)
+		} else {
+			pidfds = append(pidfds, guardMore+i-1)
+		}
+	}
 	// Ctrl-C and a hang-up reach the whole foreground process group; the
 	// launcher handles them. The guard must outlive the launcher.
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
-	return guardJob(guardPidfd, guardAlarm, pid, StopGrace, os.Stderr), true
+	return guardJob(pidfds, guardAlarm, pids, StopGrace, os.Stderr), true
 }
 
-// guardJob waits until mpirun (pidfd) ends, then returns 0, or until alarm
-// reports end-of-file (the launcher is gone) before that, then stops
-// mpirun: SIGTERM, and SIGKILL after grace.
-func guardJob(pidfd, alarm, pid int, grace time.Duration, stderr io.Writer) int {
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(alarm), Events: unix.POLLIN}}
-	for {
-		_, err := unix.Poll(fds, -1)
+// guardJob waits until every guarded process (pidfds) has ended, then
+// returns 0, or until alarm reports end-of-file (the launcher is gone)
+// before that, then stops those still running: SIGTERM, and SIGKILL after
+// grace.
+func guardJob(pidfds []int, alarm int, pids []int, grace time.Duration, stderr io.Writer) int {
+	name := "mpirun"
+	if len(pids) > 1 {
+		name = "the workers"
+	}
+	fds := []unix.PollFd{{Fd: int32(alarm), Events: unix.POLLIN}}
+	for _, fd := range pidfds {
+		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	running := len(pidfds)
+	ended := make([]bool, len(pidfds))
+	// poll waits for events; it returns false on an error it reported.
+	poll := func(timeout int) (int, bool) {
+		for i := range fds {
+			fds[i].Revents = 0
+		}
+		n, err := unix.Poll(fds, timeout)
 		if errors.Is(err, unix.EINTR) {
-			continue
+			return 0, true
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "gohorovodrun (guard): poll: %v\n", err)
-			return 1
+			return 0, false
 		}
-		if (fds[0].Revents|fds[1].Revents)&unix.POLLNVAL != 0 {
-			fmt.Fprintf(stderr, "gohorovodrun (guard): started without mpirun's pidfd and the launcher's pipe\n")
+		for i := 1; i < len(fds); i++ {
+			if fds[i].Revents&unix.POLLNVAL != 0 {
+				fmt.Fprintf(stderr, "gohorovodrun (guard): started without the pidfds of %s\n", name)
+				return 0, false
+			}
+			if fds[i].Revents != 0 && !ended[i-1] {
+				ended[i-1] = true
+				fds[i].Fd = -1 // ignored from now on
+				running--
+			}
+		}
+		return n, true
+	}
+	for running > 0 {
+		if _, ok := poll(-1); !ok {
 			return 2
 		}
-		if fds[0].Revents != 0 {
-			return 0 // mpirun has ended
+		if fds[0].Revents&unix.POLLNVAL != 0 {
+			fmt.Fprintf(stderr, "gohorovodrun (guard): started without the launcher's pipe\n")
+			return 2
 		}
-		if fds[1].Revents != 0 {
+		if running == 0 {
+			return 0 // everything guarded has ended
+		}
+		if fds[0].Revents != 0 {
 			var b [1]byte
 			if n, _ := unix.Read(alarm, b[:]); n == 0 {
 				break // end-of-file: the launcher is gone
 			}
 		}
 	}
-	if err := unix.PidfdSendSignal(pidfd, unix.SIGTERM, nil, 0); err != nil {
-		return 0 // mpirun has ended meanwhile
+	if running == 0 {
+		return 0
 	}
-	fmt.Fprintf(stderr, "gohorovodrun (guard): the launcher is gone; stopping mpirun (pid %d)\n", pid)
-	fds = fds[:1]
+	fds[0].Fd = -1
+	var sent []int
+	for i, fd := range pidfds {
+		if !ended[i] && unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0) == nil {
+			sent = append(sent, pids[i])
+		}
+	}
+	if len(sent) == 0 {
+		return 0 // ended meanwhile
+	}
+	fmt.Fprintf(stderr, "gohorovodrun (guard): the launcher is gone; stopping %s (pid %s)\n", name, joinInts(sent))
 	deadline := time.Now().Add(grace)
-	for {
+	for running > 0 {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
 		}
-		n, err := unix.Poll(fds, int(left/time.Millisecond)+1)
-		if n > 0 {
-			return 0
-		}
-		if err != nil && !errors.Is(err, unix.EINTR) {
+		if _, ok := poll(int(left/time.Millisecond) + 1); !ok {
 			break
 		}
 	}
-	fmt.Fprintf(stderr, "gohorovodrun (guard): mpirun (pid %d) still running %v after SIGTERM; killing it\n", pid, grace)
-	_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+	if running == 0 {
+		return 0
+	}
+	fmt.Fprintf(stderr, "gohorovodrun (guard): %s (pid %s) still running %v after SIGTERM; killing it\n", name, joinInts(sent), grace)
+	for i, fd := range pidfds {
+		if !ended[i] {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+	}
 	return 0
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
 }
 
 // guard is a running guard, seen from the launcher.
@@ -112,24 +176,34 @@ type guard struct {
 }
 
 // startGuard starts self (a gohorovodrun binary) as the guard of the
-// running mpirun p. It must be called before anything waits for p, so that
-// the pid still names mpirun.
-func startGuard(self string, p *os.Process, stderr io.Writer) (*guard, error) {
-	fd, err := unix.PidfdOpen(p.Pid, 0)
-	if err != nil {
-		return nil, fmt.Errorf("pidfd_open: %w", err)
+// running processes ps (mpirun, or the workers). It must be called before
+// anything waits for them, so that the pids still name them.
+func startGuard(self string, ps []*os.Process, stderr io.Writer) (*guard, error) {
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	var pids []string
+	for _, p := range ps {
+		fd, err := unix.PidfdOpen(p.Pid, 0)
+		if err != nil {
+			return nil, fmt.Errorf("pidfd_open: %w", err)
+		}
+		files = append(files, os.NewFile(uintptr(fd), "pidfd-"+strconv.Itoa(p.Pid)))
+		pids = append(pids, strconv.Itoa(p.Pid))
 	}
-	pidfd := os.NewFile(uintptr(fd), "mpirun-pidfd")
-	defer pidfd.Close()
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
 	cmd := exec.Command(self)
-	cmd.Env = []string{EnvGuard + "=" + strconv.Itoa(p.Pid)}
+	cmd.Env = []string{EnvGuard + "=" + strings.Join(pids, ",")}
 	cmd.Stderr = stderr
-	cmd.ExtraFiles = []*os.File{pidfd, r}
+	extra := []*os.File{files[0], r} // guardPidfd, guardAlarm
+	cmd.ExtraFiles = append(extra, files[1:]...)
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		return nil, err
@@ -137,8 +211,8 @@ func startGuard(self string, p *os.Process, stderr io.Writer) (*guard, error) {
 	return &guard{cmd: cmd, alarm: w}, nil
 }
 
-// release ends the guard once mpirun has been reaped: the guard sees that
-// mpirun has ended (its pidfd stays readable) and exits quietly.
+// release ends the guard once what it guards has been reaped: the guard
+// sees that it has ended (the pidfds stay readable) and exits quietly.
 func (g *guard) release() {
 	if g == nil {
 		return

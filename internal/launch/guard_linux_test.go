@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,7 +43,9 @@ func newGuardRig(t *testing.T, grace time.Duration, argv ...string) *guardRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.r.Close(); g.w.Close() })
-	go func() { g.status <- guardJob(g.pidfd, int(g.r.Fd()), g.child.Process.Pid, grace, &g.stderr) }()
+	go func() {
+		g.status <- guardJob([]int{g.pidfd}, int(g.r.Fd()), []int{g.child.Process.Pid}, grace, &g.stderr)
+	}()
 	return g
 }
 
@@ -138,5 +141,55 @@ func TestRunWithGuard(t *testing.T) {
 	me, _ := procid.Self()
 	if env := f.file(t, "env"); !strings.Contains(env, "GOHOROVOD_LAUNCHER="+me.String()+"\n") {
 		t.Errorf("mpirun's environment lacks GOHOROVOD_LAUNCHER=%s", me)
+	}
+}
+
+// TestGuardStopsEveryWorker: guarding several processes (the embedded
+// transport's workers), the guard waits for all of them, and stops those
+// still running when the launcher goes.
+func TestGuardStopsEveryWorker(t *testing.T) {
+	var kids []*exec.Cmd
+	var pidfds, pids []int
+	for _, argv := range [][]string{{"sleep", "0.01"}, {"sleep", "60"}, {"sleep", "60"}} {
+		c := exec.Command(argv[0], argv[1:]...)
+		if err := c.Start(); err != nil {
+			t.Skip(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		fd, err := unix.PidfdOpen(c.Process.Pid, 0)
+		if err != nil {
+			t.Skip("no pidfd_open here:", err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		kids, pidfds, pids = append(kids, c), append(pidfds, fd), append(pids, c.Process.Pid)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var stderr bytes.Buffer
+	status := make(chan int, 1)
+	go func() { status <- guardJob(pidfds, int(r.Fd()), pids, 10*time.Second, &stderr) }()
+	kids[0].Wait() // one worker ends on its own first
+	time.Sleep(20 * time.Millisecond)
+	w.Close()
+	for _, k := range kids[1:] {
+		k.Wait()
+		if ws, ok := k.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGTERM {
+			t.Errorf("pid %d ended with %v, want SIGTERM", k.Process.Pid, k.ProcessState)
+		}
+	}
+	select {
+	case s := <-status:
+		if s != 0 {
+			t.Errorf("guard status %d", s)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the guard did not return")
+	}
+	want := "stopping the workers (pid " + strconv.Itoa(pids[1]) + ", " + strconv.Itoa(pids[2]) + ")"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("guard said %q, want %q", stderr.String(), want)
 	}
 }

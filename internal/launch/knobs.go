@@ -31,14 +31,20 @@ func knobWarnings(o *Options, c config.Config) []string {
 	return out
 }
 
-// withoutPlacement clears the placement variables (HOROVOD_RANK, ...) that
-// the launcher's own environment may carry: the workers are started by
-// mpirun and learn their placement from MPI, and one rank's placement
-// exported to every worker would be wrong for all but one.
+// withoutPlacement clears the placement variables (HOROVOD_RANK, ...) and
+// the other per-job ones (HOROVOD_CONTROLLER, the rendezvous, the secret,
+// GOHOROVOD_GLOO_ADDR) that the launcher's own environment may carry: the
+// workers learn their placement from MPI or from this launcher's
+// rendezvous, one rank's placement exported to every worker would be wrong
+// for all but one, and a job never inherits another job's rendezvous or
+// key. HOROVOD_GLOO_TIMEOUT_SECONDS and HOROVOD_GLOO_IFACE are kept.
 func withoutPlacement(c config.Config) config.Config {
 	c.Rank, c.Size = config.Unset, config.Unset
 	c.LocalRank, c.LocalSize = config.Unset, config.Unset
 	c.CrossRank, c.CrossSize = config.Unset, config.Unset
 	c.Hostname = ""
+	c.Controller, c.CPUOperations = "", ""
+	c.RendezvousAddr, c.RendezvousPort = "", 0
+	c.GlooAddr, c.Secret = "", ""
 	return c
 }

@@ -36,6 +36,11 @@ type Options struct {
 	SSHIdentity    string
 	NICs           []string
 	StartTimeout   float64 // seconds; 0 means the default
+	// Gloo selects the embedded transport (--gloo), MPI forces mpirun
+	// (--mpi); neither: mpirun when it is on PATH, else the embedded one.
+	Gloo, MPI bool
+	// GlooTimeoutSeconds bounds the rendezvous (--gloo-timeout-seconds).
+	GlooTimeoutSeconds float64
 
 	// The knobs, in horovodrun's units.
 	FusionThresholdMB     float64
@@ -86,6 +91,9 @@ func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
 	fs.StringVarP(&o.SSHIdentity, "ssh-identity-file", "i", "", "ssh identity (private key) `FILE`")
 	fs.StringSliceVar(&o.NICs, "network-interface", nil, "network interface `NAME` for MPI and NCCL traffic (repeat the flag, or give NAME,NAME)")
 	fs.Float64Var(&o.StartTimeout, "start-timeout", 0, "`SECONDS` allowed for the checks before launch (default $HOROVOD_START_TIMEOUT or 30)")
+	fs.BoolVar(&o.Gloo, "gloo", false, "run the workers on the embedded transport, without MPI (the default when mpirun is not on PATH)")
+	fs.BoolVar(&o.MPI, "mpi", false, "run the workers under mpirun (the default when it is on PATH)")
+	fs.Float64Var(&o.GlooTimeoutSeconds, "gloo-timeout-seconds", d.GlooTimeout.Seconds(), "with --gloo: end the job when the workers have not all met `SECONDS` after the start")
 	fs.StringVar(&o.MPIArgs, "mpi-args", "", "extra mpirun `ARGS`, e.g. --mpi-args=\"--mca btl self,vader\"")
 	fs.StringVar(&o.OutputFilename, "output-filename", "", "write each rank's stdout and stderr under `DIR`")
 	fs.BoolVar(&o.Verbose, "verbose", false, "print the checks and the mpirun command")
@@ -184,6 +192,7 @@ func (o *Options) check() error {
 		{"stall-check-shutdown-time-seconds", o.StallShutdownSeconds},
 		{"start-timeout", o.StartTimeout},
 		{"ssh-port", float64(o.SSHPort)},
+		{"gloo-timeout-seconds", o.GlooTimeoutSeconds},
 	}
 	for _, f := range nonNeg {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
@@ -192,6 +201,12 @@ func (o *Options) check() error {
 	}
 	if o.set["num-proc"] && o.NP == 0 {
 		return usagef("-np must be at least 1")
+	}
+	if o.Gloo && o.MPI {
+		return usagef("--gloo and --mpi both given: use one of them")
+	}
+	if o.Gloo && o.MPIArgs != "" {
+		return usagef("--mpi-args has no effect with --gloo (the workers are not started by mpirun)")
 	}
 	if o.Hosts != "" && o.Hostfile != "" {
 		return usagef("-H/--hosts and --hostfile both given: use one of them")
@@ -256,6 +271,9 @@ func (o *Options) ApplyTo(c config.Config) (config.Config, error) {
 	}
 	if o.set["autotune-log-file"] {
 		c.AutotuneLog = o.AutotuneLogFile
+	}
+	if o.set["gloo-timeout-seconds"] {
+		c.GlooTimeout = seconds(o.GlooTimeoutSeconds)
 	}
 	if err := c.Validate(); err != nil {
 		return c, usagef("%v", err)

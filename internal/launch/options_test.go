@@ -143,3 +143,26 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+func TestGlooOptions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gloo", "--mpi", "-np", "2", "./t"}, "--gloo and --mpi both given"},
+		{[]string{"--gloo", "--mpi-args=-v", "-np", "2", "./t"}, "--mpi-args has no effect with --gloo"},
+		{[]string{"--gloo-timeout-seconds", "-1", "-np", "2", "./t"}, "--gloo-timeout-seconds=-1 must be >= 0"},
+	} {
+		if _, err := Parse(tc.args, io.Discard); !IsUsage(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	o, err := Parse([]string{"--gloo", "--gloo-timeout-seconds", "2.5", "-np", "2", "./t"}, io.Discard)
+	if err != nil || !o.Gloo || o.MPI {
+		t.Fatalf("Parse = %+v, %v", o, err)
+	}
+	c, err := o.ApplyTo(config.Default())
+	if err != nil || c.GlooTimeout != 2500*time.Millisecond {
+		t.Errorf("ApplyTo: GlooTimeout %v, %v", c.GlooTimeout, err)
+	}
+}

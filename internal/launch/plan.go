@@ -34,6 +34,19 @@ type Spec struct {
 	NICs           []string // network interfaces to use; nil: MPI's choice
 	OutputFilename string   // "" : output goes to the terminal
 	MPIArgs        []string // appended to mpirun's options, before the command
+
+	// The embedded transport (--gloo): the workers are started directly
+	// (local hosts) or through ssh (remote ones), not by mpirun; MPIRun,
+	// Flavor and MPIArgs are unused. See BuildGlooPlan.
+	Gloo bool
+	// RendezvousAddr and RendezvousPort are where the workers reach the
+	// launcher's rendezvous server.
+	RendezvousAddr string
+	RendezvousPort int
+	// Secret is the job's key (auth.NewSecret), new for every job.
+	Secret config.Secret
+	// Dir is the directory remote workers start in (the launcher's).
+	Dir string
 }
 
 // Plan is what the launcher will execute: Argv (Argv[0] is mpirun) with Env

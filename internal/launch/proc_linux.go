@@ -14,3 +14,18 @@ import "syscall"
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 }
+
+// workerProcAttr puts a directly started worker in its own process group,
+// so that Ctrl-C at the terminal reaches the launcher only (which stops
+// the job in order) and stopping a worker reaches what it started. pdeath
+// adds the parent-death signal, the fallback where no guard runs.
+func workerProcAttr(pdeath bool) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true}
+	if pdeath {
+		a.Pdeathsig = syscall.SIGTERM
+	}
+	return a
+}
+
+// signalGroup sends sig to the process group pid leads.
+func signalGroup(pid int, sig syscall.Signal) { _ = syscall.Kill(-pid, sig) }

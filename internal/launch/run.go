@@ -127,6 +127,9 @@ func (l *Launcher) Run(ctx context.Context, args []string) error {
 	for _, w := range knobWarnings(o, spec.Config) {
 		fmt.Fprintln(l.Stderr, "gohorovodrun: "+w)
 	}
+	if spec.Gloo {
+		return l.runGloo(ctx, o, spec)
+	}
 	plan, err := BuildPlan(spec)
 	if err != nil {
 		return err
@@ -221,9 +224,34 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 	if err != nil {
 		return Spec{}, usagef("--mpi-args: %v", err)
 	}
-	name := "mpirun"
+	var self string
+	if l.Self != nil {
+		if id, err := l.Self(); err == nil {
+			self = id.String()
+		} else {
+			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: workers will not watch the launcher: %v\n", err)
+		}
+	}
+	spec := Spec{
+		Launcher: self, NP: np, Hosts: hosts, Command: o.Command,
+		Config: cfg, Environ: l.Environ, Root: l.Root, CPUs: l.CPUs, IsLocal: l.IsLocal,
+		SSHPort: o.SSHPort, SSHIdentity: o.SSHIdentity, NICs: o.NICs,
+		OutputFilename: o.OutputFilename, MPIArgs: mpiArgs,
+	}
+	name, chosen := "mpirun", false
 	if v, ok := lookup(EnvMPIRun); ok && v != "" {
-		name = v
+		name, chosen = v, true
+	}
+	spec.Gloo = o.Gloo
+	if !o.Gloo && !o.MPI && !chosen {
+		if _, err := l.LookPath(name); err != nil {
+			spec.Gloo = true
+			fmt.Fprintln(l.Stderr, "gohorovodrun: mpirun not found on PATH: running the workers on the embedded transport (--gloo)")
+		}
+	}
+	if spec.Gloo {
+		spec.Dir, _ = os.Getwd()
+		return spec, nil
 	}
 	mpirun, err := l.LookPath(name)
 	if err != nil {
@@ -237,21 +265,8 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
-	var self string
-	if l.Self != nil {
-		if id, err := l.Self(); err == nil {
-			self = id.String()
-		} else {
-			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: workers will not watch the launcher: %v\n", err)
-		}
-	}
-	return Spec{
-		Launcher: self,
-		MPIRun:   mpirun, Flavor: flavor, NP: np, Hosts: hosts, Command: o.Command,
-		Config: cfg, Environ: l.Environ, Root: l.Root, CPUs: l.CPUs, IsLocal: l.IsLocal,
-		SSHPort: o.SSHPort, SSHIdentity: o.SSHIdentity, NICs: o.NICs,
-		OutputFilename: o.OutputFilename, MPIArgs: mpiArgs,
-	}, nil
+	spec.MPIRun, spec.Flavor = mpirun, flavor
+	return spec, nil
 }
 
 // checkProgram refuses a program that cannot be run: a path that is not
@@ -357,7 +372,7 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 		return fmt.Errorf("starting %s: %w", p.Argv[0], err)
 	}
 	if l.Guard != "" {
-		g, gerr := startGuard(l.Guard, cmd.Process, l.Stderr)
+		g, gerr := startGuard(l.Guard, []*os.Process{cmd.Process}, l.Stderr)
 		if gerr != nil {
 			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for mpirun (%v): if gohorovodrun is killed, "+
 				"mpirun is not stopped (workers on this host still exit)\n", gerr)
@@ -418,7 +433,7 @@ func (l *Launcher) checkBuild(ctx context.Context) {
 	} else {
 		fmt.Fprintf(w, "    %s MPI (not built in: rebuild with -tags mpi)\n", mark(false))
 	}
-	fmt.Fprintf(w, "    %s Gloo (not implemented)\n", mark(false))
+	fmt.Fprintf(w, "    %s Gloo (the embedded transport: gohorovodrun --gloo)\n", mark(true))
 	fmt.Fprintf(w, "\nAvailable tensor operations:\n")
 	fmt.Fprintf(w, "    %s MPI\n", mark(b.MPIBuiltIn))
 	if b.GPU == nil {

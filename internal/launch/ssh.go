@@ -39,15 +39,21 @@ type SSHCheck struct {
 
 // Command is the ssh command that probes host.
 func (c SSHCheck) Command(host string) []string {
+	return append(sshArgv(c.Port, c.Identity, host), "true")
+}
+
+// sshArgv is ssh with the launcher's options, up to the host: the probe
+// and the remote workers of the embedded transport use the same.
+func sshArgv(port int, identity, host string) []string {
 	argv := []string{"ssh", "-o", "PasswordAuthentication=no", "-o", "StrictHostKeyChecking=no",
 		"-o", "BatchMode=yes", "-o", "ConnectTimeout=10"}
-	if c.Port > 0 {
-		argv = append(argv, "-p", strconv.Itoa(c.Port))
+	if port > 0 {
+		argv = append(argv, "-p", strconv.Itoa(port))
 	}
-	if c.Identity != "" {
-		argv = append(argv, "-i", c.Identity)
+	if identity != "" {
+		argv = append(argv, "-i", identity)
 	}
-	return append(argv, host, "true")
+	return append(argv, host)
 }
 
 // UnreachableError lists the hosts ssh could not reach, with ssh's last

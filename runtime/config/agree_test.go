@@ -29,6 +29,16 @@ func TestUnimplemented(t *testing.T) {
 		{"placement", func(c *Config) { c.Rank, c.Size, c.Hostname = 0, 2, "h1" }, []string{EnvRank, EnvSize, EnvHostname}},
 		{"placement local and cross", func(c *Config) { c.LocalRank, c.LocalSize, c.CrossRank, c.CrossSize = 0, 1, 0, 1 },
 			[]string{EnvLocalRank, EnvLocalSize, EnvCrossRank, EnvCrossSize}},
+		// The Gloo controller uses the placement.
+		{"placement under gloo", func(c *Config) { c.Rank, c.Size, c.Hostname, c.Controller = 0, 2, "h1", ControllerGloo }, nil},
+		{"placement with a rendezvous", func(c *Config) {
+			c.Rank, c.LocalRank, c.RendezvousAddr, c.RendezvousPort = 0, 0, "h", 1
+		}, nil},
+		{"placement under mpi with a rendezvous", func(c *Config) {
+			c.Rank, c.RendezvousAddr, c.RendezvousPort, c.Controller = 0, "h", 1, ControllerMPI
+		}, []string{EnvRank}},
+		{"gloo with unimplemented knobs", func(c *Config) { c.Controller, c.Autotune, c.Rank = ControllerGloo, true, 1 },
+			[]string{EnvAutotune}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +49,24 @@ const (
 	// job (gohorovod's own variable, not Horovod's): the runtime in each
 	// worker that can see that process exits when it is gone.
 	EnvLauncher = "GOHOROVOD_LAUNCHER"
+
+	// The embedded (Gloo-style) transport: how a worker started without
+	// MPI finds the job's rendezvous server, proves that it belongs to the
+	// job, and where it listens. Horovod's names where Horovod has them.
+	EnvController     = "HOROVOD_CONTROLLER"
+	EnvCPUOperations  = "HOROVOD_CPU_OPERATIONS"
+	EnvRendezvousAddr = "HOROVOD_GLOO_RENDEZVOUS_ADDR"
+	EnvRendezvousPort = "HOROVOD_GLOO_RENDEZVOUS_PORT"
+	EnvGlooTimeout    = "HOROVOD_GLOO_TIMEOUT_SECONDS"
+	EnvGlooIface      = "HOROVOD_GLOO_IFACE"
+	EnvGlooAddr       = "GOHOROVOD_GLOO_ADDR" // gohorovod's own
+	EnvSecret         = "GOHOROVOD_SECRET"    // gohorovod's own
+)
+
+// The values of HOROVOD_CONTROLLER and HOROVOD_CPU_OPERATIONS.
+const (
+	ControllerMPI  = "mpi"
+	ControllerGloo = "gloo"
 )
 
 // TimelineDynamic is the Timeline (HOROVOD_TIMELINE) value that enables the
@@ -84,7 +104,46 @@ const (
 	DefaultAutotuneMaxSamples = 20
 	// DefaultAutotuneNoise is the Gaussian process noise, in [0, 1].
 	DefaultAutotuneNoise = 0.8
+	// DefaultGlooTimeout bounds the rendezvous of a job without MPI, as in
+	// Horovod (HOROVOD_GLOO_TIMEOUT_SECONDS, 30).
+	DefaultGlooTimeout = 30 * time.Second
 )
+
+// Secret is the job's key in hex (GOHOROVOD_SECRET): every connection of
+// the embedded transport and of its rendezvous proves knowledge of it
+// (runtime/comm/auth). It formats as "[redacted]" with every fmt verb, so
+// that printing a Config never shows it; string(s) is the value.
+type Secret string
+
+// String implements fmt.Stringer without the value.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// GoString implements fmt.GoStringer without the value.
+func (s Secret) GoString() string { return `"` + s.String() + `"` }
+
+// Bytes decodes the hex key; an empty Secret is an error.
+func (s Secret) Bytes() ([]byte, error) {
+	if s == "" {
+		return nil, fmt.Errorf("no job secret: %s is not set", EnvSecret)
+	}
+	b, err := hex.DecodeString(string(s))
+	if err != nil {
+		return nil, errors.New("not hex")
+	}
+	if len(b) < minSecretBytes {
+		return nil, fmt.Errorf("%d bytes, want at least %d", len(b), minSecretBytes)
+	}
+	return b, nil
+}
+
+// minSecretBytes is the shortest key accepted, as runtime/comm/auth's
+// ParseSecret.
+const minSecretBytes = 16
 
 // Unset marks a placement field (Rank, Size, ...) that the environment does
 // not give.
@@ -183,6 +242,52 @@ type Config struct {
 	// the same pid namespace) and exits the worker when it is gone.
 	// GOHOROVOD_LAUNCHER.
 	Launcher string
+
+	// The embedded transport (see Gloo and docs/EMBEDDED.md).
+
+	// Controller chooses the transport: ControllerMPI, ControllerGloo, or
+	// empty (Gloo when RendezvousAddr is set, else MPI). HOROVOD_CONTROLLER,
+	// read case-insensitively.
+	Controller string
+	// CPUOperations is Horovod's choice of the library for host tensors:
+	// ControllerMPI, ControllerGloo or empty. gohorovodrun sets it with
+	// Controller, as horovodrun does; gohorovod's host collectives always
+	// run on the controller's transport. HOROVOD_CPU_OPERATIONS.
+	CPUOperations string
+	// RendezvousAddr and RendezvousPort locate the job's rendezvous server
+	// (the launcher's address and port). HOROVOD_GLOO_RENDEZVOUS_ADDR and
+	// HOROVOD_GLOO_RENDEZVOUS_PORT; both or neither. Port 0 is unset.
+	RendezvousAddr string
+	RendezvousPort int
+	// GlooTimeout bounds the rendezvous: the launcher ends the job, and a
+	// worker gives up, naming the slots that never arrived.
+	// HOROVOD_GLOO_TIMEOUT_SECONDS, in (possibly fractional) seconds.
+	GlooTimeout time.Duration
+	// GlooIface names the network interface whose address the worker's
+	// transport listens on and publishes to its peers. HOROVOD_GLOO_IFACE.
+	GlooIface string
+	// GlooAddr is the address (IP or host name) to listen on and publish,
+	// where an interface name does not do; it wins over GlooIface.
+	// Neither set: the address this host uses to reach the rendezvous
+	// server (127.0.0.1 for a job on one machine). GOHOROVOD_GLOO_ADDR.
+	GlooAddr string
+	// Secret is the job's key, hex. GOHOROVOD_SECRET.
+	Secret Secret
+}
+
+// Gloo reports whether c selects the embedded transport: Controller is
+// ControllerGloo, or Controller is empty and RendezvousAddr is set.
+func (c Config) Gloo() bool {
+	return c.Controller == ControllerGloo || c.Controller == "" && c.RendezvousAddr != ""
+}
+
+// RendezvousAddress is "addr:port" of the rendezvous server, or "" when
+// RendezvousAddr is not set.
+func (c Config) RendezvousAddress() string {
+	if c.RendezvousAddr == "" {
+		return ""
+	}
+	return net.JoinHostPort(c.RendezvousAddr, strconv.Itoa(c.RendezvousPort))
 }
 
 // Default returns the configuration used when the environment sets nothing.
@@ -198,6 +303,7 @@ func Default() Config {
 		AutotuneStepsPerSample: DefaultAutotuneStepsPerSample,
 		AutotuneMaxSamples:     DefaultAutotuneMaxSamples,
 		AutotuneNoise:          DefaultAutotuneNoise,
+		GlooTimeout:            DefaultGlooTimeout,
 		Rank:                   Unset,
 		Size:                   Unset,
 		LocalRank:              Unset,
@@ -247,6 +353,9 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 			continue
 		}
 		if err := p.parse(&c, v); err != nil {
+			if p.env == EnvSecret {
+				v = Secret(v).String() // never in an error message
+			}
 			return Default(), &EnvError{Var: p.env, Value: v, Err: err}
 		}
 	}
@@ -333,6 +442,22 @@ func (c Config) Validate() error {
 		return bad(EnvAutotuneMaxSamples, strconv.Itoa(c.AutotuneMaxSamples), ErrNegative)
 	case math.IsNaN(c.AutotuneNoise) || c.AutotuneNoise < 0 || c.AutotuneNoise > 1:
 		return bad(EnvAutotuneNoise, formatFloat(c.AutotuneNoise), errors.New("must be in [0, 1]"))
+	case c.GlooTimeout < 0:
+		return bad(EnvGlooTimeout, formatDuration(c.GlooTimeout, time.Second), ErrNegative)
+	case !validController(c.Controller):
+		return bad(EnvController, c.Controller, errBadController)
+	case !validController(c.CPUOperations):
+		return bad(EnvCPUOperations, c.CPUOperations, errBadController)
+	case c.RendezvousPort < 0 || c.RendezvousPort > 65535:
+		return bad(EnvRendezvousPort, strconv.Itoa(c.RendezvousPort), errBadPort)
+	case c.RendezvousAddr != "" && c.RendezvousPort == 0:
+		return bad(EnvRendezvousPort, "", fmt.Errorf("must be set with %s=%s", EnvRendezvousAddr, c.RendezvousAddr))
+	case c.RendezvousAddr == "" && c.RendezvousPort != 0:
+		return bad(EnvRendezvousAddr, "", fmt.Errorf("must be set with %s=%d", EnvRendezvousPort, c.RendezvousPort))
+	case c.Secret != "":
+		if _, err := c.Secret.Bytes(); err != nil {
+			return bad(EnvSecret, c.Secret.String(), err)
+		}
 	}
 	pairs := []struct {
 		rankEnv, sizeEnv string
@@ -355,6 +480,13 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+var (
+	errBadController = errors.New(`must be "mpi" or "gloo"`)
+	errBadPort       = errors.New("not a port number (1 to 65535)")
+)
+
+func validController(s string) bool { return s == "" || s == ControllerMPI || s == ControllerGloo }
 
 // knob ties one Config field to its variable.
 type knob struct {
@@ -452,9 +584,16 @@ var knobs = []knob{
 			c.AutotuneNoise = f
 			return nil
 		}},
+	{EnvGlooTimeout,
+		func(c *Config) string { return formatDuration(c.GlooTimeout, time.Second) },
+		func(c *Config, s string) (err error) {
+			c.GlooTimeout, err = parseDuration(s, time.Second, "a number of seconds")
+			return
+		}},
 }
 
-// placement variables: written by Environ only when set.
+// placement (and the job's other per-worker variables): written by Environ
+// only when set.
 var placement = []knob{
 	placementInt(EnvRank, func(c *Config) *int { return &c.Rank }),
 	placementInt(EnvSize, func(c *Config) *int { return &c.Size }),
@@ -468,6 +607,56 @@ var placement = []knob{
 	{EnvLauncher,
 		func(c *Config) string { return c.Launcher },
 		func(c *Config, s string) error { c.Launcher = s; return nil }},
+	controllerKnob(EnvController, func(c *Config) *string { return &c.Controller }),
+	controllerKnob(EnvCPUOperations, func(c *Config) *string { return &c.CPUOperations }),
+	{EnvRendezvousAddr,
+		func(c *Config) string { return c.RendezvousAddr },
+		func(c *Config, s string) error { c.RendezvousAddr = s; return nil }},
+	{EnvRendezvousPort,
+		func(c *Config) string {
+			if c.RendezvousPort == 0 {
+				return ""
+			}
+			return strconv.Itoa(c.RendezvousPort)
+		},
+		func(c *Config, s string) error {
+			v, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || v < 1 || v > 65535 {
+				return errBadPort
+			}
+			c.RendezvousPort = v
+			return nil
+		}},
+	{EnvGlooIface,
+		func(c *Config) string { return c.GlooIface },
+		func(c *Config, s string) error { c.GlooIface = s; return nil }},
+	{EnvGlooAddr,
+		func(c *Config) string { return c.GlooAddr },
+		func(c *Config, s string) error { c.GlooAddr = s; return nil }},
+	{EnvSecret,
+		func(c *Config) string { return string(c.Secret) },
+		func(c *Config, s string) error {
+			c.Secret = Secret(strings.TrimSpace(s))
+			if _, err := c.Secret.Bytes(); err != nil {
+				c.Secret = ""
+				return err
+			}
+			return nil
+		}},
+}
+
+// controllerKnob reads "mpi" or "gloo", in any case.
+func controllerKnob(env string, field func(*Config) *string) knob {
+	return knob{env,
+		func(c *Config) string { return *field(c) },
+		func(c *Config, s string) error {
+			v := strings.ToLower(strings.TrimSpace(s))
+			if !validController(v) {
+				return errBadController
+			}
+			*field(c) = v
+			return nil
+		}}
 }
 
 func placementInt(env string, field func(*Config) *int) knob {

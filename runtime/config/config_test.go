@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -24,6 +25,7 @@ func TestDefault(t *testing.T) {
 		EnvStallCheckDisable: "0",
 		EnvTimeline:          "",
 		EnvAutotuneNoise:     "0.8",
+		EnvGlooTimeout:       "30",
 	}
 	got, _ := FromEnv(func(string) (string, bool) { return "", false })
 	if !reflect.DeepEqual(got, c) {
@@ -35,7 +37,8 @@ func TestDefault(t *testing.T) {
 			t.Errorf("Default().Environ() %s=%q, want %q", k, v, w)
 		}
 	}
-	for _, k := range []string{EnvRank, EnvSize, EnvHostname, EnvLauncher} {
+	for _, k := range []string{EnvRank, EnvSize, EnvHostname, EnvLauncher, EnvController, EnvCPUOperations,
+		EnvRendezvousAddr, EnvRendezvousPort, EnvGlooIface, EnvGlooAddr, EnvSecret} {
 		if _, ok := look(k); ok {
 			t.Errorf("Default().Environ() sets %s, want it left out while unset", k)
 		}
@@ -79,7 +82,18 @@ func TestFromEnv(t *testing.T) {
 				c.Rank, c.Size, c.LocalRank, c.LocalSize, c.CrossRank, c.CrossSize = 3, 4, 1, 2, 1, 2
 				c.Hostname, c.Launcher = "h2", "12:34:b:pid:[5]"
 			}},
-		{"empty means default", []string{"HOROVOD_CYCLE_TIME=", "HOROVOD_RANK="}, func(c *Config) {}},
+		{"gloo", []string{"HOROVOD_CONTROLLER=Gloo", "HOROVOD_CPU_OPERATIONS=gloo", "HOROVOD_GLOO_RENDEZVOUS_ADDR=10.0.0.1",
+			"HOROVOD_GLOO_RENDEZVOUS_PORT=4242", "HOROVOD_GLOO_TIMEOUT_SECONDS=2.5", "HOROVOD_GLOO_IFACE=eth1",
+			"GOHOROVOD_GLOO_ADDR=10.0.0.7", "GOHOROVOD_SECRET=00112233445566778899aabbccddeeff"},
+			func(c *Config) {
+				c.Controller, c.CPUOperations, c.RendezvousAddr, c.RendezvousPort = "gloo", "gloo", "10.0.0.1", 4242
+				c.GlooTimeout, c.GlooIface, c.GlooAddr = 2500*time.Millisecond, "eth1", "10.0.0.7"
+				c.Secret = "00112233445566778899aabbccddeeff"
+			}},
+		{"mpi", []string{"HOROVOD_CONTROLLER=MPI"}, func(c *Config) { c.Controller = "mpi" }},
+		{"ipv6 rendezvous", []string{"HOROVOD_GLOO_RENDEZVOUS_ADDR=::1", "HOROVOD_GLOO_RENDEZVOUS_PORT=1"},
+			func(c *Config) { c.RendezvousAddr, c.RendezvousPort = "::1", 1 }},
+		{"empty means default", []string{"HOROVOD_CYCLE_TIME=", "HOROVOD_RANK=", "GOHOROVOD_SECRET=", "HOROVOD_CONTROLLER="}, func(c *Config) {}},
 		{"unrelated ignored", []string{"PATH=/bin", "HOROVOD_UNKNOWN=1"}, func(c *Config) {}},
 	}
 	for _, tt := range tests {
@@ -119,6 +133,15 @@ func TestFromEnvErrors(t *testing.T) {
 		{"HOROVOD_SIZE=0", EnvSize, "must be >= 1"},
 		{"HOROVOD_RANK=4\x00HOROVOD_SIZE=4", EnvRank, "must be less than HOROVOD_SIZE=4"},
 		{"HOROVOD_LOCAL_RANK=x", EnvLocalRank, "not a whole number"},
+		{"HOROVOD_CONTROLLER=nccl", EnvController, `must be "mpi" or "gloo"`},
+		{"HOROVOD_CPU_OPERATIONS=ccl", EnvCPUOperations, `must be "mpi" or "gloo"`},
+		{"HOROVOD_GLOO_RENDEZVOUS_PORT=0", EnvRendezvousPort, "not a port number"},
+		{"HOROVOD_GLOO_RENDEZVOUS_PORT=65536", EnvRendezvousPort, "not a port number"},
+		{"HOROVOD_GLOO_RENDEZVOUS_ADDR=h", EnvRendezvousPort, "must be set with HOROVOD_GLOO_RENDEZVOUS_ADDR=h"},
+		{"HOROVOD_GLOO_RENDEZVOUS_PORT=80", EnvRendezvousAddr, "must be set with HOROVOD_GLOO_RENDEZVOUS_PORT=80"},
+		{"HOROVOD_GLOO_TIMEOUT_SECONDS=-1", EnvGlooTimeout, "must be >= 0"},
+		{"GOHOROVOD_SECRET=zz00112233445566778899aabbccddee", EnvSecret, "not hex"},
+		{"GOHOROVOD_SECRET=0011", EnvSecret, "2 bytes, want at least 16"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env, func(t *testing.T) {
@@ -150,6 +173,12 @@ func TestValidate(t *testing.T) {
 		{"rank past size", func(c *Config) { c.Rank, c.Size = 2, 2 }, EnvRank},
 		{"local rank past size", func(c *Config) { c.LocalRank, c.LocalSize = 5, 1 }, EnvLocalRank},
 		{"cross size zero", func(c *Config) { c.CrossSize = 0 }, EnvCrossSize},
+		{"controller upper case", func(c *Config) { c.Controller = "GLOO" }, EnvController},
+		{"cpu operations", func(c *Config) { c.CPUOperations = "nccl" }, EnvCPUOperations},
+		{"port too large", func(c *Config) { c.RendezvousAddr, c.RendezvousPort = "h", 1<<16 }, EnvRendezvousPort},
+		{"port without address", func(c *Config) { c.RendezvousPort = 5 }, EnvRendezvousAddr},
+		{"negative gloo timeout", func(c *Config) { c.GlooTimeout = -1 }, EnvGlooTimeout},
+		{"short secret", func(c *Config) { c.Secret = "00" }, EnvSecret},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,6 +203,8 @@ func TestEnvironNames(t *testing.T) {
 	c := Default()
 	c.Rank, c.Size, c.LocalRank, c.LocalSize, c.CrossRank, c.CrossSize, c.Hostname = 0, 1, 0, 1, 0, 1, "h"
 	c.Launcher = "1:2:b:pid:[3]"
+	c.Controller, c.CPUOperations, c.RendezvousAddr, c.RendezvousPort = "gloo", "gloo", "h", 1
+	c.GlooIface, c.GlooAddr, c.Secret = "lo", "127.0.0.1", "00112233445566778899aabbccddeeff"
 	env := c.Environ()
 	names := Names()
 	if len(env) != len(names) {
@@ -255,15 +286,68 @@ func TestRoundTripExamples(t *testing.T) {
 	c.Autotune, c.AutotuneLog, c.AutotuneNoise = true, "log.csv", 1.0/3
 	c.Rank, c.Size, c.Hostname, c.Launcher = 0, 1, "x", "1:2:b:pid:[3]"
 	roundTrip(t, c)
+	c.Controller, c.CPUOperations, c.RendezvousAddr, c.RendezvousPort = "gloo", "mpi", "fe80::1%eth0", 65535
+	c.GlooTimeout, c.GlooIface, c.GlooAddr, c.Secret = 0, "eth0", "h.example", "00112233445566778899AABBCCDDEEFF00"
+	roundTrip(t, c)
+}
+
+// TestSecretNeverPrinted: a Config printed with any verb, and the error
+// for a malformed secret, leave the key out.
+func TestSecretNeverPrinted(t *testing.T) {
+	const key = "0123456789abcdef0123456789abcdef"
+	c := Default()
+	c.Secret = key
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+		if s := fmt.Sprintf(verb, c); strings.Contains(s, key) || strings.Contains(s, "30313233") {
+			t.Errorf("%s shows the secret: %s", verb, s)
+		}
+	}
+	if s := fmt.Sprint(c.Secret); s != "[redacted]" {
+		t.Errorf("Secret prints as %q", s)
+	}
+	if b, err := c.Secret.Bytes(); err != nil || len(b) != 16 {
+		t.Errorf("Bytes() = %x, %v", b, err)
+	}
+	_, err := FromEnv(Lookup([]string{EnvSecret + "=" + key + "z"}))
+	if err == nil || strings.Contains(err.Error(), key) {
+		t.Errorf("FromEnv error shows the secret: %v", err)
+	}
+	c.Secret = Secret(key[:6])
+	if err := c.Validate(); err == nil || strings.Contains(err.Error(), key[:6]) {
+		t.Errorf("Validate error shows the secret: %v", err)
+	}
+}
+
+func TestGloo(t *testing.T) {
+	c := Default()
+	if c.Gloo() || c.RendezvousAddress() != "" {
+		t.Error("the default selects Gloo")
+	}
+	c.RendezvousAddr, c.RendezvousPort = "::1", 99
+	if !c.Gloo() || c.RendezvousAddress() != "[::1]:99" {
+		t.Errorf("Gloo() = %v, RendezvousAddress() = %q", c.Gloo(), c.RendezvousAddress())
+	}
+	c.Controller = ControllerMPI
+	if c.Gloo() {
+		t.Error("HOROVOD_CONTROLLER=mpi with a rendezvous address selects Gloo")
+	}
+	c = Default()
+	c.Controller = ControllerGloo
+	if !c.Gloo() {
+		t.Error("HOROVOD_CONTROLLER=gloo does not select Gloo")
+	}
 }
 
 // FuzzRoundTrip builds a Config from arbitrary field values; every one that
 // validates must survive Environ then FromEnv unchanged.
 func FuzzRoundTrip(f *testing.F) {
-	f.Add(int64(64<<20), int64(time.Millisecond), 1024, "", uint16(0), int64(60e9), int64(0), int8(3), "", 3, 10, 20, 0.8, -1, -1, -1, -1, -1, -1, "")
-	f.Add(int64(0), int64(1), 0, "t.json", uint16(0xffff), int64(1), int64(math.MaxInt64), int8(0), "a=b", 0, 0, 0, 0.0, 0, 1, 0, 1, 0, 1, "h")
+	f.Add(int64(64<<20), int64(time.Millisecond), 1024, "", uint16(0), int64(60e9), int64(0), int8(3), "", 3, 10, 20, 0.8, -1, -1, -1, -1, -1, -1, "",
+		"", "", "", 0, int64(30e9), "", "", "")
+	f.Add(int64(0), int64(1), 0, "t.json", uint16(0xffff), int64(1), int64(math.MaxInt64), int8(0), "a=b", 0, 0, 0, 0.0, 0, 1, 0, 1, 0, 1, "h",
+		"gloo", "gloo", "10.1.2.3", 29500, int64(1), "eth0", "10.1.2.4", "00112233445566778899aabbccddeeff")
 	f.Fuzz(func(t *testing.T, fusion, cycle int64, cache int, timeline string, flags uint16, stall, shutdown int64, level int8,
-		atLog string, warm, steps, maxS int, noise float64, rank, size, lrank, lsize, crank, csize int, host string) {
+		atLog string, warm, steps, maxS int, noise float64, rank, size, lrank, lsize, crank, csize int, host string,
+		controller, cpuOps, raddr string, rport int, glooTimeout int64, iface, gaddr, secret string) {
 		bit := func(i uint) bool { return flags&(1<<i) != 0 }
 		c := Config{
 			FusionThreshold: fusion, CycleTime: time.Duration(cycle), CacheCapacity: cache,
@@ -274,7 +358,8 @@ func FuzzRoundTrip(f *testing.F) {
 			AutotuneLog: atLog, AutotuneWarmupSamples: warm, AutotuneStepsPerSample: steps,
 			AutotuneMaxSamples: maxS, AutotuneNoise: noise,
 			Rank: rank, Size: size, LocalRank: lrank, LocalSize: lsize, CrossRank: crank, CrossSize: csize,
-			Hostname: host,
+			Hostname: host, Controller: controller, CPUOperations: cpuOps, RendezvousAddr: raddr, RendezvousPort: rport,
+			GlooTimeout: time.Duration(glooTimeout), GlooIface: iface, GlooAddr: gaddr, Secret: Secret(secret),
 		}
 		if c.Validate() != nil {
 			return
@@ -286,12 +371,13 @@ func FuzzRoundTrip(f *testing.F) {
 // FuzzFromEnv feeds arbitrary values to a few variables: FromEnv must not
 // panic, and whatever it accepts must round-trip.
 func FuzzFromEnv(f *testing.F) {
-	f.Add("1", "0.5", "60", "debug", "3")
-	f.Add("-1", "1e-3", "x", "", "")
-	f.Add("99999999999999999999", ".", "1.0000000001", "WARN", "+2")
-	f.Fuzz(func(t *testing.T, fusion, cycle, stall, level, rank string) {
+	f.Add("1", "0.5", "60", "debug", "3", "gloo", "h", "1", " 00112233445566778899aabbccddeeff ")
+	f.Add("-1", "1e-3", "x", "", "", "MPI", "", "", "")
+	f.Add("99999999999999999999", ".", "1.0000000001", "WARN", "+2", "x", "::1", "+80", "0g")
+	f.Fuzz(func(t *testing.T, fusion, cycle, stall, level, rank, controller, raddr, rport, secret string) {
 		env := map[string]string{EnvFusionThreshold: fusion, EnvCycleTime: cycle,
-			EnvStallCheckTime: stall, EnvLogLevel: level, EnvRank: rank}
+			EnvStallCheckTime: stall, EnvLogLevel: level, EnvRank: rank,
+			EnvController: controller, EnvRendezvousAddr: raddr, EnvRendezvousPort: rport, EnvSecret: secret}
 		c, err := FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 		if err != nil {
 			var ee *EnvError

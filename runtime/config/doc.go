@@ -19,11 +19,45 @@
 //
 // Not every variable is implemented yet: the hierarchical collectives
 // (HOROVOD_HIERARCHICAL_ALLREDUCE, HOROVOD_HIERARCHICAL_ALLGATHER),
-// autotuning (HOROVOD_AUTOTUNE and its HOROVOD_AUTOTUNE_* parameters),
-// HOROVOD_MPI_THREADS_DISABLE and the placement variables (HOROVOD_RANK,
-// HOROVOD_SIZE, HOROVOD_LOCAL_*, HOROVOD_CROSS_*, HOROVOD_HOSTNAME) are
-// parsed and passed on but have no effect. Config.Unimplemented lists those
-// that a Config sets, and the runtime logs a warning naming each at Init.
+// autotuning (HOROVOD_AUTOTUNE and its HOROVOD_AUTOTUNE_* parameters) and
+// HOROVOD_MPI_THREADS_DISABLE are parsed and passed on but have no effect;
+// so have the placement variables (HOROVOD_RANK, HOROVOD_SIZE,
+// HOROVOD_LOCAL_*, HOROVOD_CROSS_*, HOROVOD_HOSTNAME) unless the Gloo
+// controller is selected. Config.Unimplemented lists those that a Config
+// sets, and the runtime logs a warning naming each at Init.
+//
+// # Workers without MPI: the embedded transport's contract
+//
+// A worker runs on the embedded (Gloo-style) transport when
+// HOROVOD_CONTROLLER=gloo, or when HOROVOD_CONTROLLER is unset and
+// HOROVOD_GLOO_RENDEZVOUS_ADDR is set (Config.Gloo). gohorovodrun --gloo
+// sets these for every worker; a worker started by hand or by another
+// scheduler needs the ones marked "required" (docs/EMBEDDED.md has
+// examples):
+//
+//	HOROVOD_CONTROLLER=gloo              selects the transport (HOROVOD_CPU_OPERATIONS=gloo is
+//	                                     set with it, as horovodrun does; gohorovod's host
+//	                                     collectives always use the controller's transport)
+//	HOROVOD_GLOO_RENDEZVOUS_ADDR=ADDR    required: the rendezvous server's host or IP
+//	HOROVOD_GLOO_RENDEZVOUS_PORT=PORT    required: its port
+//	GOHOROVOD_SECRET=HEX                 required: the job's key, hex, at least 16 bytes
+//	                                     (auth.NewSecret makes one); never logged, and
+//	                                     formatted as [redacted] (Secret)
+//	HOROVOD_HOSTNAME=NAME                required: the worker's host as the server's plan
+//	                                     names it (gohorovodrun: the -H name)
+//	HOROVOD_LOCAL_RANK=N                 required: the worker's index on that host
+//	HOROVOD_RANK, HOROVOD_SIZE,          optional: the placement the launcher computed;
+//	HOROVOD_LOCAL_SIZE,                  the worker checks its assignment against every
+//	HOROVOD_CROSS_RANK, HOROVOD_CROSS_SIZE one that is set
+//	HOROVOD_GLOO_TIMEOUT_SECONDS=S       the rendezvous deadline (default 30, Horovod's)
+//	GOHOROVOD_GLOO_ADDR=ADDR             the address the worker listens on and publishes
+//	HOROVOD_GLOO_IFACE=NAME              else the first address of this interface
+//	                                     (neither: the address this host uses to reach the
+//	                                     rendezvous server, so 127.0.0.1 on one machine)
+//
+// The rendezvous server (runtime/comm/rendezvous) assigns ranks by the
+// order of its plan, not by HOROVOD_RANK; the placement variables are a
+// cross-check.
 //
 // Some knobs must be the same on every rank, or the ranks would make
 // different transport calls: Config.Agreed lists them, AppendSettings and

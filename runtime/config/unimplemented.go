@@ -7,9 +7,11 @@ package config
 //   - the hierarchical collectives and autotuning (filed separately);
 //   - HOROVOD_MPI_THREADS_DISABLE: the MPI binding always asks for, and
 //     requires, MPI_THREAD_MULTIPLE;
-//   - the placement variables (HOROVOD_RANK, ..., HOROVOD_HOSTNAME): the
-//     runtime takes its rank, size, local and cross placement from the
-//     communicator (MPI, or the one given to Init), never from these.
+//   - the placement variables (HOROVOD_RANK, ..., HOROVOD_HOSTNAME) where
+//     the controller is not Gloo (Config.Gloo): under MPI the runtime takes
+//     its placement from the communicator, never from these. Under Gloo,
+//     HOROVOD_HOSTNAME and HOROVOD_LOCAL_RANK name the worker's slot at the
+//     rendezvous and the others are checked against its assignment.
 //
 // When one of them is implemented, remove it here; if it changes the
 // sequence of transport calls, add it to Agreed.
@@ -23,19 +25,24 @@ var notImplemented = map[string]bool{
 	EnvAutotuneStepsPerSample: true,
 	EnvAutotuneMaxSamples:     true,
 	EnvAutotuneNoise:          true,
-	EnvRank:                   true,
-	EnvSize:                   true,
-	EnvLocalRank:              true,
-	EnvLocalSize:              true,
-	EnvCrossRank:              true,
-	EnvCrossSize:              true,
-	EnvHostname:               true,
+}
+
+// placementVars are the variables that only the Gloo controller uses.
+var placementVars = map[string]bool{
+	EnvRank:      true,
+	EnvSize:      true,
+	EnvLocalRank: true,
+	EnvLocalSize: true,
+	EnvCrossRank: true,
+	EnvCrossSize: true,
+	EnvHostname:  true,
 }
 
 // Unimplemented returns, in Environ's order, the variables that c sets
 // (holds a value other than Default's) but that gohorovod does not
 // implement yet, so that they have no effect: the hierarchical collectives,
-// autotuning, HOROVOD_MPI_THREADS_DISABLE and the placement variables. It
+// autotuning, HOROVOD_MPI_THREADS_DISABLE, and the placement variables
+// unless c selects the Gloo controller (Config.Gloo). It
 // returns nil when c sets none of them. The runtime logs a warning naming
 // each at Init, and the launcher warns about the flags behind them.
 func (c Config) Unimplemented() []string {
@@ -43,7 +50,8 @@ func (c Config) Unimplemented() []string {
 	var out []string
 	for _, list := range [][]knob{knobs, placement} {
 		for _, k := range list {
-			if notImplemented[k.env] && k.format(&c) != k.format(&d) {
+			unused := notImplemented[k.env] || placementVars[k.env] && !c.Gloo()
+			if unused && k.format(&c) != k.format(&d) {
 				out = append(out, k.env)
 			}
 		}

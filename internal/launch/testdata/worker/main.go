@@ -1,9 +1,16 @@
 // Command worker is the program the end-to-end tests launch through
 // gohorovodrun. It learns its rank from the MPI launcher's variables
-// (Open MPI's OMPI_COMM_WORLD_*, Hydra's PMI_*) and does what its first
-// argument says:
+// (Open MPI's OMPI_COMM_WORLD_*, Hydra's PMI_*) or from gohorovodrun
+// --gloo's (HOROVOD_RANK, HOROVOD_SIZE) and does what its first argument
+// says:
 //
 //	env            print "rank R size S" and the knobs it read with config.FromEnv
+//	rdzv           join the rendezvous (runtime/comm/rendezvous, no transport) and
+//	               print the assignment: "rank R size S local L/LS cross C/CS
+//	               members host:lr:data,..."
+//	rdzv-hang DIR SKIP  as rdzv, then write DIR/<rank>.pid, print "ready R" and
+//	               wait to be stopped; rank SKIP never joins (it writes its pid
+//	               and waits)
 //	fail R CODE DIR  the others write DIR/<rank>.pid and wait to be stopped;
 //	                 rank R waits for their files, then exits with CODE
 //	hang DIR       write DIR/<rank>.pid, print "ready R", wait to be stopped
@@ -27,6 +34,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/mpi"
 	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -41,8 +49,8 @@ func env(keys ...string) int {
 }
 
 func main() {
-	rank := env("OMPI_COMM_WORLD_RANK", "PMI_RANK")
-	size := env("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+	rank := env("OMPI_COMM_WORLD_RANK", "PMI_RANK", "HOROVOD_RANK")
+	size := env("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "HOROVOD_SIZE")
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "worker: want env, fail or hang")
 		os.Exit(64)
@@ -81,6 +89,18 @@ func main() {
 		}
 	case "train":
 		os.Exit(train(os.Args[2]))
+	case "rdzv":
+		os.Exit(joinRendezvous(rank))
+	case "rdzv-hang":
+		skip, _ := strconv.Atoi(os.Args[3])
+		if rank != skip {
+			if code := joinRendezvous(rank); code != 0 {
+				os.Exit(code)
+			}
+		}
+		writePID(os.Args[2], rank)
+		fmt.Printf("ready %d\n", rank)
+		time.Sleep(time.Minute)
 	case "hang":
 		writePID(os.Args[2], rank)
 		fmt.Printf("ready %d\n", rank)
@@ -189,4 +209,38 @@ func train(dir string) int {
 	}
 	fmt.Fprintf(os.Stderr, "worker %d: still training after two minutes\n", r)
 	return 6
+}
+
+// joinRendezvous joins the job's rendezvous as the environment says and
+// prints the assignment.
+func joinRendezvous(rank int) int {
+	c, err := config.FromEnv(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "worker %d: %v\n", rank, err)
+		return 65
+	}
+	key, err := c.Secret.Bytes()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "worker %d: %s: %v\n", rank, config.EnvSecret, err)
+		return 65
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.GlooTimeout)
+	defer cancel()
+	me := rendezvous.Member{Slot: rendezvous.Slot{Host: c.Hostname, LocalRank: c.LocalRank}, Data: fmt.Sprintf("pid%d", os.Getpid())}
+	a, err := rendezvous.Join(ctx, c.RendezvousAddress(), key, me)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "worker %d: %v\n", rank, err)
+		return 68
+	}
+	if err := a.Check(c.Rank, c.Size, c.LocalRank, c.LocalSize, c.CrossRank, c.CrossSize); err != nil {
+		fmt.Fprintf(os.Stderr, "worker %d: %v\n", rank, err)
+		return 69
+	}
+	var ms []string
+	for _, m := range a.Members {
+		ms = append(ms, fmt.Sprintf("%s:%d:%s", m.Host, m.LocalRank, m.Data))
+	}
+	fmt.Printf("rank %d size %d local %d/%d cross %d/%d members %s\n", a.Rank, a.Size, a.LocalRank, a.LocalSize,
+		a.CrossRank, a.CrossSize, strings.Join(ms, ","))
+	return 0
 }

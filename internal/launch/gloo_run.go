@@ -1,0 +1,432 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gohorovod/gohorovod/runtime/comm/auth"
+	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
+	"github.com/gohorovod/gohorovod/runtime/config"
+)
+
+// WorkerStopGrace is how long the workers of the embedded transport have
+// to end after SIGTERM before they are killed.
+const WorkerStopGrace = 5 * time.Second
+
+// RendezvousError reports a job whose workers did not all reach the
+// rendezvous in time; the launcher stopped the others.
+type RendezvousError struct {
+	Err     error         // the server's *rendezvous.MissingError
+	Timeout time.Duration // HOROVOD_GLOO_TIMEOUT_SECONDS
+}
+
+// Error implements the error interface.
+// e.g. "rendezvous timed out after 30s (--gloo-timeout-seconds,
+// HOROVOD_GLOO_TIMEOUT_SECONDS): host h2 local rank 1 never arrived; the
+// other workers were stopped".
+func (e *RendezvousError) Error() string {
+	var me *rendezvous.MissingError
+	if errors.As(e.Err, &me) {
+		m := *me
+		m.Reason = fmt.Sprintf("%s after %v (--gloo-timeout-seconds, HOROVOD_GLOO_TIMEOUT_SECONDS)", m.Reason, e.Timeout)
+		return m.Error() + "; the other workers were stopped"
+	}
+	return fmt.Sprintf("rendezvous: %v; the other workers were stopped", e.Err)
+}
+
+// Unwrap returns Err.
+func (e *RendezvousError) Unwrap() error { return e.Err }
+
+// runGloo runs a job on the embedded transport: the rendezvous server on a
+// free port, a fresh secret, the workers.
+func (l *Launcher) runGloo(ctx context.Context, o *Options, spec Spec) error {
+	host, listen, err := rendezvousHost(spec)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("the rendezvous server cannot listen on %s: %w", listen, err)
+	}
+	defer ln.Close()
+	secret, err := auth.NewSecret()
+	if err != nil {
+		return err
+	}
+	spec.RendezvousAddr, spec.RendezvousPort = host, ln.Addr().(*net.TCPAddr).Port
+	spec.Secret = config.Secret(secret)
+	workers, err := BuildGlooPlan(spec)
+	if err != nil {
+		return err
+	}
+	if o.DryRun || o.Verbose {
+		for _, line := range DescribeGlooPlan(workers) {
+			fmt.Fprintln(l.Stdout, line)
+		}
+	}
+	if o.DryRun {
+		return nil
+	}
+	if err := l.checkHosts(ctx, o, spec); err != nil {
+		return err
+	}
+	key, err := spec.Secret.Bytes()
+	if err != nil {
+		return err
+	}
+	expect := make([]rendezvous.Slot, len(workers))
+	for i, w := range workers {
+		expect[i] = rendezvous.Slot{Host: w.Slot.Host, LocalRank: w.Slot.LocalRank}
+	}
+	srv, err := rendezvous.NewServer(key, expect)
+	if err != nil {
+		return err
+	}
+	srv.Logf = func(format string, args ...any) { fmt.Fprintf(l.Stderr, "gohorovodrun: "+format+"\n", args...) }
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
+	defer func() { srv.Close(); <-served }()
+	return l.executeGloo(ctx, spec, workers, srv, o.OutputFilename)
+}
+
+// rendezvousHost decides where the workers reach the rendezvous server and
+// where it listens: 127.0.0.1 for a job on this machine only; else the
+// first address of --network-interface, or this machine's address on the
+// route to the first remote host, listening on every interface.
+func rendezvousHost(s Spec) (host, listen string, err error) {
+	var remote string
+	for _, h := range usedHosts(s.Hosts, s.NP) {
+		if s.IsLocal == nil || !s.IsLocal(h.Name) {
+			remote = h.Name
+			break
+		}
+	}
+	if remote == "" {
+		return "127.0.0.1", "127.0.0.1:0", nil
+	}
+	iface := ""
+	if len(s.NICs) > 0 {
+		iface = s.NICs[0]
+	}
+	host, err = rendezvous.ListenHost("", iface, net.JoinHostPort(remote, "22"))
+	if err != nil {
+		return "", "", fmt.Errorf("cannot find this machine's address for the workers on %s: %w (give --network-interface)", remote, err)
+	}
+	return host, ":0", nil
+}
+
+// glooProc is one started worker.
+type glooProc struct {
+	w      GlooWorker
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser // remote workers: closing it stops them
+	out    []*prefixWriter
+	files  []*os.File
+	exited bool
+}
+
+type glooExit struct {
+	i   int
+	err error
+}
+
+// executeGloo starts the workers, watches them and the rendezvous, and
+// turns the job's end into Run's result.
+func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker, srv *rendezvous.Server, outDir string) error {
+	var outMu, errMu sync.Mutex
+	words := &wordsKeeper{scan: newFailureScanner()}
+	procs := make([]*glooProc, len(workers))
+	release := make(chan struct{})
+	defer close(release)
+	width := len(fmt.Sprint(len(workers) - 1))
+	var started []*os.Process
+	for i, w := range workers {
+		p := &glooProc{w: w}
+		procs[i] = p
+		cmd := exec.Command(w.Argv[0], w.Argv[1:]...)
+		cmd.Env = w.Env
+		cmd.SysProcAttr = workerProcAttr(l.Guard == "")
+		cmd.WaitDelay = 2 * time.Second
+		tag := fmt.Sprintf("[1,%d]", w.Slot.Rank)
+		stdout := newPrefixWriter(l.Stdout, &outMu, tag+"<stdout>:", nil)
+		rank := w.Slot.Rank
+		stderr := newPrefixWriter(l.Stderr, &errMu, tag+"<stderr>:", func(line string) { words.note(rank, line) })
+		p.out = []*prefixWriter{stdout, stderr}
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		if outDir != "" {
+			dir := filepath.Join(outDir, fmt.Sprintf("rank.%0*d", width, w.Slot.Rank))
+			fo, fe, err := openOutput(dir)
+			if err != nil {
+				l.stopAll(procs[:i], syscall.SIGKILL)
+				l.reap(procs[:i])
+				return fmt.Errorf("--output-filename: %w", err)
+			}
+			p.files = []*os.File{fo, fe}
+			cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, fo), io.MultiWriter(stderr, fe)
+		}
+		var err error
+		if w.Stdin != "" {
+			if p.stdin, err = cmd.StdinPipe(); err != nil {
+				return err
+			}
+		}
+		p.cmd = cmd
+		if l.Guard == "" {
+			err = startLocked(cmd, release)
+		} else {
+			err = cmd.Start()
+		}
+		if err != nil {
+			p.cmd = nil
+			l.stopAll(procs[:i], syscall.SIGKILL)
+			l.reap(procs[:i])
+			return fmt.Errorf("starting rank %d (%s): %w", w.Slot.Rank, w.Argv[0], err)
+		}
+		if p.stdin != nil {
+			go func() { _, _ = io.WriteString(p.stdin, w.Stdin) }()
+		}
+		started = append(started, cmd.Process)
+	}
+	if l.Guard != "" {
+		g, gerr := startGuard(l.Guard, started, l.Stderr)
+		if gerr != nil {
+			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for the workers (%v): if gohorovodrun is killed, "+
+				"the workers are not stopped (those that watch the launcher still exit)\n", gerr)
+		}
+		defer g.release()
+	}
+	exits := make(chan glooExit, len(procs))
+	for i, p := range procs {
+		go func() {
+			err := p.cmd.Wait()
+			for _, w := range p.out {
+				w.Flush()
+			}
+			exits <- glooExit{i, err}
+		}()
+	}
+	timeout := s.Config.GlooTimeout
+	rctx, cancel := context.WithCancel(ctx)
+	if timeout > 0 {
+		rctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
+	rdzv := make(chan error, 1)
+	go func() { rdzv <- srv.Wait(rctx) }()
+
+	multiHost := len(usedHosts(s.Hosts, s.NP)) > 1
+	var (
+		first       *WorkerError
+		rdzvErr     error
+		interrupted bool
+		stopping    bool
+		kill        <-chan time.Time
+		rdzvc       = (<-chan error)(rdzv)
+	)
+	stop := func() {
+		if !stopping {
+			stopping = true
+			l.stopAll(procs, syscall.SIGTERM)
+			kill = time.After(WorkerStopGrace)
+		}
+	}
+	for remaining := len(procs); remaining > 0; {
+		select {
+		case e := <-exits:
+			remaining--
+			p := procs[e.i]
+			p.exited = true
+			if p.stdin != nil {
+				p.stdin.Close()
+			}
+			if e.err != nil && first == nil && !stopping {
+				first = glooFailure(p, e.err, multiHost, words)
+				// A worker that failed because the rendezvous did: the
+				// server ends the rendezvous (Done) before it tells the
+				// workers, so this is seen here first.
+				select {
+				case <-srv.Done():
+					if err := srv.Wait(context.Background()); err != nil && !errors.Is(err, rendezvous.ErrClosed) {
+						rdzvErr = err
+					}
+				default:
+				}
+				stop()
+			}
+		case err := <-rdzvc:
+			rdzvc = nil
+			if err != nil && !stopping && ctx.Err() == nil {
+				rdzvErr = err
+				stop()
+			}
+		case <-ctx.Done():
+			if !stopping {
+				interrupted = true
+				stop()
+			}
+		case <-kill:
+			l.stopAll(procs, syscall.SIGKILL)
+			kill = nil
+		}
+	}
+	for _, p := range procs {
+		for _, f := range p.files {
+			f.Close()
+		}
+	}
+	switch {
+	case interrupted:
+		return ErrInterrupted
+	case rdzvErr != nil:
+		return &RendezvousError{Err: rdzvErr, Timeout: timeout}
+	case first != nil:
+		return first
+	}
+	return nil
+}
+
+// stopAll sends sig to every worker still running: to its process group
+// (local workers), or to ssh after closing its input, which stops the
+// remote program (remoteScript).
+func (l *Launcher) stopAll(procs []*glooProc, sig syscall.Signal) {
+	for _, p := range procs {
+		if p == nil || p.cmd == nil || p.exited {
+			continue
+		}
+		if p.stdin != nil {
+			p.stdin.Close()
+		}
+		if err := p.cmd.Process.Signal(sig); err == nil && !p.w.Remote {
+			signalGroup(p.cmd.Process.Pid, sig)
+		}
+	}
+}
+
+// reap waits for workers started before a failure to start the others.
+func (l *Launcher) reap(procs []*glooProc) {
+	for _, p := range procs {
+		if p != nil && p.cmd != nil {
+			_ = p.cmd.Wait()
+		}
+	}
+}
+
+// glooFailure describes a worker's failure in the words of the MPI path.
+func glooFailure(p *glooProc, err error, multiHost bool, words *wordsKeeper) *WorkerError {
+	we := &WorkerError{Rank: p.w.Slot.Rank, Code: 1, LastWords: words.last(p.w.Slot.Rank)}
+	if multiHost || p.w.Remote {
+		we.Host = p.w.Slot.Host
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		if we.LastWords == "" {
+			we.LastWords = err.Error()
+		}
+		return we
+	}
+	we.Code = ee.ExitCode()
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		we.Signal = int(ws.Signal())
+		we.Code = 128 + we.Signal
+		if !p.w.Remote {
+			we.PID = p.cmd.Process.Pid
+		}
+	}
+	return we
+}
+
+func openOutput(dir string) (*os.File, *os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	fo, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		return nil, nil, err
+	}
+	fe, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		fo.Close()
+		return nil, nil, err
+	}
+	return fo, fe, nil
+}
+
+// wordsKeeper keeps each rank's most telling stderr line (failure.go's
+// rules), for the report of a failing rank.
+type wordsKeeper struct {
+	mu   sync.Mutex
+	scan *failureScanner
+}
+
+func (k *wordsKeeper) note(rank int, line string) {
+	k.mu.Lock()
+	k.scan.note(rank, line)
+	k.mu.Unlock()
+}
+
+func (k *wordsKeeper) last(rank int) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.scan.words[rank].text
+}
+
+// prefixWriter writes each line of a worker's output to w, after prefix
+// (Open MPI's --tag-output form, "[1,R]<stdout>:"), whole lines at a time
+// under mu, so that the workers' lines do not mix.
+type prefixWriter struct {
+	w      io.Writer
+	mu     *sync.Mutex
+	prefix string
+	onLine func(string)
+	buf    []byte
+}
+
+func newPrefixWriter(w io.Writer, mu *sync.Mutex, prefix string, onLine func(string)) *prefixWriter {
+	return &prefixWriter{w: w, mu: mu, prefix: prefix, onLine: onLine}
+}
+
+// Write implements io.Writer. It never fails: output that cannot be
+// written is dropped, and the worker goes on.
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		p.line(string(p.buf[:i]))
+		p.buf = p.buf[i+1:]
+	}
+	if len(p.buf) > 1<<16 { // a very long line: pass it on in pieces
+		p.line(string(p.buf))
+		p.buf = p.buf[:0]
+	}
+	return len(b), nil
+}
+
+func (p *prefixWriter) line(s string) {
+	if p.onLine != nil {
+		p.onLine(s)
+	}
+	p.mu.Lock()
+	_, _ = io.WriteString(p.w, p.prefix+s+"\n")
+	p.mu.Unlock()
+}
+
+// Flush writes a last line that has no newline.
+func (p *prefixWriter) Flush() {
+	if len(p.buf) > 0 {
+		p.line(string(p.buf))
+		p.buf = nil
+	}
+}

@@ -1,0 +1,68 @@
+package rendezvous
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Frame limits: a join carries one worker's payload; an assignment carries
+// every member's.
+const (
+	maxJoinBytes       = 1 << 20
+	maxAssignmentBytes = 256 << 20
+)
+
+// toServer is a message from a worker: its join, or (after its own
+// deadline) the question which slots are still missing.
+type toServer struct {
+	Join    *Member `json:"join,omitempty"`
+	Missing bool    `json:"missing,omitempty"`
+}
+
+// toWorker is a message from the server: exactly one field is set.
+type toWorker struct {
+	// Error refuses the join.
+	Error string `json:"error,omitempty"`
+	// Missing (with Size) lists the slots that have not joined: the
+	// answer to a worker's question, or, with Reason, the end of a
+	// rendezvous that failed.
+	Missing []Slot `json:"missing,omitempty"`
+	Size    int    `json:"size,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	// Assignment is the answer once everyone has joined; Members are sent
+	// once for all workers (MembersJSON) and filled in by the worker.
+	Assignment  *Assignment     `json:"assignment,omitempty"`
+	MembersJSON json.RawMessage `json:"members,omitempty"`
+}
+
+func writeFrame(w io.Writer, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4, 4+len(body))
+	binary.BigEndian.PutUint32(buf, uint32(len(body)))
+	_, err = w.Write(append(buf, body...))
+	return err
+}
+
+func readFrame(r io.Reader, max int, v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if uint64(n) > uint64(max) {
+		return fmt.Errorf("rendezvous: message of %d bytes (at most %d)", n, max)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("rendezvous: malformed message: %w", err)
+	}
+	return nil
+}
