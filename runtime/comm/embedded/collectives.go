@@ -1,0 +1,562 @@
+package embedded
+
+import (
+	"fmt"
+
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// Algorithm thresholds and pipelining (see doc.go for the choices).
+var (
+	// ringMin is the allreduce size (bytes) from which the ring is used;
+	// below it, recursive doubling.
+	ringMin = 256 << 10
+	// chainMin is the bcast size from which the pipelined chain is used;
+	// below it, a binomial tree.
+	chainMin = 256 << 10
+	// directMax is the allgatherv total size up to which every rank sends
+	// its block straight to every other; above it, the ring.
+	directMax = 64 << 10
+	// pieceBytes is the unit of pipelining of the ring and the chain.
+	pieceBytes = 512 << 10
+	// window is how many pieces a rank has receives posted for ahead of
+	// the one it works on.
+	window = 4
+)
+
+func mod(a, n int) int { return ((a % n) + n) % n }
+
+// Allreduce combines buf across ranks with op, in place. Below 256 KiB it
+// runs recursive doubling (log2 n exchanges of the whole buffer; the ranks
+// beyond a power of two fold into a partner first and get the result back
+// at the end); from 256 KiB, a pipelined ring: a reduce-scatter, after which
+// rank r owns the fully reduced block r, then an allgather, both in pieces
+// of 512 KiB so that sending, receiving and reducing overlap. Every element
+// is combined in one fixed order that does not depend on the rank computing
+// it (in recursive doubling both partners compute op(lower, higher); in the
+// ring each block is reduced once, along the ring, and then copied), so the
+// result is identical, bit for bit, on every rank.
+func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
+	if err := c.begin(); err != nil {
+		return err
+	}
+	d := desc{kind: kAllreduce, op: op}
+	b, err := hostBytes("allreduce", "buffer", buf)
+	if err == nil {
+		d.dtype, d.n = buf.DType(), int64(buf.Len())
+		if !op.Supports(d.dtype) {
+			err = fmt.Errorf("comm: allreduce: reduction %v is not defined on %v", op, d.dtype)
+		}
+	}
+	if err := c.agree(&d, err); err != nil {
+		return err
+	}
+	if len(c.members) == 1 {
+		return nil
+	}
+	esz := d.dtype.Size()
+	if len(b) >= ringMin && len(b)/esz >= len(c.members) {
+		return c.finish(c.ring(b, c.evenBlocks(len(b)/esz, esz), d.dtype, op, true, true))
+	}
+	return c.finish(c.doubling(b, d.dtype, op))
+}
+
+// doubling is recursive-doubling allreduce.
+func (c *Comm) doubling(b []byte, dt tensor.DType, op tensor.ReduceOp) error {
+	n, r := len(c.members), c.rank
+	p := 1
+	for p*2 <= n {
+		p *= 2
+	}
+	rem := n - p
+	tmp := c.scratch(len(b))
+	vr := r - rem
+	if r < 2*rem {
+		if r%2 == 0 {
+			if err := c.waitS(c.isend(r+1, b)); err != nil {
+				return err
+			}
+			return c.waitR(c.irecv(r+1, b))
+		}
+		if err := c.waitR(c.irecv(r-1, tmp)); err != nil {
+			return err
+		}
+		tensor.Reduce(dt, op, tmp, b) // op(lower, higher)
+		copy(b, tmp)
+		vr = r / 2
+	}
+	for mask := 1; mask < p; mask <<= 1 {
+		pv := vr ^ mask
+		pr := pv + rem
+		if pv < rem {
+			pr = 2*pv + 1
+		}
+		q := c.irecv(pr, tmp)
+		s := c.isend(pr, b)
+		if err := c.waitR(q); err != nil {
+			return err
+		}
+		if err := c.waitS(s); err != nil {
+			return err
+		}
+		if vr < pv {
+			tensor.Reduce(dt, op, b, tmp)
+		} else {
+			tensor.Reduce(dt, op, tmp, b)
+			copy(b, tmp)
+		}
+	}
+	if r < 2*rem {
+		return c.waitS(c.isend(r-1, b))
+	}
+	return nil
+}
+
+// scratch returns a reusable buffer of n bytes.
+func (c *Comm) scratch(n int) []byte {
+	if cap(c.tmp) < n {
+		c.tmp = make([]byte, n)
+	}
+	return c.tmp[:n]
+}
+
+// span is a range of bytes.
+type span struct{ lo, hi int }
+
+// evenBlocks splits count elements into one block per rank, sizes differing
+// by one element at most.
+func (c *Comm) evenBlocks(count, esz int) []span {
+	n := len(c.members)
+	bs := make([]span, n)
+	for i := range bs {
+		bs[i] = span{i * count / n * esz, (i + 1) * count / n * esz}
+	}
+	return bs
+}
+
+// countBlocks lays out blocks of counts[i] elements in rank order.
+func countBlocks(counts []int, esz int) []span {
+	bs := make([]span, len(counts))
+	at := 0
+	for i, k := range counts {
+		bs[i] = span{at, at + k*esz}
+		at += k * esz
+	}
+	return bs
+}
+
+// ringEv is one piece a rank receives from its left neighbour during the
+// ring, in the order it receives them.
+type ringEv struct {
+	lo, hi  int  // where the piece lies in the buffer
+	reduce  bool // combine it into the buffer (reduce-scatter), or land it there (allgather)
+	fwd     bool // pass it on to the right neighbour afterwards
+	guardEv int  // the event whose forward last read this piece's bytes, or -1
+	guard   int  // index in c.outS of the send that last read them, or -1
+	sent    int  // index in c.outS of this event's forward, or -1
+	req     *recvReq
+}
+
+// ring runs the pipelined ring over the blocks of b: a reduce-scatter
+// (rs), after which rank r holds block r fully reduced, then an allgather
+// (ag) that passes the reduced blocks around. Rank r sends to r+1 and
+// receives from r-1; at reduce-scatter step s it receives block r-s-2 and
+// combines it into its own copy, at allgather step t it receives block
+// r-t-1. Each block is cut into pieces; a piece is passed on as soon as it
+// is done, so that the ring works as a pipeline.
+func (c *Comm) ring(b []byte, blocks []span, dt tensor.DType, op tensor.ReduceOp, rs, ag bool) error {
+	n, r := len(c.members), c.rank
+	left, right := mod(r-1, n), mod(r+1, n)
+	esz := dt.Size()
+	piece := max(pieceBytes/esz*esz, esz)
+	forPieces := func(s span, f func(lo, hi int)) {
+		for lo := s.lo; lo < s.hi; lo += piece {
+			f(lo, min(lo+piece, s.hi))
+		}
+	}
+	// The first block goes out as it is.
+	raw := c.rawIdx[:0]
+	first := r
+	if rs {
+		first = mod(r-1, n)
+	}
+	forPieces(blocks[first], func(lo, hi int) {
+		c.isend(right, b[lo:hi])
+		raw = append(raw, len(c.outS)-1)
+	})
+	c.rawIdx = raw
+	evs := c.evs[:0]
+	steps := c.stepStart[:0]
+	if rs {
+		for s := 0; s <= n-2; s++ {
+			steps = append(steps, len(evs))
+			fwd := s < n-2 || ag
+			forPieces(blocks[mod(r-s-2, n)], func(lo, hi int) {
+				evs = append(evs, ringEv{lo: lo, hi: hi, reduce: true, fwd: fwd, guardEv: -1, guard: -1, sent: -1})
+			})
+		}
+	}
+	if ag {
+		for t := 0; t <= n-2; t++ {
+			j := 0
+			forPieces(blocks[mod(r-t-1, n)], func(lo, hi int) {
+				e := ringEv{lo: lo, hi: hi, fwd: t < n-2, guardEv: -1, guard: -1, sent: -1}
+				// Landing the reduced piece overwrites bytes this rank sent
+				// during the reduce-scatter: that send must be done first.
+				if rs && t == 0 {
+					e.guard = raw[j]
+				} else if rs {
+					e.guardEv = steps[t-1] + j
+				}
+				evs = append(evs, e)
+				j++
+			})
+		}
+	}
+	c.evs, c.stepStart = evs, steps
+	if len(c.slots) < window {
+		c.slots = make([][]byte, window)
+	}
+	for i := range c.slots {
+		if rs && len(c.slots[i]) < piece {
+			c.slots[i] = make([]byte, piece)
+		}
+	}
+	posted := 0
+	post := func(e int) (bool, error) {
+		ev := &evs[e]
+		if ev.guardEv >= 0 {
+			if evs[ev.guardEv].sent < 0 {
+				return false, nil
+			}
+			ev.guard = evs[ev.guardEv].sent
+		}
+		if ev.guard >= 0 {
+			if err := c.waitS(c.outS[ev.guard]); err != nil {
+				return false, err
+			}
+		}
+		if ev.reduce {
+			ev.req = c.irecv(left, c.slots[e%window][:ev.hi-ev.lo])
+		} else {
+			ev.req = c.irecv(left, b[ev.lo:ev.hi])
+		}
+		return true, nil
+	}
+	for i := range evs {
+		for posted < len(evs) && posted < i+window {
+			ok, err := post(posted)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			posted++
+		}
+		if posted <= i {
+			panic("embedded: ring: a piece could not be posted in time")
+		}
+		ev := &evs[i]
+		if err := c.waitR(ev.req); err != nil {
+			return err
+		}
+		if ev.reduce {
+			tensor.Reduce(dt, op, b[ev.lo:ev.hi], ev.req.buf)
+		}
+		if ev.fwd {
+			c.isend(right, b[ev.lo:ev.hi])
+			ev.sent = len(c.outS) - 1
+		}
+	}
+	return nil
+}
+
+// Bcast copies buf from root to every rank: below 256 KiB along a binomial
+// tree (log2 n rounds), from 256 KiB along a pipelined chain in pieces of
+// 512 KiB (root, root+1, ...), which moves each byte once per link.
+func (c *Comm) Bcast(buf *tensor.Tensor, root int) error {
+	if err := c.begin(); err != nil {
+		return err
+	}
+	d := desc{kind: kBcast, root: int64(root)}
+	b, err := hostBytes("bcast", "buffer", buf)
+	if err == nil {
+		d.dtype, d.n = buf.DType(), int64(buf.Len())
+		err = c.checkRoot("bcast", root)
+	}
+	if err := c.agree(&d, err); err != nil {
+		return err
+	}
+	n := len(c.members)
+	if n == 1 {
+		return nil
+	}
+	vr := mod(c.rank-root, n)
+	real := func(v int) int { return (v + root) % n }
+	if len(b) < chainMin {
+		mask := 1
+		for ; mask < n; mask <<= 1 {
+			if vr&mask != 0 {
+				if err := c.waitR(c.irecv(real(vr-mask), b)); err != nil {
+					return c.finish(err)
+				}
+				break
+			}
+		}
+		for mask >>= 1; mask > 0; mask >>= 1 {
+			if vr+mask < n {
+				c.isend(real(vr+mask), b)
+			}
+		}
+		return c.finish(nil)
+	}
+	piece := max(pieceBytes/d.dtype.Size()*d.dtype.Size(), 1)
+	next := -1
+	if vr+1 < n {
+		next = real(vr + 1)
+	}
+	if vr == 0 {
+		for lo := 0; lo < len(b); lo += piece {
+			c.isend(next, b[lo:min(lo+piece, len(b))])
+		}
+		return c.finish(nil)
+	}
+	prev := real(vr - 1)
+	np := (len(b) + piece - 1) / piece
+	reqs := c.reqs[:0]
+	for j := range np {
+		if j < window {
+			reqs = append(reqs, c.irecv(prev, b[j*piece:min((j+1)*piece, len(b))]))
+		}
+	}
+	for j := range np {
+		if j+window < np {
+			k := j + window
+			reqs = append(reqs, c.irecv(prev, b[k*piece:min((k+1)*piece, len(b))]))
+		}
+		if err := c.waitR(reqs[j]); err != nil {
+			c.reqs = reqs[:0]
+			return c.finish(err)
+		}
+		if next >= 0 {
+			c.isend(next, reqs[j].buf)
+		}
+	}
+	clear(reqs)
+	c.reqs = reqs[:0]
+	return c.finish(nil)
+}
+
+func (c *Comm) checkRoot(op string, root int) error {
+	if root < 0 || root >= len(c.members) {
+		return fmt.Errorf("comm: %s: root %d out of range for %d ranks", op, root, len(c.members))
+	}
+	return nil
+}
+
+// own returns this rank's entry of counts, or -1 when counts has the wrong
+// length (comm.CheckLocal reports that).
+func (c *Comm) own(counts []int) int {
+	if len(counts) != len(c.members) {
+		return -1
+	}
+	return counts[c.rank]
+}
+
+// Allgatherv concatenates counts[r] elements from each rank r into recv on
+// every rank: up to 64 KiB in all, every rank sends its block straight to
+// every other; above, around a pipelined ring.
+func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
+	if err := c.begin(); err != nil {
+		return err
+	}
+	const name = "allgatherv"
+	d := desc{kind: kAllgatherv, counts: counts}
+	sb, err := hostBytes(name, "send", send)
+	var rb []byte
+	if err == nil {
+		rb, err = hostBytes(name, "receive", recv)
+	}
+	if err == nil {
+		d.dtype = send.DType()
+		err = comm.CheckLocal(name, len(c.members), counts, send, c.own(counts), recv, comm.Sum(counts))
+	}
+	if err := c.agree(&d, err); err != nil {
+		return err
+	}
+	esz := d.dtype.Size()
+	blocks := countBlocks(counts, esz)
+	mine := blocks[c.rank]
+	copy(rb[mine.lo:mine.hi], sb)
+	n := len(c.members)
+	if n == 1 {
+		return nil
+	}
+	if comm.Sum(counts)*esz > directMax {
+		return c.finish(c.ring(rb, blocks, d.dtype, 0, false, true))
+	}
+	for p := range n {
+		if p != c.rank {
+			c.irecv(p, rb[blocks[p].lo:blocks[p].hi])
+		}
+	}
+	for k := 1; k < n; k++ {
+		c.isend((c.rank+k)%n, sb)
+	}
+	return c.finish(nil)
+}
+
+// Gatherv concatenates counts[r] elements from each rank r into recv on
+// root: every rank sends its block straight to the root.
+func (c *Comm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
+	if err := c.begin(); err != nil {
+		return err
+	}
+	const name = "gatherv"
+	d := desc{kind: kGatherv, counts: counts, root: int64(root)}
+	sb, err := hostBytes(name, "send", send)
+	var rb []byte
+	if err == nil {
+		d.dtype = send.DType()
+		err = c.checkRoot(name, root)
+	}
+	if err == nil && root == c.rank {
+		rb, err = hostBytes(name, "receive", recv)
+	} else {
+		recv = nil // ignored away from the root
+	}
+	if err == nil {
+		err = comm.CheckLocal(name, len(c.members), counts, send, c.own(counts), recv, comm.Sum(counts))
+	}
+	if err := c.agree(&d, err); err != nil {
+		return err
+	}
+	if c.rank != root {
+		c.isend(root, sb)
+		return c.finish(nil)
+	}
+	blocks := countBlocks(counts, d.dtype.Size())
+	for p, s := range blocks {
+		if p != root {
+			c.irecv(p, rb[s.lo:s.hi])
+		}
+	}
+	copy(rb[blocks[root].lo:blocks[root].hi], sb)
+	return c.finish(nil)
+}
+
+// Alltoallv sends block r of send to rank r and receives block r of recv
+// from rank r: every receive is posted first, then the sends go out in the
+// order rank+1, rank+2, ... (each connection has its own writer), so that
+// all pairs exchange at once without deadlock.
+func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
+	if err := c.begin(); err != nil {
+		return err
+	}
+	const name = "alltoallv"
+	d := desc{kind: kAlltoallv, counts: sendCounts, recvCounts: recvCounts}
+	sb, err := hostBytes(name, "send", send)
+	var rb []byte
+	if err == nil {
+		rb, err = hostBytes(name, "receive", recv)
+	}
+	if err == nil {
+		d.dtype = send.DType()
+		err = comm.CheckLocal(name, len(c.members), sendCounts, send, comm.Sum(sendCounts), nil, -1)
+	}
+	if err == nil {
+		err = comm.CheckLocal(name, len(c.members), recvCounts, send, -1, recv, comm.Sum(recvCounts))
+	}
+	if err := c.agree(&d, err); err != nil {
+		return err
+	}
+	esz := d.dtype.Size()
+	sbl, rbl := countBlocks(sendCounts, esz), countBlocks(recvCounts, esz)
+	n := len(c.members)
+	for p := range n {
+		if p != c.rank {
+			c.irecv(p, rb[rbl[p].lo:rbl[p].hi])
+		}
+	}
+	for k := 1; k < n; k++ {
+		p := (c.rank + k) % n
+		c.isend(p, sb[sbl[p].lo:sbl[p].hi])
+	}
+	me := c.rank
+	if sbl[me].hi-sbl[me].lo != rbl[me].hi-rbl[me].lo {
+		return c.finish(&comm.MismatchError{Op: name, Detail: fmt.Sprintf("rank %d sends itself %d elements but expects %d", me, sendCounts[me], recvCounts[me])})
+	}
+	copy(rb[rbl[me].lo:rbl[me].hi], sb[sbl[me].lo:sbl[me].hi])
+	return c.finish(nil)
+}
+
+// ReduceScatter combines send across ranks with op and leaves block Rank()
+// of the result in recv: a pipelined ring reduce-scatter over a copy of
+// send (send itself is left as it was), each block reduced once.
+func (c *Comm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
+	if err := c.begin(); err != nil {
+		return err
+	}
+	const name = "reducescatter"
+	d := desc{kind: kReduceScatter, counts: counts, op: op}
+	sb, err := hostBytes(name, "send", send)
+	var rb []byte
+	if err == nil {
+		rb, err = hostBytes(name, "receive", recv)
+	}
+	if err == nil {
+		d.dtype = send.DType()
+		err = comm.CheckLocal(name, len(c.members), counts, send, comm.Sum(counts), recv, c.own(counts))
+	}
+	if err == nil && !op.Supports(d.dtype) {
+		err = fmt.Errorf("comm: %s: reduction %v is not defined on %v", name, op, d.dtype)
+	}
+	if err := c.agree(&d, err); err != nil {
+		return err
+	}
+	blocks := countBlocks(counts, d.dtype.Size())
+	mine := blocks[c.rank]
+	if len(c.members) == 1 {
+		copy(rb, sb[mine.lo:mine.hi])
+		return nil
+	}
+	if cap(c.work) < len(sb) {
+		c.work = make([]byte, len(sb))
+	}
+	w := c.work[:len(sb)]
+	copy(w, sb)
+	if err := c.ring(w, blocks, d.dtype, op, true, false); err != nil {
+		return c.finish(err)
+	}
+	if err := c.finish(nil); err != nil {
+		return err
+	}
+	copy(rb, w[mine.lo:mine.hi])
+	return nil
+}
+
+// Barrier returns once every rank has entered it: every rank sends an empty
+// frame to every other and waits for theirs. (A rank hears from every other
+// directly, so anything a peer sent it before entering the barrier, an abort
+// included, has been seen when the barrier returns.)
+func (c *Comm) Barrier() error {
+	if err := c.begin(); err != nil {
+		return err
+	}
+	d := desc{kind: kBarrier}
+	if err := c.agree(&d, nil); err != nil {
+		return err
+	}
+	n := len(c.members)
+	for p := range n {
+		if p != c.rank {
+			c.irecv(p, nil)
+		}
+	}
+	for k := 1; k < n; k++ {
+		c.isend((c.rank+k)%n, nil)
+	}
+	return c.finish(nil)
+}

@@ -1,0 +1,486 @@
+package embedded
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gohorovod/gohorovod/runtime/comm"
+)
+
+// The wire: after the handshake and the hellos, each direction of a
+// connection is a sequence of frames, each a 40-byte header (little
+// endian) and a payload:
+//
+//	kind   1 byte (frameData, frameAbort, frameBye), then 7 reserved
+//	comm   8 bytes: the communicator's id
+//	seq    8 bytes: the communicator's collective call number
+//	fp     8 bytes: the fingerprint of the call's arguments
+//	len    8 bytes: payload bytes
+//
+// Frames of one communicator from one peer arrive in the order the peer
+// sent them, and each rank posts its receives from a peer in the same order,
+// so a data frame is matched to the oldest receive posted for its
+// communicator on that connection; seq, fp and len then confirm the match
+// (a mismatch is an error, never a write past the receive buffer).
+const hdrLen = 40
+
+const (
+	frameData  byte = 1
+	frameAbort byte = 2 // payload: the cause's text
+	frameBye   byte = 3 // the peer closed its communicator cleanly
+)
+
+// maxCause bounds the text an abort frame carries.
+const maxCause = 4096
+
+// maxFrame bounds any payload length a header may announce.
+const maxFrame = 1 << 46
+
+// smallWrite is the payload size up to which a frame is copied behind its
+// header and written with one write; larger ones go out with writev.
+const smallWrite = 32 << 10
+
+// readBuf is the size of each connection's read buffer.
+const readBuf = 64 << 10
+
+// Request states: a posted request is taken by the connection's reader or
+// writer, or cancelled by the communicator that posted it when the call
+// fails; exactly one of the two wins.
+const (
+	stPosted int32 = iota
+	stTaken
+	stCancelled
+)
+
+// recvReq is a posted receive: the next data frame of one communicator on
+// one connection lands in buf.
+type recvReq struct {
+	buf   []byte
+	exact bool // the frame must fill buf exactly (else: at most len(buf))
+	seq   uint64
+	fp    uint64
+	world int // the sender's world rank
+
+	n      int   // bytes received
+	err    error // set before done is signalled
+	state  atomic.Int32
+	done   chan struct{} // capacity 1: signalled once per use
+	waited bool          // owned by the communicator
+}
+
+func (r *recvReq) finish(err error) {
+	r.err = err
+	r.done <- struct{}{}
+}
+
+// sendReq is a queued frame.
+type sendReq struct {
+	hdr    [hdrLen]byte
+	buf    []byte
+	err    error
+	state  atomic.Int32
+	done   chan struct{}
+	waited bool
+}
+
+func (s *sendReq) finish(err error) {
+	s.err = err
+	s.done <- struct{}{}
+}
+
+func putHeader(h *[hdrLen]byte, kind byte, id, seq, fp uint64, n int) {
+	*h = [hdrLen]byte{0: kind}
+	binary.LittleEndian.PutUint64(h[8:], id)
+	binary.LittleEndian.PutUint64(h[16:], seq)
+	binary.LittleEndian.PutUint64(h[24:], fp)
+	binary.LittleEndian.PutUint64(h[32:], uint64(n))
+}
+
+// inbox holds the receives posted for one communicator on one connection.
+type inbox struct {
+	mu     sync.Mutex
+	posted []*recvReq
+	head   int
+	kick   chan struct{} // capacity 1: wakes a reader waiting for a post
+	dead   bool          // the communicator is gone: discard its frames
+	lost   error         // the connection is gone: posts fail at once
+}
+
+// post queues r, or fails it at once when the connection is gone.
+func (ib *inbox) post(r *recvReq) {
+	ib.mu.Lock()
+	if ib.lost != nil {
+		ib.mu.Unlock()
+		if r.state.CompareAndSwap(stPosted, stTaken) {
+			r.finish(ib.lost)
+		}
+		return
+	}
+	ib.posted = append(ib.posted, r)
+	ib.mu.Unlock()
+	select {
+	case ib.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the oldest posted receive, waiting for one; nil means the
+// frame is to be discarded (the communicator is gone, or the mesh closes).
+func (ib *inbox) take(closing <-chan struct{}) *recvReq {
+	for {
+		ib.mu.Lock()
+		if ib.dead {
+			ib.mu.Unlock()
+			return nil
+		}
+		for ib.head < len(ib.posted) {
+			r := ib.posted[ib.head]
+			ib.posted[ib.head] = nil
+			ib.head++
+			if ib.head == len(ib.posted) {
+				ib.posted, ib.head = ib.posted[:0], 0
+			}
+			if r.state.CompareAndSwap(stPosted, stTaken) {
+				ib.mu.Unlock()
+				return r
+			}
+		}
+		ib.mu.Unlock()
+		select {
+		case <-ib.kick:
+		case <-closing:
+			return nil
+		}
+	}
+}
+
+// kill marks the inbox's communicator gone.
+func (ib *inbox) kill() {
+	ib.mu.Lock()
+	ib.dead = true
+	ib.mu.Unlock()
+	select {
+	case ib.kick <- struct{}{}:
+	default:
+	}
+}
+
+// failAll fails every posted receive and every later post with err.
+func (ib *inbox) failAll(err error) {
+	ib.mu.Lock()
+	ib.lost = err
+	ps := ib.posted[ib.head:]
+	ib.posted, ib.head = nil, 0
+	ib.mu.Unlock()
+	for _, r := range ps {
+		if r.state.CompareAndSwap(stPosted, stTaken) {
+			r.finish(err)
+		}
+	}
+}
+
+// conn is the connection to one other rank, with its reader and writer
+// goroutines.
+type conn struct {
+	m    *mesh
+	peer int // world rank
+	nc   net.Conn
+	br   *bufio.Reader
+
+	mu      sync.Mutex
+	inboxes map[uint64]*inbox
+	sendq   []*sendReq
+	shead   int
+	writing bool
+	lost    *lostError    // non-nil once the connection is gone
+	kick    chan struct{} // capacity 1: wakes the writer
+	closed  chan struct{} // closed by close
+	once    sync.Once
+}
+
+func newConn(m *mesh, peer int, nc net.Conn) *conn {
+	switch c := nc.(type) {
+	case *net.TCPConn:
+		c.SetNoDelay(true)
+		c.SetReadBuffer(sockBuf)
+		c.SetWriteBuffer(sockBuf)
+	case *net.UnixConn:
+		c.SetReadBuffer(sockBuf)
+		c.SetWriteBuffer(sockBuf)
+	}
+	return &conn{
+		m:       m,
+		peer:    peer,
+		nc:      nc,
+		br:      bufio.NewReaderSize(nc, readBuf),
+		inboxes: map[uint64]*inbox{},
+		kick:    make(chan struct{}, 1),
+		closed:  make(chan struct{}),
+	}
+}
+
+// inbox returns the inbox of communicator id, making it if need be (frames
+// of a group this rank is still making may arrive before it exists).
+func (c *conn) inbox(id uint64) *inbox {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ib := c.inboxes[id]
+	if ib == nil {
+		ib = &inbox{kick: make(chan struct{}, 1)}
+		if c.lost != nil {
+			ib.lost = c.lost
+		}
+		c.inboxes[id] = ib
+	}
+	return ib
+}
+
+// gone returns the reason the connection is gone, or nil.
+func (c *conn) gone() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lost == nil {
+		return nil
+	}
+	return c.lost
+}
+
+// send queues s for the writer, or fails it at once when the connection is
+// gone. The queue is unbounded: a collective never blocks on sending, so it
+// always gets to post its receives, which is what keeps rings and pairwise
+// exchanges free of deadlock.
+func (c *conn) send(s *sendReq) {
+	c.mu.Lock()
+	if c.lost != nil {
+		err := c.lost
+		c.mu.Unlock()
+		if s.state.CompareAndSwap(stPosted, stTaken) {
+			s.finish(err)
+		}
+		return
+	}
+	c.sendq = append(c.sendq, s)
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// fail marks the connection gone (first reason wins), fails what waits on
+// it, and, unless the peer said goodbye or this rank is closing, fails
+// every communicator that holds the peer.
+func (c *conn) fail(err error, clean bool) {
+	le := &lostError{world: c.peer, host: c.m.peers[c.peer].Host, clean: clean, err: err}
+	c.mu.Lock()
+	if c.lost != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.lost = le
+	ibs := make([]*inbox, 0, len(c.inboxes))
+	for _, ib := range c.inboxes {
+		ibs = append(ibs, ib)
+	}
+	q := c.sendq[c.shead:]
+	c.sendq, c.shead = nil, 0
+	c.mu.Unlock()
+	for _, ib := range ibs {
+		ib.failAll(le)
+	}
+	for _, s := range q {
+		if s.state.CompareAndSwap(stPosted, stTaken) {
+			s.finish(le)
+		}
+	}
+	select {
+	case <-c.m.closing:
+		return
+	default:
+	}
+	if !clean {
+		c.m.lost(c.peer, le)
+	}
+}
+
+// readLoop reads frames and delivers them until the connection ends.
+func (c *conn) readLoop() {
+	defer c.m.wg.Done()
+	var h [hdrLen]byte
+	for {
+		if _, err := io.ReadFull(c.br, h[:]); err != nil {
+			c.fail(err, false)
+			return
+		}
+		kind := h[0]
+		id := binary.LittleEndian.Uint64(h[8:])
+		seq := binary.LittleEndian.Uint64(h[16:])
+		fp := binary.LittleEndian.Uint64(h[24:])
+		n := binary.LittleEndian.Uint64(h[32:])
+		if n > maxFrame {
+			c.fail(fmt.Errorf("protocol error: a frame of %d bytes", n), false)
+			return
+		}
+		switch kind {
+		case frameData:
+			r := c.inbox(id).take(c.m.closing)
+			if r == nil {
+				if _, err := c.br.Discard(int(n)); err != nil {
+					c.fail(err, false)
+					return
+				}
+				continue
+			}
+			if err := r.match(seq, fp, int(n)); err != nil {
+				if _, derr := c.br.Discard(int(n)); derr != nil {
+					r.finish(err)
+					c.fail(derr, false)
+					return
+				}
+				r.finish(err)
+				continue
+			}
+			if _, err := io.ReadFull(c.br, r.buf[:n]); err != nil {
+				le := &lostError{world: c.peer, host: c.m.peers[c.peer].Host, err: err}
+				r.finish(le)
+				c.fail(err, false)
+				return
+			}
+			r.n = int(n)
+			r.finish(nil)
+		case frameAbort:
+			if n > maxCause {
+				c.fail(fmt.Errorf("protocol error: an abort cause of %d bytes", n), false)
+				return
+			}
+			b := make([]byte, n)
+			if _, err := io.ReadFull(c.br, b); err != nil {
+				c.fail(err, false)
+				return
+			}
+			c.m.abortFrom(c.peer, id, string(b))
+		case frameBye:
+			c.fail(nil, true)
+			return
+		default:
+			c.fail(fmt.Errorf("protocol error: frame kind %d", kind), false)
+			return
+		}
+	}
+}
+
+// match checks a data frame's header against the receive it is matched
+// with.
+func (r *recvReq) match(seq, fp uint64, n int) error {
+	switch {
+	case seq != r.seq:
+		return &comm.MismatchError{Op: "collective", Detail: fmt.Sprintf("rank %d (world) is in collective call %d of this group, this rank in call %d: the ranks are out of step", r.world, seq, r.seq)}
+	case fp != r.fp:
+		return &comm.MismatchError{Op: "collective", Detail: fmt.Sprintf("rank %d (world) called this collective with other arguments (collective, dtype, op, counts or root)", r.world)}
+	case n > len(r.buf) || (r.exact && n != len(r.buf)):
+		return &comm.MismatchError{Op: "collective", Detail: fmt.Sprintf("rank %d (world) sent %d bytes, this rank expects %d", r.world, n, len(r.buf))}
+	}
+	return nil
+}
+
+// writeLoop writes queued frames until the connection closes.
+func (c *conn) writeLoop() {
+	defer c.m.wg.Done()
+	small := make([]byte, 0, hdrLen+smallWrite)
+	var arr [2][]byte
+	for {
+		c.mu.Lock()
+		for c.shead == len(c.sendq) {
+			c.sendq, c.shead = c.sendq[:0], 0
+			c.writing = false
+			c.mu.Unlock()
+			select {
+			case <-c.kick:
+			case <-c.closed:
+				c.drainSends()
+				return
+			}
+			c.mu.Lock()
+		}
+		s := c.sendq[c.shead]
+		c.sendq[c.shead] = nil
+		c.shead++
+		c.writing = true
+		lost := c.lost
+		c.mu.Unlock()
+		if !s.state.CompareAndSwap(stPosted, stTaken) {
+			continue // cancelled by its communicator
+		}
+		if lost != nil {
+			s.finish(lost)
+			continue
+		}
+		var err error
+		if len(s.buf) <= smallWrite {
+			small = append(append(small[:0], s.hdr[:]...), s.buf...)
+			_, err = c.nc.Write(small)
+		} else {
+			arr[0], arr[1] = s.hdr[:], s.buf
+			bufs := net.Buffers(arr[:])
+			_, err = bufs.WriteTo(c.nc)
+		}
+		if err != nil {
+			le := &lostError{world: c.peer, host: c.m.peers[c.peer].Host, err: err}
+			s.finish(le)
+			c.fail(err, false)
+			continue
+		}
+		s.finish(nil)
+	}
+}
+
+// drainSends fails what is still queued when the writer stops.
+func (c *conn) drainSends() {
+	c.mu.Lock()
+	q := c.sendq[c.shead:]
+	c.sendq, c.shead = nil, 0
+	c.mu.Unlock()
+	for _, s := range q {
+		if s.state.CompareAndSwap(stPosted, stTaken) {
+			s.finish(comm.ErrClosed)
+		}
+	}
+}
+
+// flush waits, until deadline, for the writer to have written everything
+// queued (the bye or abort frames of a closing rank).
+func (c *conn) flush(deadline time.Time) {
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		idle := (c.shead == len(c.sendq) && !c.writing) || c.lost != nil
+		c.mu.Unlock()
+		if idle {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// control queues a control frame (abort or bye) without waiting for it.
+func (c *conn) control(kind byte, id uint64, payload []byte) {
+	s := &sendReq{buf: payload, done: make(chan struct{}, 1)}
+	putHeader(&s.hdr, kind, id, 0, 0, len(payload))
+	c.send(s)
+}
+
+// close closes the connection; the reader and writer stop.
+func (c *conn) close() {
+	c.once.Do(func() {
+		c.nc.Close()
+		close(c.closed)
+	})
+}
+
+var errDead = errors.New("embedded: communicator torn down")

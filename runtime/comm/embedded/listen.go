@@ -1,0 +1,131 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+)
+
+// Peer is how to reach one rank.
+type Peer struct {
+	// Host is the rank's host identity: ranks with equal Host share a
+	// machine, talk over Unix sockets when both have one, and form one group
+	// in SplitLocal.
+	Host string
+	// TCP is the "ip:port" of the rank's TCP listener.
+	TCP string
+	// Unix is the path of the rank's Unix-socket listener, "" when it has
+	// none.
+	Unix string
+}
+
+// Listeners are one rank's listeners, opened before rendezvous so that their
+// addresses can be published (Peer) and handed to New.
+type Listeners struct {
+	host string
+	tcp  *net.TCPListener
+	unix *net.UnixListener // nil without a Unix socket
+	path string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// sockSeq numbers the Unix sockets of this process, so that several ranks
+// (tests run them as goroutines) can share one directory.
+var sockSeq atomic.Uint64
+
+// maxSockPath is the longest Unix socket path Linux accepts (sun_path is
+// 108 bytes, NUL included).
+const maxSockPath = 107
+
+// Listen opens this rank's listeners: TCP on tcpAddr ("0.0.0.0:0" for any
+// interface and a free port, "10.1.0.2:0" for one network, or a fixed port),
+// and, when unixDir is not "", a Unix socket in that directory (its file is
+// removed by Close). host is the rank's host identity (see Peer.Host). A
+// port already in use, or a socket path longer than the 107 bytes Linux
+// allows, is an error that says so.
+func Listen(host, tcpAddr, unixDir string) (*Listeners, error) {
+	if host == "" {
+		return nil, errors.New("embedded: listen: empty host identity")
+	}
+	ln, err := net.Listen("tcp", tcpAddr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: listen on TCP %s: %w", tcpAddr, err)
+	}
+	l := &Listeners{host: host, tcp: ln.(*net.TCPListener)}
+	if unixDir == "" {
+		return l, nil
+	}
+	path := filepath.Join(unixDir, fmt.Sprintf("ghv-%d-%d.sock", os.Getpid(), sockSeq.Add(1)))
+	if len(path) > maxSockPath {
+		l.tcp.Close()
+		return nil, fmt.Errorf("embedded: listen: Unix socket path %q has %d bytes, more than the %d Linux allows; use a shorter directory", path, len(path), maxSockPath)
+	}
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		l.tcp.Close()
+		return nil, fmt.Errorf("embedded: listen on Unix socket %s: %w", path, err)
+	}
+	ul.SetUnlinkOnClose(true)
+	l.unix, l.path = ul, path
+	return l, nil
+}
+
+// Peer returns the addresses to publish for this rank. When the TCP
+// listener is bound to a specific IP, that IP is published. When it is
+// bound to every interface (0.0.0.0 or ::), Peer publishes the host
+// identity if it is an IP address, else the first non-loopback IPv4 address
+// of an interface that is up, else 127.0.0.1. Callers on hosts with several
+// networks should bind the listener to the IP the other hosts reach (the
+// launcher's rendezvous knows it) rather than rely on that guess.
+func (l *Listeners) Peer() Peer {
+	a := l.tcp.Addr().(*net.TCPAddr)
+	ip := a.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = publicIP(l.host)
+	}
+	return Peer{Host: l.host, TCP: net.JoinHostPort(ip.String(), fmt.Sprint(a.Port)), Unix: l.path}
+}
+
+// publicIP guesses an address other hosts can reach this one at.
+func publicIP(host string) net.IP {
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		return ip
+	}
+	ifs, err := net.Interfaces()
+	if err == nil {
+		for _, ifc := range ifs {
+			if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+				continue
+			}
+			addrs, err := ifc.Addrs()
+			if err != nil {
+				continue
+			}
+			for _, ad := range addrs {
+				if n, ok := ad.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+					return n.IP
+				}
+			}
+		}
+	}
+	return net.IPv4(127, 0, 0, 1)
+}
+
+// Close closes the listeners and removes the Unix socket file. It is
+// idempotent. Communicators already made by New keep working.
+func (l *Listeners) Close() error {
+	l.closeOnce.Do(func() {
+		err := l.tcp.Close()
+		if l.unix != nil {
+			err = errors.Join(err, l.unix.Close())
+		}
+		l.closeErr = err
+	})
+	return l.closeErr
+}
