@@ -45,11 +45,19 @@ func useMPI(built, mpiUp bool, launch mpi.LaunchEnv) bool {
 	return launch.Size > 1 || (built && (launch.Size == 1 || mpiUp))
 }
 
-// openDefault opens the communicator Init runs over when it is given none
-// (see useMPI), and names its transport. A HOROVOD_SIZE of several ranks
+// openDefault opens the communicator Init runs over when it is given none,
+// and names its transport: the embedded transport when the environment
+// selects it (config.Config.Gloo: HOROVOD_CONTROLLER=gloo or a rendezvous
+// address, as gohorovodrun --gloo sets), else MPI or one rank (see useMPI). A HOROVOD_SIZE of several ranks
 // without an MPI launcher is refused: gohorovod takes its placement from
 // MPI, so those ranks would each run alone.
 func openDefault(cfg config.Config) (comm.Communicator, string, error) {
+	if cfg.Gloo() {
+		// Started without MPI by gohorovodrun --gloo, or by hand with
+		// the same variables (docs/EMBEDDED.md).
+		c, err := openEmbedded(cfg)
+		return c, transportEmbedded, err
+	}
 	if useMPI(mpi.Built, mpi.Initialized(), mpi.DetectLaunch(os.Getenv)) {
 		c, err := newMPI()
 		return c, transportMPI, err

@@ -1,0 +1,103 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
+	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
+	"github.com/gohorovod/gohorovod/runtime/config"
+)
+
+// transportEmbedded names the embedded (pure Go) transport in the log.
+const transportEmbedded = "embedded"
+
+// embeddedComm is the embedded transport's communicator with the listeners
+// Init opened for it: Close closes both.
+type embeddedComm struct {
+	*embedded.Comm
+	ls *embedded.Listeners
+}
+
+// Close closes the communicator, then this rank's listeners.
+func (c embeddedComm) Close() error {
+	return errors.Join(c.Comm.Close(), c.ls.Close())
+}
+
+// openEmbedded starts this worker on the embedded transport (issue 13):
+// it listens (TCP on the address the other hosts reach, a Unix socket for
+// the ranks of its own host), joins the job's rendezvous with its host and
+// local rank (HOROVOD_HOSTNAME, HOROVOD_LOCAL_RANK), learns its rank and
+// its peers' addresses, and connects to every peer, proving the job's
+// secret (GOHOROVOD_SECRET) on every connection. HOROVOD_GLOO_TIMEOUT_SECONDS
+// bounds the rendezvous and the connections; the error then names who did
+// not arrive.
+func openEmbedded(cfg config.Config) (comm.Communicator, error) {
+	secret, err := cfg.Secret.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("embedded transport: %w", err)
+	}
+	server := cfg.RendezvousAddress()
+	if server == "" {
+		return nil, fmt.Errorf("embedded transport: no rendezvous server: set %s and %s (gohorovodrun --gloo does)",
+			config.EnvRendezvousAddr, config.EnvRendezvousPort)
+	}
+	host := cfg.Hostname
+	if host == "" {
+		if host, err = os.Hostname(); err != nil {
+			return nil, fmt.Errorf("embedded transport: %s is not set and the host name is unknown: %w", config.EnvHostname, err)
+		}
+	}
+	if cfg.LocalRank < 0 {
+		return nil, fmt.Errorf("embedded transport: %s is not set: the rendezvous needs each worker's host and local rank", config.EnvLocalRank)
+	}
+	ip, err := rendezvous.ListenHost(cfg.GlooAddr, cfg.GlooIface, server)
+	if err != nil {
+		return nil, fmt.Errorf("embedded transport: %w", err)
+	}
+	ls, err := embedded.Listen(host, net.JoinHostPort(ip, "0"), os.TempDir())
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			ls.Close()
+		}
+	}()
+	data, err := json.Marshal(ls.Peer())
+	if err != nil {
+		return nil, err
+	}
+	timeout := cfg.GlooTimeout
+	if timeout <= 0 {
+		timeout = config.DefaultGlooTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	me := rendezvous.Member{Slot: rendezvous.Slot{Host: host, LocalRank: cfg.LocalRank}, Data: string(data)}
+	a, err := rendezvous.Join(ctx, server, secret, me)
+	if err != nil {
+		return nil, fmt.Errorf("embedded transport: %w", err)
+	}
+	if err := a.Check(cfg.Rank, cfg.Size, cfg.LocalRank, cfg.LocalSize, cfg.CrossRank, cfg.CrossSize); err != nil {
+		return nil, fmt.Errorf("embedded transport: %w", err)
+	}
+	peers := make([]embedded.Peer, len(a.Members))
+	for r, m := range a.Members {
+		if err := json.Unmarshal([]byte(m.Data), &peers[r]); err != nil {
+			return nil, fmt.Errorf("embedded transport: rank %d's addresses (host %s local rank %d): %w", r, m.Host, m.LocalRank, err)
+		}
+	}
+	c, err := embedded.New(ctx, embedded.Config{Rank: a.Rank, Peers: peers, Secret: secret, Listeners: ls, ConnectTimeout: timeout})
+	if err != nil {
+		return nil, fmt.Errorf("embedded transport: %w", err)
+	}
+	ok = true
+	return embeddedComm{Comm: c, ls: ls}, nil
+}

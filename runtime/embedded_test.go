@@ -1,0 +1,160 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gohorovod/gohorovod/runtime/comm/auth"
+	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
+	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// glooJob starts a rendezvous server for the slots and returns each slot's
+// configuration, as gohorovodrun --gloo would set it in the environment.
+func glooJob(t *testing.T, slots []rendezvous.Slot) []config.Config {
+	t.Helper()
+	hex, err := auth.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := auth.ParseSecret(hex)
+	srv, err := rendezvous.NewServer(key, slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback TCP:", err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	cfgs := make([]config.Config, len(slots))
+	for i, s := range slots {
+		c := testConfig()
+		c.Controller = config.ControllerGloo
+		c.RendezvousAddr, c.RendezvousPort = "127.0.0.1", port
+		c.Secret = config.Secret(hex)
+		c.Hostname, c.LocalRank = s.Host, s.LocalRank
+		c.GlooTimeout = 20 * time.Second
+		cfgs[i] = c
+	}
+	return cfgs
+}
+
+// TestInitEmbedded: three workers on two "hosts" started with the embedded
+// transport's environment (no communicator given) find each other through
+// the rendezvous, get Horovod's placement, and reduce.
+func TestInitEmbedded(t *testing.T) {
+	slots := []rendezvous.Slot{{Host: "127.0.0.1", LocalRank: 0}, {Host: "localhost", LocalRank: 0}, {Host: "localhost", LocalRank: 1}}
+	cfgs := glooJob(t, slots)
+	n := len(slots)
+	rts := make([]*Runtime, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range rts {
+		rts[i] = new(Runtime)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = rts[i].Init(WithConfig(cfgs[i]), WithLogger(zerolog.Nop()))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+	defer func() {
+		var wg sync.WaitGroup
+		for _, r := range rts {
+			wg.Add(1)
+			go func() { defer wg.Done(); r.Shutdown() }()
+		}
+		wg.Wait()
+	}()
+	// Horovod's placement for hosts [127.0.0.1:1, localhost:2].
+	want := [][4]int{{0, 1, 0, 2}, {0, 2, 1, 2}, {1, 2, 0, 1}} // local rank, local size, cross rank, cross size
+	for i, r := range rts {
+		got := [4]int{r.LocalRank(), r.LocalSize(), r.CrossRank(), r.CrossSize()}
+		if r.Rank() != i || r.Size() != n || got != want[i] {
+			t.Errorf("worker %d: rank %d of %d, placement %v, want %v", i, r.Rank(), r.Size(), got, want[i])
+		}
+		if r.MPIEnabled() {
+			t.Errorf("worker %d reports MPI", i)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs = make([]error, n)
+	for i, r := range rts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for step := 0; step < 5; step++ {
+				v := fill(tensor.Float32, 1000, float64(i))
+				if err := r.AllreduceInPlace(ctx, v, "g", Sum); err != nil {
+					errs[i] = err
+					return
+				}
+				if v.Float32s()[999] != 3 {
+					errs[i] = fmt.Errorf("sum %v", v.Float32s()[999])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("worker %d: %v", i, err)
+		}
+	}
+}
+
+// TestInitEmbeddedErrors: the embedded transport's set-up errors say what
+// is missing.
+func TestInitEmbeddedErrors(t *testing.T) {
+	cfgs := glooJob(t, []rendezvous.Slot{{Host: "h", LocalRank: 0}, {Host: "h", LocalRank: 1}})
+	for _, tt := range []struct {
+		name string
+		edit func(*config.Config)
+		want string
+	}{
+		{"no secret", func(c *config.Config) { c.Secret = "" }, "GOHOROVOD_SECRET"},
+		{"no local rank", func(c *config.Config) { c.LocalRank = config.Unset }, "HOROVOD_LOCAL_RANK"},
+		{"wrong secret", func(c *config.Config) { c.Secret = config.Secret(strings.Repeat("ab", 32)) }, "secret"},
+		{"missing peer", func(c *config.Config) { c.GlooTimeout = 300 * time.Millisecond }, "local rank 1"},
+		{"no server", func(c *config.Config) { c.RendezvousAddr, c.Controller = "", config.ControllerGloo }, "rendezvous"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cfgs[0]
+			tt.edit(&c)
+			if tt.name == "wrong secret" {
+				c.GlooTimeout = 500 * time.Millisecond
+			}
+			var r Runtime
+			err := r.Init(WithConfig(c), WithLogger(zerolog.Nop()))
+			if err == nil {
+				r.Shutdown()
+				t.Fatal("Init succeeded")
+			}
+			if !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(tt.want)) {
+				t.Fatalf("%v does not mention %q", err, tt.want)
+			}
+			if errors.Is(err, ErrAlreadyInitialized) {
+				t.Fatal(err)
+			}
+		})
+	}
+}
