@@ -158,3 +158,23 @@ func TestInitEmbeddedErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestInitEmbeddedFromEnvironment: a program that passes its own
+// configuration (WithConfig) still runs on the embedded transport when the
+// launcher's variables say so, as it runs on MPI under mpirun; otherwise
+// each worker of a --gloo job would run alone.
+func TestInitEmbeddedFromEnvironment(t *testing.T) {
+	cfgs := glooJob(t, []rendezvous.Slot{{Host: "h", LocalRank: 0}})
+	for _, kv := range cfgs[0].Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	var r Runtime
+	if err := r.Init(WithConfig(testConfig()), WithLogger(zerolog.Nop())); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Shutdown()
+	if r.transport != transportEmbedded {
+		t.Fatalf("transport %q, want %q", r.transport, transportEmbedded)
+	}
+}

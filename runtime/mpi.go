@@ -52,6 +52,15 @@ func useMPI(built, mpiUp bool, launch mpi.LaunchEnv) bool {
 // without an MPI launcher is refused: gohorovod takes its placement from
 // MPI, so those ranks would each run alone.
 func openDefault(cfg config.Config) (comm.Communicator, string, error) {
+	if !cfg.Gloo() {
+		// The launcher's variables choose the transport, as MPI's do,
+		// even when the program passes its own configuration
+		// (WithConfig(config.Default()), say): otherwise every worker
+		// of a --gloo job would run alone.
+		if env, err := config.FromEnv(os.LookupEnv); err == nil && env.Gloo() {
+			cfg = withGloo(cfg, env)
+		}
+	}
 	if cfg.Gloo() {
 		// Started without MPI by gohorovodrun --gloo, or by hand with
 		// the same variables (docs/EMBEDDED.md).
@@ -68,6 +77,19 @@ func openDefault(cfg config.Config) (comm.Communicator, string, error) {
 			"start the job with gohorovodrun or mpirun", config.EnvSize, cfg.Size, cfg.Size)
 	}
 	return comm.NewGroup(1)[0], transportSingle, nil
+}
+
+// withGloo is cfg with the embedded transport's settings (the controller,
+// the rendezvous, the secret, the worker's placement) taken from env.
+func withGloo(cfg, env config.Config) config.Config {
+	cfg.Controller, cfg.CPUOperations = env.Controller, env.CPUOperations
+	cfg.RendezvousAddr, cfg.RendezvousPort = env.RendezvousAddr, env.RendezvousPort
+	cfg.GlooTimeout, cfg.GlooIface, cfg.GlooAddr, cfg.Secret = env.GlooTimeout, env.GlooIface, env.GlooAddr, env.Secret
+	cfg.Rank, cfg.Size = env.Rank, env.Size
+	cfg.LocalRank, cfg.LocalSize = env.LocalRank, env.LocalSize
+	cfg.CrossRank, cfg.CrossSize = env.CrossRank, env.CrossSize
+	cfg.Hostname = env.Hostname
+	return cfg
 }
 
 // MPIBuilt reports whether this binary was built with MPI support (the "mpi"

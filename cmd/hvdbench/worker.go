@@ -64,17 +64,34 @@ type workerArgs struct {
 
 // worker runs under mpirun: every rank runs it.
 func worker(a workerArgs) error {
-	ctl, err := comm.NewMPI() // timing control, separate from the runtime's
-	if err != nil {
-		return err
+	var ctl control
+	if c, err := config.FromEnv(os.LookupEnv); err == nil && c.Gloo() {
+		// Started by gohorovodrun --gloo: no MPI; the runtime itself
+		// (one Init per job: the rendezvous serves once) times the
+		// steps, outside them.
+		if len(a.thresholds)*len(a.chunks)*len(a.maxFused)*len(a.fchunks) != 1 {
+			return fmt.Errorf("with the embedded transport, one setting of the knobs per run")
+		}
+	} else {
+		mc, err := comm.NewMPI() // timing control, separate from the runtime's
+		if err != nil {
+			return err
+		}
+		defer comm.FinalizeMPI()
+		defer mc.Close()
+		ctl = mc
 	}
-	defer comm.FinalizeMPI()
-	defer ctl.Close()
+	rank := func() int {
+		if ctl != nil {
+			return ctl.Rank()
+		}
+		return 0 // the profile is per process: every rank writes its own below
+	}
 	resnet, err := readShapes(a.shapes)
 	if err != nil {
 		return err
 	}
-	if a.cpuProfile != "" && ctl.Rank() == 0 {
+	if a.cpuProfile != "" && rank() == 0 {
 		f, err := os.Create(a.cpuProfile)
 		if err != nil {
 			return err
@@ -125,7 +142,36 @@ type knobs struct {
 
 // runConfig runs every case on a runtime started with one setting of the
 // knobs.
-func runConfig(ctl comm.Communicator, sets map[string][]int, k knobs, a workerArgs) error {
+// control is what the workers time the steps with: MPI beside the runtime,
+// or, on the embedded transport, the runtime itself (rtControl).
+type control interface {
+	Rank() int
+	Size() int
+	Allreduce(t *tensor.Tensor, op tensor.ReduceOp) error
+	Barrier() error
+}
+
+// rtControl times through the runtime (outside the timed steps).
+type rtControl struct {
+	rt  *hvd.Runtime
+	seq int
+}
+
+func (c *rtControl) Rank() int { return c.rt.Rank() }
+func (c *rtControl) Size() int { return c.rt.Size() }
+func (c *rtControl) Barrier() error {
+	return c.rt.Barrier(context.Background())
+}
+func (c *rtControl) Allreduce(t *tensor.Tensor, op tensor.ReduceOp) error {
+	c.seq++
+	rop := hvd.Max
+	if op != tensor.Max {
+		return fmt.Errorf("hvdbench: control allreduce %v", op)
+	}
+	return c.rt.AllreduceInPlace(context.Background(), t, fmt.Sprintf("hvdbench.ctl.%d", c.seq), rop)
+}
+
+func runConfig(ctl control, sets map[string][]int, k knobs, a workerArgs) error {
 	cfg := config.Default()
 	cfg.FusionThreshold = k.thr
 	// One runtime serves every case: cache every case's names, as a
@@ -150,6 +196,10 @@ func runConfig(ctl comm.Communicator, sets map[string][]int, k knobs, a workerAr
 	if err := rt.Init(opts...); err != nil {
 		return err
 	}
+	own := ctl == nil
+	if own {
+		ctl = &rtControl{rt: rt}
+	}
 	for _, name := range a.cases {
 		counts, ok := sets[name]
 		if !ok {
@@ -158,6 +208,9 @@ func runConfig(ctl comm.Communicator, sets map[string][]int, k knobs, a workerAr
 		if err := runCase(rt, ctl, name, counts, k, a); err != nil {
 			return err
 		}
+	}
+	if own {
+		return rt.Shutdown()
 	}
 	if err := rt.Shutdown(); err != nil {
 		return err
@@ -168,7 +221,7 @@ func runConfig(ctl comm.Communicator, sets map[string][]int, k knobs, a workerAr
 	return nil
 }
 
-func runCase(rt *hvd.Runtime, ctl comm.Communicator, name string, counts []int, k knobs, a workerArgs) error {
+func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a workerArgs) error {
 	ts := make([]*tensor.Tensor, len(counts))
 	names := make([]string, len(counts))
 	total := 0
@@ -280,9 +333,13 @@ func runCase(rt *hvd.Runtime, ctl comm.Communicator, name string, counts []int, 
 	if idle > 0 {
 		idleUs = float64((s1.IdleBusy - s0.IdleBusy).Microseconds()) / float64(idle)
 	}
-	fmt.Printf("impl=runtime case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d fchunk=%d maxfused=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
+	transport := "embedded"
+	if rt.MPIEnabled() {
+		transport = "mpi"
+	}
+	fmt.Printf("impl=runtime transport=%s case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d fchunk=%d maxfused=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
 		"us_per_cached_cycle=%.1f cached_cycles_per_step=%.2f us_per_active_cycle=%.1f active_cycles_per_step=%.2f us_per_idle_cycle=%.1f slow_cycles=%d allocs_per_step=%.1f\n",
-		name, len(counts), bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
+		transport, name, len(counts), bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
 		usCached, float64(cached)/float64(a.iters), usPerCycle, float64(active)/float64(a.iters), idleUs, s1.SlowCycles-s0.SlowCycles,
 		float64(after.Mallocs-before.Mallocs)/float64(a.iters))
 	return nil
