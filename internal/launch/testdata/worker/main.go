@@ -23,6 +23,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -87,6 +88,10 @@ func main() {
 			fmt.Fprintf(os.Stderr, "worker %d: %v\n", rank, err)
 			os.Exit(67)
 		}
+	case "hvd-allreduce":
+		os.Exit(hvdAllreduce())
+	case "rdzv-server":
+		os.Exit(rdzvServer(os.Args[2], os.Args[3], os.Args[4]))
 	case "train":
 		os.Exit(train(os.Args[2]))
 	case "rdzv":
@@ -242,5 +247,71 @@ func joinRendezvous(rank int) int {
 	}
 	fmt.Printf("rank %d size %d local %d/%d cross %d/%d members %s\n", a.Rank, a.Size, a.LocalRank, a.LocalSize,
 		a.CrossRank, a.CrossSize, strings.Join(ms, ","))
+	return 0
+}
+
+// hvdAllreduce initialises the runtime from the environment (MPI, or the
+// embedded transport under gohorovodrun --gloo or a hand-made rendezvous),
+// reduces a small and a 1 MiB tensor, and prints its placement and sums.
+func hvdAllreduce() int {
+	if err := hvd.Init(); err != nil {
+		fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
+		return 4
+	}
+	defer hvd.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := hvd.Rank()
+	small := tensor.FromFloat32([]float32{float32(r + 1)})
+	big := tensor.New(tensor.Float32, 1<<18)
+	for i := range big.Float32s() {
+		big.Float32s()[i] = float32(r + 1)
+	}
+	for _, t := range []*tensor.Tensor{small, big} {
+		if err := hvd.AllreduceInPlace(ctx, t, fmt.Sprint("x", t.Len()), hvd.Sum); err != nil {
+			fmt.Fprintf(os.Stderr, "worker %d: allreduce: %v\n", r, err)
+			return 5
+		}
+	}
+	fmt.Printf("rank %d size %d local %d/%d cross %d/%d sum %g %g\n", r, hvd.Size(), hvd.LocalRank(), hvd.LocalSize(),
+		hvd.CrossRank(), hvd.CrossSize(), small.Float32s()[0], big.Float32s()[1<<18-1])
+	return 0
+}
+
+// rdzvServer serves a rendezvous for slots ("host:localrank,...") on
+// listen with the hex secret until every slot has joined (or a minute).
+func rdzvServer(listen, secret, slots string) int {
+	key, err := config.Secret(secret).Bytes()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rdzv-server:", err)
+		return 2
+	}
+	var expect []rendezvous.Slot
+	for _, s := range strings.Split(slots, ",") {
+		i := strings.LastIndex(s, ":")
+		lr, _ := strconv.Atoi(s[i+1:])
+		expect = append(expect, rendezvous.Slot{Host: s[:i], LocalRank: lr})
+	}
+	srv, err := rendezvous.NewServer(key, expect)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rdzv-server:", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rdzv-server:", err)
+		return 2
+	}
+	go srv.Serve(ln)
+	fmt.Println("listening", ln.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = srv.Wait(ctx)
+	time.Sleep(time.Second) // let the answers go out
+	srv.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rdzv-server:", err)
+		return 3
+	}
 	return 0
 }
