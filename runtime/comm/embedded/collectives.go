@@ -128,7 +128,10 @@ type span struct{ lo, hi int }
 // by one element at most.
 func (c *Comm) evenBlocks(count, esz int) []span {
 	n := len(c.members)
-	bs := make([]span, n)
+	if len(c.blocks) != n {
+		c.blocks = make([]span, n)
+	}
+	bs := c.blocks
 	for i := range bs {
 		bs[i] = span{i * count / n * esz, (i + 1) * count / n * esz}
 	}
