@@ -259,7 +259,7 @@ func (c *Comm) ring(b []byte, blocks []span, dt tensor.DType, op tensor.ReduceOp
 			posted++
 		}
 		if posted <= i {
-			panic("embedded: ring: a piece could not be posted in time")
+			return fmt.Errorf("embedded: ring: internal error: piece %d of %d could not be posted", i, len(evs))
 		}
 		ev := &evs[i]
 		if err := c.waitR(ev.req); err != nil {

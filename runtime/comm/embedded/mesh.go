@@ -460,7 +460,6 @@ type mesh struct {
 	aborted map[uint64]abortNote // aborts received for ids not (yet) live
 	closed  bool
 	closing chan struct{} // closed when the mesh is being torn down
-	owned   func() error  // run at teardown (NewLocalGroup's listeners)
 }
 
 // register adds c to the live communicators and applies what is already
@@ -579,9 +578,6 @@ func (m *mesh) teardown(err error) error {
 		}
 	}
 	m.wg.Wait()
-	if m.owned != nil {
-		return m.owned()
-	}
 	return nil
 }
 
