@@ -128,7 +128,10 @@ type span struct{ lo, hi int }
 // by one element at most.
 func (c *Comm) evenBlocks(count, esz int) []span {
 	n := len(c.members)
-	bs := make([]span, n)
+	if len(c.blocks) != n {
+		c.blocks = make([]span, n)
+	}
+	bs := c.blocks
 	for i := range bs {
 		bs[i] = span{i * count / n * esz, (i + 1) * count / n * esz}
 	}
@@ -256,7 +259,7 @@ func (c *Comm) ring(b []byte, blocks []span, dt tensor.DType, op tensor.ReduceOp
 			posted++
 		}
 		if posted <= i {
-			panic("embedded: ring: a piece could not be posted in time")
+			return fmt.Errorf("embedded: ring: internal error: piece %d of %d could not be posted", i, len(evs))
 		}
 		ev := &evs[i]
 		if err := c.waitR(ev.req); err != nil {

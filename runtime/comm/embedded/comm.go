@@ -59,6 +59,7 @@ type Comm struct {
 	stepStart []int
 	rawIdx    []int
 	reqs      []*recvReq
+	blocks    []span
 }
 
 var (

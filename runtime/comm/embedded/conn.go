@@ -202,6 +202,7 @@ type conn struct {
 	lost    *lostError    // non-nil once the connection is gone
 	kick    chan struct{} // capacity 1: wakes the writer
 	closed  chan struct{} // closed by close
+	rdone   chan struct{} // closed when the reader ends
 	once    sync.Once
 }
 
@@ -223,6 +224,7 @@ func newConn(m *mesh, peer int, nc net.Conn) *conn {
 		inboxes: map[uint64]*inbox{},
 		kick:    make(chan struct{}, 1),
 		closed:  make(chan struct{}),
+		rdone:   make(chan struct{}),
 	}
 }
 
@@ -313,6 +315,10 @@ func (c *conn) fail(err error, clean bool) {
 // readLoop reads frames and delivers them until the connection ends.
 func (c *conn) readLoop() {
 	defer c.m.wg.Done()
+	defer close(c.rdone)
+	// Once the peer's side has ended, end ours: a peer that is closing
+	// waits for that (see mesh.teardown).
+	defer c.closeWrite()
 	var h [hdrLen]byte
 	for {
 		if _, err := io.ReadFull(c.br, h[:]); err != nil {
@@ -367,7 +373,12 @@ func (c *conn) readLoop() {
 			}
 			c.m.abortFrom(c.peer, id, string(b))
 		case frameBye:
+			// The peer is closing: read what is left until its end of
+			// file, so that neither side closes a socket with unread data
+			// (which resets the connection and can lose frames still in
+			// flight, this goodbye included).
 			c.fail(nil, true)
+			c.br.Discard(maxFrame)
 			return
 		default:
 			c.fail(fmt.Errorf("protocol error: frame kind %d", kind), false)
@@ -395,6 +406,7 @@ func (c *conn) writeLoop() {
 	defer c.m.wg.Done()
 	small := make([]byte, 0, hdrLen+smallWrite)
 	var arr [2][]byte
+	var bufs net.Buffers // outside the loop: WriteTo takes its address
 	for {
 		c.mu.Lock()
 		for c.shead == len(c.sendq) {
@@ -428,7 +440,7 @@ func (c *conn) writeLoop() {
 			_, err = c.nc.Write(small)
 		} else {
 			arr[0], arr[1] = s.hdr[:], s.buf
-			bufs := net.Buffers(arr[:])
+			bufs = arr[:]
 			_, err = bufs.WriteTo(c.nc)
 		}
 		if err != nil {
@@ -473,6 +485,14 @@ func (c *conn) control(kind byte, id uint64, payload []byte) {
 	s := &sendReq{buf: payload, done: make(chan struct{}, 1)}
 	putHeader(&s.hdr, kind, id, 0, 0, len(payload))
 	c.send(s)
+}
+
+// closeWrite half-closes the connection: the peer reads what was sent, then
+// end of file.
+func (c *conn) closeWrite() {
+	if hc, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		hc.CloseWrite()
+	}
 }
 
 // close closes the connection; the reader and writer stop.

@@ -374,10 +374,10 @@ func (a *acceptor) loop(ctx context.Context, ln deadliner) {
 func (a *acceptor) admit(c net.Conn) {
 	ok := false
 	defer func() {
-		a.mu.Lock()
-		delete(a.pending, c)
-		a.mu.Unlock()
 		if !ok {
+			a.mu.Lock()
+			delete(a.pending, c)
+			a.mu.Unlock()
 			c.Close()
 		}
 	}()
@@ -392,12 +392,24 @@ func (a *acceptor) admit(c net.Conn) {
 	if err := writeHello(c, a.cfg.Rank, size); err != nil {
 		return
 	}
+	// Leave the pending set before clearing the deadline, so that stop
+	// cannot set one on a connection that is already handed on.
+	a.mu.Lock()
+	delete(a.pending, c)
+	stopped := a.stopped
+	a.mu.Unlock()
+	if stopped {
+		c.Close()
+		ok = true // closed already
+		return
+	}
 	c.SetDeadline(time.Time{})
 	select {
 	case a.results <- connResult{peer: r, c: c}:
-		ok = true
 	default: // a flood of duplicates: the mesh needs none of them
+		c.Close()
 	}
+	ok = true
 }
 
 // stop ends accepting, closes connections still in their handshake and
@@ -448,7 +460,6 @@ type mesh struct {
 	aborted map[uint64]abortNote // aborts received for ids not (yet) live
 	closed  bool
 	closing chan struct{} // closed when the mesh is being torn down
-	owned   func() error  // run at teardown (NewLocalGroup's listeners)
 }
 
 // register adds c to the live communicators and applies what is already
@@ -537,11 +548,27 @@ func (m *mesh) teardown(err error) error {
 	for _, c := range live {
 		c.fail(err)
 	}
-	// Let the writers flush what is queued (bye or abort frames), briefly.
+	// Let the writers flush what is queued (bye or abort frames), then
+	// half-close and read until each peer has closed its side too, briefly:
+	// closing a socket with unread data resets the connection, and the
+	// peer could lose the frames just sent.
 	deadline := time.Now().Add(time.Second)
 	for _, c := range m.conns {
 		if c != nil {
 			c.flush(deadline)
+		}
+	}
+	for _, c := range m.conns {
+		if c != nil {
+			c.closeWrite()
+		}
+	}
+	for _, c := range m.conns {
+		if c != nil {
+			select {
+			case <-c.rdone:
+			case <-time.After(time.Until(deadline.Add(time.Second))):
+			}
 		}
 	}
 	close(m.closing)
@@ -551,9 +578,6 @@ func (m *mesh) teardown(err error) error {
 		}
 	}
 	m.wg.Wait()
-	if m.owned != nil {
-		return m.owned()
-	}
 	return nil
 }
 

@@ -1,0 +1,70 @@
+// Package embedded is a pure-Go transport for comm.Communicator: N processes
+// on one machine or across hosts train together with nothing installed but
+// the binary (CGO_ENABLED=0), where MPI is absent, and it is what elastic
+// training rebuilds in place.
+//
+// # Setting up
+//
+// Each rank opens its listeners first (Listen: TCP, and a Unix socket for
+// its neighbours on the same host), publishes Listeners.Peer through a
+// rendezvous, learns every rank's Peer, and calls New with them, the job's
+// secret and its listeners. New returns once the full mesh is up: each rank
+// dials every lower rank, over the Unix socket when both share a Host, else
+// over TCP with TCP_NODELAY; every connection proves in both directions that
+// it knows the secret (package auth) before anything else is said, and a
+// process that does not is refused while the mesh keeps forming. A rank that
+// never arrives is named, with its host, when ConnectTimeout expires.
+// NewLocalGroup does all of this for N ranks inside one process, for tests.
+//
+// # Frames
+//
+// Every message is one frame: a 40-byte header (kind, group id, call number,
+// a fingerprint of the call's arguments, length) and the payload, written
+// with one write or writev by the connection's writer goroutine, and read by
+// its reader goroutine straight into the buffer the collective posted for
+// it (receives of one group from one peer match frames in order). Groups
+// made by Split and SplitLocal share the mesh; their ids derive, the same on
+// every member, from the parent's id, its number of splits and the color.
+// A frame whose call number, fingerprint or length is not the expected one
+// fails the call instead of being written anywhere.
+//
+// # Algorithms, chosen by size
+//
+//   - Allreduce: recursive doubling below 256 KiB (log2 n exchanges; the
+//     ranks past a power of two fold into a partner first), a pipelined ring
+//     from 256 KiB (reduce-scatter then allgather, in pieces of 512 KiB with
+//     four receives posted ahead, so that sending, receiving and reducing
+//     overlap). Every element is combined in one order whatever rank
+//     computes it, so every rank gets the same bits: recursive-doubling
+//     partners both compute op(lower block, higher block); in the ring each
+//     block is reduced once and then copied around.
+//   - Bcast: binomial tree below 256 KiB, pipelined chain above.
+//   - Allgatherv: every rank to every other up to 64 KiB in all, ring above.
+//   - Gatherv: every rank straight to the root.
+//   - Alltoallv: every receive posted, then every send queued (pairwise, in
+//     the order rank+1, rank+2, ...): all pairs exchange at once.
+//   - ReduceScatter: the ring's reduce-scatter, with uneven counts.
+//   - Barrier: an empty frame from every rank to every other.
+//
+// Reductions use the tensor package's kernels, so every dtype and op that
+// tensor.Reduce supports works, tensor.BitAnd and tensor.BitOr included. In
+// steady state a collective allocates nothing: requests, scratch and the
+// ring's bookkeeping are reused from call to call.
+//
+// # Agreement and failure
+//
+// With the agreement check on (comm.AgreementChecker, the default), every
+// collective first exchanges a description of its arguments with every
+// rank: a disagreement, or an invalid argument on any rank, fails the call
+// on every rank before any data moves, and the group stays usable. The
+// runtime turns the check off where negotiation already guarantees
+// agreement; a disagreement the frames reveal then still fails the call,
+// and tears the group down so that no rank waits for ever.
+//
+// A peer whose connection breaks (its process died) fails every blocked and
+// later call of every group that holds it, on every rank, with a
+// *comm.PeerError naming it and its host. Abort sends the cause's text to
+// every member before tearing the group down, and the others' calls fail
+// with a *comm.PeerError carrying it. Close is idempotent and waits for the
+// transport's goroutines.
+package embedded
