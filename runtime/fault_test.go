@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
 	"github.com/gohorovod/gohorovod/runtime/comm/fault"
 	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
@@ -152,7 +153,14 @@ const faultChunk = 1 << 20
 // wrap wraps.
 func startFaultCluster(t *testing.T, n int, wrap func(i int, c comm.Communicator) comm.Communicator) *cluster {
 	t.Helper()
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
+	return startFaultClusterOver(t, comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second}), wrap)
+}
+
+// startFaultClusterOver runs one runtime over each member of group, wrapped
+// by wrap.
+func startFaultClusterOver(t *testing.T, group []comm.Communicator, wrap func(i int, c comm.Communicator) comm.Communicator) *cluster {
+	t.Helper()
+	n := len(group)
 	coms := make([]comm.Communicator, n)
 	for i := range coms {
 		coms[i] = wrap(i, group[i])
@@ -196,6 +204,30 @@ func startOver(t *testing.T, coms []comm.Communicator, opts ...Option) *cluster 
 // carries the cause (on the others: naming rank 1), later calls return the
 // same root cause, nothing hangs, and no goroutine is left behind.
 func TestTransportFaultEveryCollective(t *testing.T) {
+	testTransportFault(t, func(n int) []comm.Communicator {
+		return comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
+	})
+}
+
+// TestTransportFaultEveryCollectiveEmbedded is the same over the embedded
+// transport (real sockets, in this process): the failing rank's abort
+// reaches the others as a *comm.PeerError naming it and carrying its cause.
+func TestTransportFaultEveryCollectiveEmbedded(t *testing.T) {
+	testTransportFault(t, func(n int) []comm.Communicator {
+		g, err := embedded.NewLocalGroup(n, embedded.GroupOptions{Unix: true})
+		if err != nil {
+			t.Skip("embedded transport unavailable here:", err)
+		}
+		t.Cleanup(func() {
+			for _, c := range g {
+				c.Close()
+			}
+		})
+		return g
+	})
+}
+
+func testTransportFault(t *testing.T, group func(n int) []comm.Communicator) {
 	const n = 3
 	for _, fc := range faultCases() {
 		t.Run(fc.name, func(t *testing.T) {
@@ -209,7 +241,8 @@ func TestTransportFaultEveryCollective(t *testing.T) {
 				}
 				return traps[i]
 			}
-			c := startFaultCluster(t, n, wrap)
+			g := group(n)
+			c := startFaultClusterOver(t, g, wrap)
 			hs := make([]*Handle, n)
 			for rank, r := range c.rts {
 				var err error
@@ -220,6 +253,9 @@ func TestTransportFaultEveryCollective(t *testing.T) {
 			checkFaultErrors(t, c, hs, injected)
 			for _, r := range c.rts {
 				r.Shutdown()
+			}
+			for _, m := range g { // the runtime does not close what it was given
+				m.Close()
 			}
 			if !traps[1].fired.Load() {
 				t.Fatal("the fault was never injected")

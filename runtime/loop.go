@@ -239,7 +239,10 @@ func (l *loop) fail(err error) error {
 	l.r.loopExited(cause)
 	l.r.q.close(&shutdownError{cause: cause})
 	l.failTaken(&shutdownError{cause: cause})
-	if a, ok := l.com.(comm.Aborter); ok {
+	// A peer's failure (PeerError) has torn the group down already, on
+	// every rank: aborting again would only race the root cause with a
+	// second one naming this rank.
+	if a, ok := l.com.(comm.Aborter); ok && !errors.As(err, &peer) {
 		if aerr := a.Abort(cause); aerr != nil {
 			l.log.Error().Err(aerr).Msg("aborting the transport")
 		}
