@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -312,5 +313,51 @@ func TestWithoutReady(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRuntimeEquivalenceEmbedded is TestRuntimeEquivalence over the
+// embedded transport (real sockets between ranks in this process), with the
+// default flat, bucketed path: training gives the single process's
+// parameters.
+func TestRuntimeEquivalenceEmbedded(t *testing.T) {
+	const steps = 20
+	want, err := equivalenceRun(context.Background(), nil, 0, 1, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
+			group, err := embedded.NewLocalGroup(n, embedded.GroupOptions{Unix: n == 2})
+			if err != nil {
+				t.Skip("embedded transport unavailable here:", err)
+			}
+			cfg := config.Default()
+			cfg.CycleTime = time.Millisecond
+			rts := make([]*hvd.Runtime, n)
+			onRanks(t, n, func(rank int) error {
+				rts[rank] = new(hvd.Runtime)
+				return rts[rank].Init(hvd.WithCommunicator(group[rank]), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
+			})
+			defer func() {
+				onRanks(t, n, func(rank int) error { return rts[rank].Shutdown() })
+				for _, c := range group {
+					c.Close()
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			onRanks(t, n, func(rank int) error {
+				coll, err := FromRuntime(rts[rank])
+				if err != nil {
+					return err
+				}
+				got, err := equivalenceRun(ctx, coll, rank, n, steps)
+				if err != nil {
+					return err
+				}
+				return closeTo(got, want, 1e-12)
+			})
+		})
 	}
 }
