@@ -87,7 +87,13 @@ func trainLinear(ctx context.Context, coll Collectives, rank, size, steps int, r
 // and compares every rank's parameters with want (a single process's).
 func checkRuntimeEquivalence(t *testing.T, n, steps int, want []float64, tol float64, opts ...DistOption) {
 	t.Helper()
-	rts := startRuntimes(t, n)
+	checkEquivalenceOn(t, startRuntimes(t, n), steps, want, tol, opts...)
+}
+
+// checkEquivalenceOn is checkRuntimeEquivalence on the given runtimes.
+func checkEquivalenceOn(t *testing.T, rts []*hvd.Runtime, steps int, want []float64, tol float64, opts ...DistOption) {
+	t.Helper()
+	n := len(rts)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	onRanks(t, n, func(rank int) error {
@@ -122,20 +128,7 @@ func TestRuntimeEquivalence(t *testing.T) {
 	}
 	for _, n := range []int{2, 4} {
 		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
-			rts := startRuntimes(t, n)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			onRanks(t, n, func(rank int) error {
-				coll, err := FromRuntime(rts[rank])
-				if err != nil {
-					return err
-				}
-				got, err := equivalenceRun(ctx, coll, rank, n, steps)
-				if err != nil {
-					return err
-				}
-				return closeTo(got, want, 1e-12)
-			})
+			checkRuntimeEquivalence(t, n, steps, want, 1e-12)
 		})
 	}
 }
@@ -345,19 +338,7 @@ func TestRuntimeEquivalenceEmbedded(t *testing.T) {
 					c.Close()
 				}
 			}()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			onRanks(t, n, func(rank int) error {
-				coll, err := FromRuntime(rts[rank])
-				if err != nil {
-					return err
-				}
-				got, err := equivalenceRun(ctx, coll, rank, n, steps)
-				if err != nil {
-					return err
-				}
-				return closeTo(got, want, 1e-12)
-			})
+			checkEquivalenceOn(t, rts, steps, want, 1e-12)
 		})
 	}
 }
