@@ -1,7 +1,10 @@
-//go:build mpi && cgo
+//go:build (mpi && cgo) || gloo
 
-// The DistributedOptimizer under real mpirun (scripts/mpitest.sh runs this
-// package at np 2 and 4): one Runtime over MPI for the whole test binary.
+// The DistributedOptimizer as several processes (scripts/mpitest.sh runs
+// this package at np 2, 3 and 4): one Runtime for the whole test binary,
+// over MPI under mpirun (built with the "mpi" tag), or over the embedded
+// transport under gohorovodrun --gloo (built with the "gloo" tag, no cgo
+// needed): Init chooses from the environment.
 
 package optim
 
@@ -22,7 +25,7 @@ var mpiRT *hvd.Runtime
 func TestMain(m *testing.M) {
 	mpiRT = new(hvd.Runtime)
 	if err := mpiRT.Init(hvd.WithLogger(zerolog.Nop())); err != nil {
-		fmt.Fprintln(os.Stderr, "optim MPI tests:", err)
+		fmt.Fprintln(os.Stderr, "optim multi-process tests:", err)
 		os.Exit(2)
 	}
 	code := m.Run()

@@ -1,4 +1,4 @@
-//go:build mpi && cgo
+//go:build (mpi && cgo) || gloo
 
 package runtime
 

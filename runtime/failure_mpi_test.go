@@ -1,4 +1,4 @@
-//go:build mpi && cgo
+//go:build (mpi && cgo) || gloo
 
 package runtime
 
@@ -13,11 +13,11 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// mpiRuntimeWith starts a Runtime over MPI with cfg.
+// mpiRuntimeWith starts a Runtime over the job's world (worldOpts) with cfg.
 func mpiRuntimeWith(t *testing.T, cfg config.Config) *Runtime {
 	t.Helper()
 	r := new(Runtime)
-	if err := r.Init(WithConfig(cfg), WithoutMPIFinalize(), WithLogger(zerolog.Nop())); err != nil {
+	if err := r.Init(append(worldOpts(t), WithConfig(cfg), WithLogger(zerolog.Nop()))...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -1,4 +1,4 @@
-//go:build mpi && cgo
+//go:build (mpi && cgo) || gloo
 
 package runtime
 
@@ -19,9 +19,9 @@ const aloneEnv = "GOHOROVOD_TEST_INIT_ALONE"
 
 const aloneMark = "init alone: ok"
 
-// aloneChild runs in a copy of the MPI test binary started without the
-// launcher's variables: Init must run it as one rank in memory, without
-// initialising MPI, twice in a row.
+// aloneChild runs in a copy of the multi-process test binary started
+// without the launcher's variables: Init must run it as one rank in memory,
+// without initialising MPI, twice in a row.
 func aloneChild() int {
 	for round := range 2 {
 		l, buf := debugLog()
@@ -52,8 +52,10 @@ func aloneChild() int {
 }
 
 // TestInitAloneMPIBuild starts this binary again without the launcher's
-// variables: built with MPI, a process alone still runs as one rank, in
-// memory (see useMPI). Rank 0 runs it for the job.
+// variables (mpirun's, and gohorovodrun --gloo's HOROVOD_* and
+// GOHOROVOD_*): built with MPI, a process alone still runs as one rank, in
+// memory (see useMPI); so does the "gloo" build without MPI. Rank 0 runs it
+// for the job.
 func TestInitAloneMPIBuild(t *testing.T) {
 	if world.Rank() != 0 {
 		return
@@ -63,7 +65,7 @@ func TestInitAloneMPIBuild(t *testing.T) {
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "OMPI_") && !strings.HasPrefix(kv, "PMIX_") && !strings.HasPrefix(kv, "PMI_") &&
-			!strings.HasPrefix(kv, "SLURM_") {
+			!strings.HasPrefix(kv, "SLURM_") && !strings.HasPrefix(kv, "HOROVOD_") && !strings.HasPrefix(kv, "GOHOROVOD_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
@@ -77,6 +79,8 @@ func TestInitAloneMPIBuild(t *testing.T) {
 // TestMPIInitUnderLauncher: started by mpirun, Init without a communicator
 // runs over MPI, and says so.
 func TestMPIInitUnderLauncher(t *testing.T) {
+	skipEmbedded(t, "Init without a communicator under mpirun; over the embedded transport a process joins the "+
+		"rendezvous once, in TestMain (TestInitEmbedded, embedded_test.go, covers Init over it)")
 	l, buf := debugLog()
 	r := new(Runtime)
 	if err := r.Init(WithConfig(testConfig()), WithoutMPIFinalize(), WithLogger(l)); err != nil {

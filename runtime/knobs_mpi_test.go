@@ -1,4 +1,4 @@
-//go:build mpi && cgo
+//go:build (mpi && cgo) || gloo
 
 package runtime
 
@@ -17,8 +17,8 @@ import (
 
 // TestMPIKnobAgreement starts every rank with its own
 // HOROVOD_FUSION_THRESHOLD (odd ranks differ from even ones): Init, over
-// MPI, fails on every rank naming the knob and each rank's value. Then the
-// ranks retry with one value and Init works.
+// MPI or the embedded transport, fails on every rank naming the knob and
+// each rank's value. Then the ranks retry with one value and Init works.
 func TestMPIKnobAgreement(t *testing.T) {
 	rank, size := world.Rank(), world.Size()
 	threshold := func(r int) int64 { return int64(1+r%2) << 20 }
@@ -29,7 +29,7 @@ func TestMPIKnobAgreement(t *testing.T) {
 	t.Setenv(config.EnvCycleTime, "1")
 
 	r := new(Runtime)
-	err := r.Init(WithoutMPIFinalize(), WithLogger(zerolog.Nop()))
+	err := r.Init(append(worldOpts(t), WithLogger(zerolog.Nop()))...)
 	var parts []string
 	for i := range size {
 		parts = append(parts, fmt.Sprintf("rank %d: %d", i, threshold(i)))
@@ -43,13 +43,13 @@ func TestMPIKnobAgreement(t *testing.T) {
 	if r.IsInitialized() {
 		t.Fatal("initialised after a failed Init")
 	}
-	if err := world.Barrier(); err != nil { // MPI still works
+	if err := world.Barrier(); err != nil { // the transport still works
 		t.Fatal(err)
 	}
 
 	// Options count too: one rank chunks differently.
 	t.Setenv(config.EnvFusionThreshold, "1048576")
-	opts := []Option{WithoutMPIFinalize(), WithLogger(zerolog.Nop())}
+	opts := append(worldOpts(t), WithLogger(zerolog.Nop()))
 	if rank == size-1 {
 		opts = append(opts, WithChunkBytes(4096))
 	}
@@ -63,7 +63,7 @@ func TestMPIKnobAgreement(t *testing.T) {
 	}
 
 	// Agreeing ranks start, and reduce.
-	if err := r.Init(WithoutMPIFinalize(), WithLogger(zerolog.Nop())); err != nil {
+	if err := r.Init(append(worldOpts(t), WithLogger(zerolog.Nop()))...); err != nil {
 		t.Fatalf("Init with agreeing knobs: %v", err)
 	}
 	t.Cleanup(func() {

@@ -1,9 +1,14 @@
-//go:build mpi && cgo
+//go:build (mpi && cgo) || gloo
 
-// The runtime under real mpirun (scripts/mpitest.sh, np 2 and 4): the same
-// behaviour as the in-memory tests, over the MPI communicator. TestMain
-// initialises MPI once and finalises it at the end; each test runs its own
-// Init/Shutdown (WithoutMPIFinalize) on a fresh duplicate of the world.
+// The runtime as several processes (scripts/mpitest.sh, np 2, 3 and 4): the
+// same behaviour as the in-memory tests, over a real transport. Built with
+// the "mpi" tag and run under mpirun, TestMain initialises MPI once and
+// finalises it at the end, and each test runs its own Init/Shutdown
+// (WithoutMPIFinalize) on a fresh duplicate of MPI's world. Built with the
+// "gloo" tag (no cgo needed) and run under gohorovodrun --gloo, TestMain
+// joins the job's rendezvous once (a process meets the others only once)
+// and each test's runtime runs over a fresh Split of that world
+// (worldOpts). The tests that only mean something over MPI skip there.
 
 package runtime
 
@@ -18,29 +23,101 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gohorovod/gohorovod/mpi"
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-var world comm.Communicator
+// world is the job's world communicator: MPI's, or the embedded
+// transport's when worldEmbedded.
+var (
+	world         comm.Communicator
+	worldEmbedded bool
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(aloneEnv) != "" {
 		os.Exit(aloneChild()) // init_mpi_test.go: a process without a launcher
 	}
-	w, err := comm.NewMPI()
+	w, embedded, err := openWorld()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "runtime MPI tests:", err)
+		fmt.Fprintln(os.Stderr, "runtime multi-process tests:", err)
 		os.Exit(2)
 	}
-	world = w
+	world, worldEmbedded = w, embedded
 	code := m.Run()
 	w.Close()
-	if err := comm.FinalizeMPI(); err != nil {
-		fmt.Fprintln(os.Stderr, "FinalizeMPI:", err)
-		code = 1
+	if !embedded {
+		if err := comm.FinalizeMPI(); err != nil {
+			fmt.Fprintln(os.Stderr, "FinalizeMPI:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
+}
+
+// openWorld opens the job's world as Init would: over the embedded
+// transport when the environment selects it (gohorovodrun --gloo), else
+// over MPI (which fails, saying so, in a binary built without it).
+func openWorld() (comm.Communicator, bool, error) {
+	cfg, err := config.FromEnv(os.LookupEnv)
+	if err != nil {
+		return nil, false, err
+	}
+	if cfg.Gloo() {
+		c, err := openEmbedded(cfg)
+		return c, true, err
+	}
+	if !mpi.Built {
+		return nil, false, errors.New("built without MPI (the \"gloo\" tag) and not started by gohorovodrun --gloo: " +
+			"run it as scripts/mpitest.sh does, bin/mpitest/gohorovodrun --gloo -np N TEST-BINARY -test.run '^Test(MPI.*|InitAloneMPIBuild)$'")
+	}
+	c, err := comm.NewMPI()
+	return c, false, err
+}
+
+// worldOpts returns the options that start one test's runtime on every
+// rank of the job. Under MPI, WithoutMPIFinalize: Init opens MPI's world
+// again, and MPI stays up for the next test. Over the embedded transport,
+// which a process joins only once, WithCommunicator of a fresh Split of the
+// world; the split is closed at the end of the test, after the runtime's
+// Shutdown (cleanups run last first, so call worldOpts before registering
+// that Shutdown).
+func worldOpts(t *testing.T) []Option {
+	t.Helper()
+	if !worldEmbedded {
+		return []Option{WithoutMPIFinalize()}
+	}
+	return []Option{WithCommunicator(freshWorld(t))}
+}
+
+// freshWorld returns a new communicator over the job's ranks, closed at the
+// end of the test: a duplicate of MPI's world, or a Split of the embedded
+// transport's.
+func freshWorld(t *testing.T) comm.Communicator {
+	t.Helper()
+	var c comm.Communicator
+	var err error
+	if worldEmbedded {
+		c, err = world.Split(0, world.Rank())
+	} else {
+		c, err = comm.NewMPI()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// skipEmbedded skips a test that only means something over MPI when the job
+// runs over the embedded transport.
+func skipEmbedded(t *testing.T, why string) {
+	t.Helper()
+	if worldEmbedded {
+		t.Skip("MPI only: " + why)
+	}
 }
 
 func mpiCtx(t *testing.T) context.Context {
@@ -49,21 +126,18 @@ func mpiCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// mpiRuntime starts a Runtime over MPI; with count, over a counting wrapper
-// of a fresh MPI communicator.
+// mpiRuntime starts a Runtime over the job's world (worldOpts); with count,
+// over a counting wrapper of a fresh communicator (freshWorld).
 func mpiRuntime(t *testing.T, count bool) (*Runtime, *counting) {
 	t.Helper()
 	r := new(Runtime)
 	opts := []Option{WithConfig(testConfig()), WithoutMPIFinalize(), WithLogger(zerolog.Nop())}
 	var c *counting
 	if count {
-		m, err := comm.NewMPI()
-		if err != nil {
-			t.Fatal(err)
-		}
-		c = &counting{Communicator: m}
+		c = &counting{Communicator: freshWorld(t)}
 		opts = append(opts, WithCommunicator(c))
-		t.Cleanup(func() { m.Close() })
+	} else {
+		opts = append(opts, worldOpts(t)...)
 	}
 	if err := r.Init(opts...); err != nil {
 		t.Fatal(err)
@@ -87,7 +161,14 @@ func TestMPIPlacement(t *testing.T) {
 	if ls*cs != size {
 		t.Fatalf("local size %d x cross size %d != %d", ls, cs, size)
 	}
-	if ok, err := r.MPIThreadsSupported(); err != nil || !ok {
+	ok, err := r.MPIThreadsSupported()
+	if worldEmbedded {
+		if err == nil || ok {
+			t.Fatalf("MPIThreadsSupported %v %v over the embedded transport, want MPI's not enabled", ok, err)
+		}
+		return
+	}
+	if err != nil || !ok {
 		t.Fatalf("MPIThreadsSupported %v %v", ok, err)
 	}
 }
@@ -279,8 +360,8 @@ func TestMPIShutdownOnOneRank(t *testing.T) {
 // without copying through the fusion buffer.
 func TestMPIFlatAndSeparateLayouts(t *testing.T) {
 	r := new(Runtime)
-	if err := r.Init(WithConfig(testConfig()), WithoutMPIFinalize(), WithLogger(zerolog.Nop()),
-		WithFusionChunkBytes(1024), WithMaxFusedBytes(0)); err != nil {
+	if err := r.Init(append(worldOpts(t), WithConfig(testConfig()), WithLogger(zerolog.Nop()),
+		WithFusionChunkBytes(1024), WithMaxFusedBytes(0))...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -1,4 +1,4 @@
-//go:build mpi && cgo
+//go:build (mpi && cgo) || gloo
 
 package runtime
 
@@ -23,7 +23,7 @@ func TestMPITimeline(t *testing.T) {
 	cfg.Timeline, cfg.TimelineMarkCycles = first, true
 	var logs lockedBuffer
 	r := new(Runtime)
-	if err := r.Init(WithConfig(cfg), WithoutMPIFinalize(), WithLogger(zerolog.New(&logs).Level(zerolog.ErrorLevel))); err != nil {
+	if err := r.Init(append(worldOpts(t), WithConfig(cfg), WithLogger(zerolog.New(&logs).Level(zerolog.ErrorLevel)))...); err != nil {
 		t.Fatal(err)
 	}
 	err := timelineRun(mpiCtx(t), r, rank, second)

@@ -1,27 +1,74 @@
 #!/usr/bin/env bash
 # Builds the test binary of every package that has multi-process tests
-# (files named *_mpi_test.go, build tag "mpi") and runs it under real mpirun
-# at each process count in NPS (default "2 3 4": 3 is odd, it catches
-# uneven splits).
+# (files named *_mpi_test.go) and runs it at each process count in NPS
+# (default "2 3 4": 3 is odd, it catches uneven splits), on each transport
+# in TRANSPORTS (default "mpi gloo"):
+#
+#   mpi   built with the "mpi" tag, run under real mpirun (every test of
+#         the package, as before);
+#   gloo  the packages whose multi-process tests also build with the "gloo"
+#         tag (runtime, optim: `//go:build (mpi && cgo) || gloo`), built
+#         with CGO_ENABLED=0 and run under `gohorovodrun --gloo -np N`,
+#         over the embedded transport. Only the multi-process tests run
+#         there (GLOO_RUN): the other tests would each try to join the
+#         job's rendezvous, which a process joins once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nps=${NPS:-2 3 4}
+transports=${TRANSPORTS:-mpi gloo}
+gloo_run=${GLOO_RUN:-^Test(MPI.*|InitAloneMPIBuild)$}
 mkdir -p bin/mpitest
-pkgs=$(go list -tags mpi -f '{{.ImportPath}} {{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}' ./... | awk '/_mpi_test\.go/{print $1}')
-if [ -z "$pkgs" ]; then
-	echo "mpitest: no multi-process tests found"
-	exit 0
-fi
-for pkg in $pkgs; do
-	bin=bin/mpitest/$(echo "$pkg" | tr '/' '_').test
-	go test -tags mpi -c -o "$bin" "$pkg"
-	for np in $nps; do
-		echo "=== mpirun -np $np $pkg"
-		start=$(date +%s)
-		if ! timeout 600 scripts/mpirun.sh "$np" "$bin" -test.timeout 300s ${MPITEST_FLAGS:-}; then
-			echo "FAIL: $pkg under mpirun -np $np" >&2
-			exit 1
-		fi
-		echo "ok   $pkg np=$np ($(( $(date +%s) - start ))s)"
-	done
+
+# mpitest_pkgs ENV... -- GO-LIST-FLAGS...: the packages with an
+# *_mpi_test.go file in that build.
+mpitest_pkgs() {
+	env "$@" go list -f '{{.ImportPath}} {{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}' ./... |
+		awk '/_mpi_test\.go/{print $1}'
+}
+
+# run_np TRANSPORT PKG NP COMMAND...: runs one job, timed.
+run_np() {
+	local transport=$1 pkg=$2 np=$3 start
+	shift 3
+	echo "=== $transport -np $np $pkg"
+	start=$(date +%s)
+	if ! timeout 600 "$@"; then
+		echo "FAIL: $pkg under $transport -np $np" >&2
+		exit 1
+	fi
+	echo "ok   $pkg $transport np=$np ($(($(date +%s) - start))s)"
+}
+
+for transport in $transports; do
+	case $transport in
+	mpi)
+		pkgs=$(mpitest_pkgs GOFLAGS=-tags=mpi)
+		for pkg in $pkgs; do
+			bin=bin/mpitest/$(echo "$pkg" | tr '/' '_').test
+			go test -tags mpi -c -o "$bin" "$pkg"
+			for np in $nps; do
+				run_np mpirun "$pkg" "$np" scripts/mpirun.sh "$np" "$bin" -test.timeout 300s ${MPITEST_FLAGS:-}
+			done
+		done
+		;;
+	gloo)
+		pkgs=$(mpitest_pkgs CGO_ENABLED=0 GOFLAGS=-tags=gloo)
+		[ -n "$pkgs" ] && CGO_ENABLED=0 go build -o bin/mpitest/gohorovodrun ./cmd/gohorovodrun
+		for pkg in $pkgs; do
+			bin=bin/mpitest/gloo_$(echo "$pkg" | tr '/' '_').test
+			CGO_ENABLED=0 go test -tags gloo -c -o "$bin" "$pkg"
+			for np in $nps; do
+				run_np "gohorovodrun --gloo" "$pkg" "$np" bin/mpitest/gohorovodrun --gloo -np "$np" \
+					"$bin" -test.run "$gloo_run" -test.timeout 300s ${MPITEST_FLAGS:-}
+			done
+		done
+		;;
+	*)
+		echo "mpitest: unknown transport $transport (mpi, gloo)" >&2
+		exit 2
+		;;
+	esac
+	if [ -z "$pkgs" ]; then
+		echo "mpitest: no multi-process tests found for $transport"
+	fi
 done
