@@ -202,7 +202,19 @@ func TestStallDiagnosisSeesCachedWork(t *testing.T) {
 	if ev := find(evs, 0, "warn", active, "ago) but never allreduce.a: does it skip this collective"); ev == nil {
 		t.Fatal("no report that rank 2 is active but skips allreduce.a")
 	}
-	if ev := find(evs, 0, "warn", "rank 2 submitted nothing"); ev != nil {
-		t.Errorf("rank 2 called silent while it made cached allreduces: %q", ev["message"])
+	// Once rank 2's cached steps have reached the coordinator, no later
+	// report calls it silent. (A report before its first cached step, on
+	// a loaded machine, may: it had indeed done nothing yet.)
+	seenActive := false
+	for _, ev := range evs {
+		msg, _ := ev["message"].(string)
+		if r, _ := ev["rank"].(float64); int(r) != 0 || ev["level"] != "warn" {
+			continue
+		}
+		if strings.Contains(msg, active) {
+			seenActive = true
+		} else if seenActive && strings.Contains(msg, "rank 2 submitted nothing") {
+			t.Errorf("rank 2 called silent after its cached allreduces were seen: %q", msg)
+		}
 	}
 }
