@@ -37,8 +37,8 @@ import (
 // /dev/shm. The mappings are unmapped when the mesh is torn down.
 const (
 	shmMin      = 64 << 10  // payloads above this use the ring
-	shmSlotSize = 256 << 10 // bytes per slot
-	shmSlots    = 8         // slots per ring (a power of two)
+	shmSlotSize = 512 << 10 // bytes per slot
+	shmSlots    = 4         // slots per ring (a power of two)
 	shmHdr      = 4096      // per ring: the consumed counter and the waiting flag
 	shmRing     = shmHdr + shmSlots*shmSlotSize
 	shmFile     = 2 * shmRing
