@@ -35,6 +35,7 @@ const (
 	frameData  byte = 1
 	frameAbort byte = 2 // payload: the cause's text
 	frameBye   byte = 3 // the peer closed its communicator cleanly
+	frameShm   byte = 4 // a data frame whose payload goes through shared memory (see shm.go)
 )
 
 // maxCause bounds the text an abort frame carries.
@@ -193,6 +194,7 @@ type conn struct {
 	peer int // world rank
 	nc   net.Conn
 	br   *bufio.Reader
+	shm  *shmLink // nil: payloads go on the socket
 
 	mu      sync.Mutex
 	inboxes map[uint64]*inbox
@@ -206,7 +208,7 @@ type conn struct {
 	once    sync.Once
 }
 
-func newConn(m *mesh, peer int, nc net.Conn) *conn {
+func newConn(m *mesh, peer int, nc net.Conn, shm *shmLink) *conn {
 	switch c := nc.(type) {
 	case *net.TCPConn:
 		c.SetNoDelay(true)
@@ -220,6 +222,7 @@ func newConn(m *mesh, peer int, nc net.Conn) *conn {
 		m:       m,
 		peer:    peer,
 		nc:      nc,
+		shm:     shm,
 		br:      bufio.NewReaderSize(nc, readBuf),
 		inboxes: map[uint64]*inbox{},
 		kick:    make(chan struct{}, 1),
@@ -335,17 +338,33 @@ func (c *conn) readLoop() {
 			return
 		}
 		switch kind {
-		case frameData:
+		case frameData, frameShm:
+			if kind == frameShm && c.shm == nil {
+				c.fail(errors.New("protocol error: a shared-memory frame without shared memory"), false)
+				return
+			}
+			// read reads the payload into dst, or discards it (nil).
+			read := func(dst []byte) error {
+				if kind == frameShm {
+					return c.readShm(dst, int(n))
+				}
+				if dst == nil {
+					_, err := c.br.Discard(int(n))
+					return err
+				}
+				_, err := io.ReadFull(c.br, dst)
+				return err
+			}
 			r := c.inbox(id).take(c.m.closing)
 			if r == nil {
-				if _, err := c.br.Discard(int(n)); err != nil {
+				if err := read(nil); err != nil {
 					c.fail(err, false)
 					return
 				}
 				continue
 			}
 			if err := r.match(seq, fp, int(n)); err != nil {
-				if _, derr := c.br.Discard(int(n)); derr != nil {
+				if derr := read(nil); derr != nil {
 					r.finish(err)
 					c.fail(derr, false)
 					return
@@ -353,7 +372,7 @@ func (c *conn) readLoop() {
 				r.finish(err)
 				continue
 			}
-			if _, err := io.ReadFull(c.br, r.buf[:n]); err != nil {
+			if err := read(r.buf[:n]); err != nil {
 				le := &lostError{world: c.peer, host: c.m.peers[c.peer].Host, err: err}
 				r.finish(le)
 				c.fail(err, false)
@@ -435,7 +454,11 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		var err error
-		if len(s.buf) <= smallWrite {
+		if c.shm != nil && len(s.buf) > shmMin && s.hdr[0] == frameData {
+			hdr := s.hdr
+			hdr[0] = frameShm
+			err = c.writeShm(&hdr, s.buf, small)
+		} else if len(s.buf) <= smallWrite {
 			small = append(append(small[:0], s.hdr[:]...), s.buf...)
 			_, err = c.nc.Write(small)
 		} else {

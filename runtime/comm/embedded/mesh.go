@@ -35,6 +35,9 @@ type Config struct {
 	// (default 60 s). On expiry the error names the ranks, and their hosts,
 	// that never connected.
 	ConnectTimeout time.Duration
+	// Logf, when set, receives debug messages: a pair of ranks on one host
+	// that uses its Unix socket instead of shared memory, and why.
+	Logf func(format string, args ...any)
 }
 
 // DefaultConnectTimeout is Config.ConnectTimeout's default.
@@ -95,9 +98,18 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
+	links, err := setupShm(nets, cfg.Rank, cfg.Logf)
+	if err != nil {
+		for _, c := range nets {
+			if c != nil {
+				c.Close()
+			}
+		}
+		return nil, err
+	}
 	for p, c := range nets {
 		if c != nil {
-			m.conns[p] = newConn(m, p, c)
+			m.conns[p] = newConn(m, p, c, links[p])
 		}
 	}
 	for _, c := range m.conns {
@@ -578,6 +590,12 @@ func (m *mesh) teardown(err error) error {
 		}
 	}
 	m.wg.Wait()
+	// Every goroutine that used the shared memory has ended.
+	for _, c := range m.conns {
+		if c != nil {
+			c.shm.close()
+		}
+	}
 	return nil
 }
 

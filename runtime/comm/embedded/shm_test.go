@@ -1,0 +1,233 @@
+package embedded
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+func shmFiles(t *testing.T) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(shmDir, fmt.Sprintf("%s%d-*", shmPrefix, os.Getpid())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func needShm(t *testing.T, cs []*Comm) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("shared memory is Linux only")
+	}
+	for _, c := range cs {
+		for p, cn := range c.m.conns {
+			if cn != nil && cn.shm == nil {
+				t.Fatalf("rank %d has no shared memory with rank %d", c.Rank(), p)
+			}
+		}
+	}
+	// Both sides mapped each file: none is left in /dev/shm.
+	if left := shmFiles(t); len(left) != 0 {
+		t.Errorf("files left in %s while the group lives: %v", shmDir, left)
+	}
+}
+
+// TestShmCollectives: ranks on one host move large payloads through shared
+// memory (with payloads below the threshold on the socket, in one call),
+// and get the right values.
+func TestShmCollectives(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		t.Run(fmt.Sprintf("np%d", n), func(t *testing.T) {
+			leakCheck(t)
+			cs := localGroup(t, n, GroupOptions{Unix: true})
+			needShm(t, cs)
+			// Allreduce: not a multiple of the slot or the ring's piece.
+			const count = 3<<20 + 12345
+			errs := each(cs, func(c *Comm) error {
+				v := make([]float32, count)
+				for i := range v {
+					v[i] = float32((i%1000)*(c.Rank()+1)) / 8
+				}
+				if err := c.Allreduce(tensor.FromFloat32(v), tensor.Sum); err != nil {
+					return err
+				}
+				tri := float32(n * (n + 1) / 2)
+				for i, x := range v {
+					if want := float32(i%1000) * tri / 8; x != want {
+						return fmt.Errorf("allreduce: element %d is %v, want %v", i, x, want)
+					}
+				}
+				return nil
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+			// Alltoallv: block (s, d) has (s+1)*(d+1)*40000 + s elements,
+			// from 160 KB to well past a slot; block (0, 0) is small.
+			size := func(s, d int) int {
+				if s == 0 && d == 0 {
+					return 7
+				}
+				return (s+1)*(d+1)*40000 + s
+			}
+			errs = each(cs, func(c *Comm) error {
+				me := c.Rank()
+				sc, rc := make([]int, n), make([]int, n)
+				var send []float32
+				for d := range n {
+					sc[d], rc[d] = size(me, d), size(d, me)
+					for i := range sc[d] {
+						send = append(send, float32(me*1000+d)+float32(i%97))
+					}
+				}
+				tot := 0
+				for _, k := range rc {
+					tot += k
+				}
+				recv := make([]float32, tot)
+				if err := c.Alltoallv(tensor.FromFloat32(send), sc, tensor.FromFloat32(recv), rc); err != nil {
+					return err
+				}
+				off := 0
+				for s := range n {
+					for i := range rc[s] {
+						if want := float32(s*1000+me) + float32(i%97); recv[off+i] != want {
+							return fmt.Errorf("alltoallv: from rank %d, element %d is %v, want %v", s, i, recv[off+i], want)
+						}
+					}
+					off += rc[s]
+				}
+				return nil
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+			// Allgatherv with uneven counts around the threshold.
+			counts := make([]int, n)
+			tot := 0
+			for r := range n {
+				counts[r] = 16<<10 + r*300007
+				tot += counts[r]
+			}
+			errs = each(cs, func(c *Comm) error {
+				me := c.Rank()
+				send := make([]float32, counts[me])
+				for i := range send {
+					send[i] = float32(me) + float32(i%89)/128
+				}
+				recv := make([]float32, tot)
+				if err := c.Allgatherv(tensor.FromFloat32(send), tensor.FromFloat32(recv), counts); err != nil {
+					return err
+				}
+				off := 0
+				for s := range n {
+					for i := range counts[s] {
+						if want := float32(s) + float32(i%89)/128; recv[off+i] != want {
+							return fmt.Errorf("allgatherv: from rank %d, element %d is %v, want %v", s, i, recv[off+i], want)
+						}
+					}
+					off += counts[s]
+				}
+				return nil
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+		})
+	}
+}
+
+// TestShmPeerDiesWhileReceiverWaits: a rank announces the first slot of a
+// frame, then its process dies; the receiver, waiting for the next slot,
+// fails with a *comm.PeerError naming it, and nothing hangs or leaks.
+func TestShmPeerDiesWhileReceiverWaits(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("shared memory is Linux only")
+	}
+	const n, victim = 3, 2
+	stalled, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	shmTestHook = func(c *conn) {
+		if c.m.rank == victim {
+			once.Do(func() {
+				close(stalled)
+				<-release
+			})
+		}
+	}
+	t.Cleanup(func() { shmTestHook = nil })
+	leakCheck(t)
+	cs := localGroup(t, n, GroupOptions{Unix: true})
+	needShm(t, cs)
+	go func() {
+		<-stalled
+		crash(cs[victim])
+		close(release)
+	}()
+	errs := each(cs, func(c *Comm) error {
+		buf := tensor.New(tensor.Float32, 8<<20)
+		for range 100 {
+			if err := c.Allreduce(buf, tensor.Sum); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if r == victim {
+			continue
+		}
+		wantPeerError(t, "allreduce during the crash", err, victim, "lost the connection to rank 2")
+		wantPeerError(t, "barrier after the crash", cs[r].Barrier(), victim, "rank 2")
+	}
+	if errs[victim] == nil {
+		t.Errorf("the crashed rank's own allreduce succeeded")
+	}
+}
+
+// TestShmFallback: where the file cannot be made, same-host ranks keep
+// their Unix sockets, say why, and large collectives still work.
+func TestShmFallback(t *testing.T) {
+	old := shmDir
+	shmDir = filepath.Join(t.TempDir(), "absent")
+	t.Cleanup(func() { shmDir = old })
+	leakCheck(t)
+	cs := localGroup(t, 2, GroupOptions{Unix: true})
+	for _, c := range cs {
+		for p, cn := range c.m.conns {
+			if cn != nil && cn.shm != nil {
+				t.Fatalf("rank %d has shared memory with rank %d", c.Rank(), p)
+			}
+		}
+	}
+	errs := each(cs, func(c *Comm) error {
+		v := make([]float32, 1<<20)
+		for i := range v {
+			v[i] = 1
+		}
+		if err := c.Allreduce(tensor.FromFloat32(v), tensor.Sum); err != nil {
+			return err
+		}
+		if v[12345] != 2 {
+			return fmt.Errorf("got %v, want 2", v[12345])
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
