@@ -325,6 +325,18 @@ func (c *Comm) irecv(r int, buf []byte) *recvReq {
 	return q
 }
 
+// irecvReduce posts a receive of len(buf) bytes from group rank r that,
+// when the payload comes through shared memory, is reduced with op straight
+// into into (the request's reduced is then set), and otherwise lands in buf
+// (see recvReq.into).
+func (c *Comm) irecvReduce(r int, buf, into []byte, dt tensor.DType, op tensor.ReduceOp) *recvReq {
+	q := c.newRecv(r, buf)
+	q.exact = true
+	q.into, q.dt, q.op = into, dt, op
+	c.inboxes[r].post(q)
+	return q
+}
+
 // irecvUpTo posts a receive of at most len(buf) bytes from group rank r.
 func (c *Comm) irecvUpTo(r int, buf []byte) *recvReq {
 	q := c.newRecv(r, buf)
@@ -342,6 +354,7 @@ func (c *Comm) newRecv(r int, buf []byte) *recvReq {
 	}
 	q.buf, q.exact, q.seq, q.fp, q.world = buf, false, c.seq, c.fp, c.members[r]
 	q.n, q.err, q.waited = 0, nil, false
+	q.into, q.reduced = nil, false
 	q.state.Store(stPosted)
 	c.outR = append(c.outR, q)
 	return q

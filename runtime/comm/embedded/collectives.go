@@ -241,7 +241,10 @@ func (c *Comm) ring(b []byte, blocks []span, dt tensor.DType, op tensor.ReduceOp
 			}
 		}
 		if ev.reduce {
-			ev.req = c.irecv(left, c.slots[e%window][:ev.hi-ev.lo])
+			// Through shared memory the reader reduces the piece straight
+			// from the slots into b (req.reduced); on a socket it lands in
+			// a receive slot and is reduced below.
+			ev.req = c.irecvReduce(left, c.slots[e%window][:ev.hi-ev.lo], b[ev.lo:ev.hi], dt, op)
 		} else {
 			ev.req = c.irecv(left, b[ev.lo:ev.hi])
 		}
@@ -265,7 +268,7 @@ func (c *Comm) ring(b []byte, blocks []span, dt tensor.DType, op tensor.ReduceOp
 		if err := c.waitR(ev.req); err != nil {
 			return err
 		}
-		if ev.reduce {
+		if ev.reduce && !ev.req.reduced {
 			tensor.Reduce(dt, op, b[ev.lo:ev.hi], ev.req.buf)
 		}
 		if ev.fwd {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // The wire: after the handshake and the hellos, each direction of a
@@ -68,6 +69,16 @@ type recvReq struct {
 	seq   uint64
 	fp    uint64
 	world int // the sender's world rank
+
+	// into, when set (a reduce-scatter piece, len(into) == len(buf)): a
+	// payload that comes through shared memory is reduced with op, slot by
+	// slot, straight into into (reduced is then set) instead of being
+	// copied into buf; one that comes on the socket lands in buf, and the
+	// caller reduces it.
+	into    []byte
+	dt      tensor.DType
+	op      tensor.ReduceOp
+	reduced bool
 
 	n      int   // bytes received
 	err    error // set before done is signalled
@@ -346,7 +357,7 @@ func (c *conn) readLoop() {
 			// read reads the payload into dst, or discards it (nil).
 			read := func(dst []byte) error {
 				if kind == frameShm {
-					return c.readShm(dst, int(n))
+					return c.readShm(dst, int(n), nil)
 				}
 				if dst == nil {
 					_, err := c.br.Discard(int(n))
@@ -372,7 +383,14 @@ func (c *conn) readLoop() {
 				r.finish(err)
 				continue
 			}
-			if err := read(r.buf[:n]); err != nil {
+			var err error
+			if kind == frameShm && r.into != nil && len(r.into) == int(n) {
+				err = c.readShm(r.into, int(n), r)
+				r.reduced = err == nil
+			} else {
+				err = read(r.buf[:n])
+			}
+			if err != nil {
 				le := &lostError{world: c.peer, host: c.m.peers[c.peer].Host, err: err}
 				r.finish(le)
 				c.fail(err, false)

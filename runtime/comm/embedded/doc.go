@@ -31,9 +31,11 @@
 // Two ranks joined by a Unix socket also share a file mapped from /dev/shm
 // (created by one, mapped by the other, then unlinked at once, so that a
 // crash leaves nothing behind; unmapped at Close): a payload above 64 KiB
-// is copied through its ring of slots, while the header, still checked as
-// above, and one token per filled slot go on the socket, which thus still
-// orders everything and reveals a dead peer. Where the file cannot be made
+// is copied through its ring of slots (a piece of the ring's reduce-scatter
+// is reduced straight from the slot into the buffer, without a copy out),
+// while the header, still checked as above, and one token per filled slot
+// go on the socket, which thus still orders everything and reveals a dead
+// peer. Where the file cannot be made
 // or mapped the pair keeps its socket (Config.Logf says why); ranks on
 // other hosts use TCP. See shm.go.
 //

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // Shared memory between ranks on one host.
@@ -23,7 +25,9 @@ import (
 // copied, one slot at a time, into the ring, and each filled slot is
 // announced by an 8-byte token on the socket (the slot's sequence
 // number). The receiver's reader reads the token, copies the slot into the
-// receive buffer and publishes how many slots it has consumed; a sender
+// receive buffer (or, for a piece of the ring's reduce-scatter, reduces it
+// straight into the reduced buffer) and publishes how many slots it has
+// consumed; a sender
 // that finds the ring full sleeps on that counter (a futex) until the
 // receiver frees a slot, or until its connection is lost or closed.
 //
@@ -162,8 +166,10 @@ func (c *conn) writeShm(hdr *[hdrLen]byte, b, scratch []byte) error {
 var shmTestHook func(c *conn)
 
 // readShm receives a frameShm payload of n bytes into dst (nil: discard
-// it), slot by slot.
-func (c *conn) readShm(dst []byte, n int) error {
+// it), slot by slot: copied, or, with red set, reduced with red's dtype and
+// op (tensor.Reduce(dst piece, slot)) straight from the slot, which saves
+// copying it out and reading it again. A slot is freed once that is done.
+func (c *conn) readShm(dst []byte, n int, red *recvReq) error {
 	v := &c.shm.rx
 	tok := c.shm.tok[:]
 	for off := 0; off < n; {
@@ -174,7 +180,10 @@ func (c *conn) readShm(dst []byte, n int) error {
 			return fmt.Errorf("protocol error: shared-memory slot %d announced, %d expected", got, v.count)
 		}
 		k := min(n-off, shmSlotSize)
-		if dst != nil {
+		switch {
+		case red != nil:
+			tensor.Reduce(red.dt, red.op, dst[off:off+k], v.slot(v.count)[:k])
+		case dst != nil:
 			copy(dst[off:off+k], v.slot(v.count))
 		}
 		off += k
