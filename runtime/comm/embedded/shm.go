@@ -27,9 +27,9 @@ import (
 // number). The receiver's reader reads the token, copies the slot into the
 // receive buffer (or, for a piece of the ring's reduce-scatter, reduces it
 // straight into the reduced buffer) and publishes how many slots it has
-// consumed; a sender
-// that finds the ring full sleeps on that counter (a futex) until the
-// receiver frees a slot, or until its connection is lost or closed.
+// consumed; a sender that finds the ring full sleeps on that counter (a
+// futex) until the receiver frees a slot, or until its connection is lost
+// or closed.
 //
 // So the socket stays the channel that orders everything and that reveals
 // a dead peer: a receiver waiting for a slot waits in a socket read, which
