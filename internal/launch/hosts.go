@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
 )
 
 // Host is one machine and the number of processes it may run.
@@ -121,33 +123,22 @@ func Assign(hosts []Host, np int) ([]Slot, error) {
 	if total := TotalSlots(hosts); np > total {
 		return nil, usagef("requested more processes (%d) than there are available slots (%d): lower -np or add slots to -H/--hostfile", np, total)
 	}
-	var slots []Slot
-	var perHost []int // processes placed on each used host
-	rank := 0
+	var expect []rendezvous.Slot
 	for _, h := range hosts {
-		if rank == np {
-			break
-		}
-		n := min(h.Slots, np-rank)
-		perHost = append(perHost, n)
-		for lr := 0; lr < n; lr++ {
-			slots = append(slots, Slot{Host: h.Name, Rank: rank, LocalRank: lr, LocalSize: n, Size: np})
-			rank++
+		for lr := 0; lr < h.Slots && len(expect) < np; lr++ {
+			expect = append(expect, rendezvous.Slot{Host: h.Name, LocalRank: lr})
 		}
 	}
-	// crossRank[h][lr]: among used hosts with more than lr processes, the
-	// index of host h.
-	next := map[int]int{} // local rank -> hosts seen so far with it
-	i := 0
-	for _, n := range perHost {
-		for lr := 0; lr < n; lr++ {
-			slots[i].CrossRank = next[lr]
-			next[lr]++
-			i++
-		}
+	// One implementation of horovodrun's rules, shared with the
+	// rendezvous server that answers the workers of a --gloo job.
+	as, err := rendezvous.Assign(expect)
+	if err != nil {
+		return nil, usagef("%v", err)
 	}
-	for j := range slots {
-		slots[j].CrossSize = next[slots[j].LocalRank]
+	slots := make([]Slot, len(as))
+	for i, a := range as {
+		slots[i] = Slot{Host: expect[i].Host, Rank: a.Rank, LocalRank: a.LocalRank, LocalSize: a.LocalSize,
+			CrossRank: a.CrossRank, CrossSize: a.CrossSize, Size: a.Size}
 	}
 	return slots, nil
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
 )
 
 // DefaultElasticTimeout is horovodrun's --elastic-timeout
@@ -462,39 +464,27 @@ func count(hosts []Host) int {
 	return n
 }
 
-// plan assigns ranks host by host, up to MaxNP slots.
+// plan assigns ranks host by host, up to MaxNP slots, with horovodrun's
+// placement rules (rendezvous.Assign, which the launcher and the rendezvous
+// server share).
 func (d *Driver) plan(hosts []Host) []SlotInfo {
-	var out []SlotInfo
-	var perHost []int
+	var expect []rendezvous.Slot
 	for _, h := range hosts {
-		n := h.Slots
-		if d.cfg.MaxNP > 0 {
-			n = min(n, d.cfg.MaxNP-len(out))
-		}
-		if n <= 0 {
-			break
-		}
-		perHost = append(perHost, n)
-		for l := 0; l < n; l++ {
-			out = append(out, SlotInfo{Slot: Slot{Host: h.Name, Local: l}, Rank: len(out), LocalSize: n})
+		for l := 0; l < h.Slots && (d.cfg.MaxNP <= 0 || len(expect) < d.cfg.MaxNP); l++ {
+			expect = append(expect, rendezvous.Slot{Host: h.Name, LocalRank: l})
 		}
 	}
-	for i := range out {
-		out[i].Size = len(out)
-		for _, n := range perHost { // hosts with this local rank
-			if out[i].Local < n {
-				out[i].CrossSize++
-			}
-		}
+	if len(expect) == 0 {
+		return nil
 	}
-	for h, i := 0, 0; h < len(perHost); h++ {
-		for l := 0; l < perHost[h]; l, i = l+1, i+1 {
-			for _, n := range perHost[:h] {
-				if l < n {
-					out[i].CrossRank++
-				}
-			}
-		}
+	as, err := rendezvous.Assign(expect)
+	if err != nil {
+		panic("elastic: " + err.Error()) // hosts are distinct (ParseDiscovery) and listed whole
+	}
+	out := make([]SlotInfo, len(as))
+	for i, a := range as {
+		out[i] = SlotInfo{Slot: Slot{Host: expect[i].Host, Local: a.LocalRank}, Rank: a.Rank, Size: a.Size,
+			LocalSize: a.LocalSize, CrossRank: a.CrossRank, CrossSize: a.CrossSize}
 	}
 	return out
 }
