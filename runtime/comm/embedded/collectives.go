@@ -380,11 +380,7 @@ func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 	}
 	const name = "allgatherv"
 	d := desc{kind: kAllgatherv, counts: counts}
-	sb, err := hostBytes(name, "send", send)
-	var rb []byte
-	if err == nil {
-		rb, err = hostBytes(name, "receive", recv)
-	}
+	sb, rb, err := sendRecvBytes(name, send, recv)
 	if err == nil {
 		d.dtype = send.DType()
 		err = comm.CheckLocal(name, len(c.members), counts, send, c.own(counts), recv, comm.Sum(counts))
@@ -463,11 +459,7 @@ func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Ten
 	}
 	const name = "alltoallv"
 	d := desc{kind: kAlltoallv, counts: sendCounts, recvCounts: recvCounts}
-	sb, err := hostBytes(name, "send", send)
-	var rb []byte
-	if err == nil {
-		rb, err = hostBytes(name, "receive", recv)
-	}
+	sb, rb, err := sendRecvBytes(name, send, recv)
 	if err == nil {
 		d.dtype = send.DType()
 		err = comm.CheckLocal(name, len(c.members), sendCounts, send, comm.Sum(sendCounts), nil, -1)
@@ -507,11 +499,7 @@ func (c *Comm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.
 	}
 	const name = "reducescatter"
 	d := desc{kind: kReduceScatter, counts: counts, op: op}
-	sb, err := hostBytes(name, "send", send)
-	var rb []byte
-	if err == nil {
-		rb, err = hostBytes(name, "receive", recv)
-	}
+	sb, rb, err := sendRecvBytes(name, send, recv)
 	if err == nil {
 		d.dtype = send.DType()
 		err = comm.CheckLocal(name, len(c.members), counts, send, comm.Sum(counts), recv, c.own(counts))

@@ -357,3 +357,14 @@ func hostBytes(op, name string, t *tensor.Tensor) ([]byte, error) {
 	}
 	return t.Bytes(), nil
 }
+
+// sendRecvBytes is hostBytes of a collective's send and receive tensors.
+func sendRecvBytes(op string, send, recv *tensor.Tensor) (sb, rb []byte, err error) {
+	if sb, err = hostBytes(op, "send", send); err != nil {
+		return nil, nil, err
+	}
+	if rb, err = hostBytes(op, "receive", recv); err != nil {
+		return nil, nil, err
+	}
+	return sb, rb, nil
+}
