@@ -647,6 +647,21 @@ func (d *DistributedOptimizer) StepContext(ctx context.Context) error {
 	return d.inner.Step()
 }
 
+// startedErr is ErrInFlight, naming the call, when some unit's reduction
+// was started this step; d.mu is held.
+func (d *DistributedOptimizer) startedErr(call string) error {
+	hint := ""
+	if d.interrupted {
+		hint = interruptedHint
+	}
+	for u, started := range d.started {
+		if started {
+			return fmt.Errorf("%w (%s called: the reduction of %q was started this step%s)", ErrInFlight, call, d.unitName(u), hint)
+		}
+	}
+	return nil
+}
+
 // ZeroGrad zeroes the gradients. It fails with ErrInFlight once any
 // gradient has been reported this step (a reduction in flight, a group
 // waiting for its other members, or passes still accumulating), and after a
@@ -656,14 +671,8 @@ func (d *DistributedOptimizer) StepContext(ctx context.Context) error {
 func (d *DistributedOptimizer) ZeroGrad() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	hint := ""
-	if d.interrupted {
-		hint = interruptedHint
-	}
-	for u, started := range d.started {
-		if started {
-			return fmt.Errorf("%w (ZeroGrad called: the reduction of %q was started this step%s)", ErrInFlight, d.unitName(u), hint)
-		}
+	if err := d.startedErr("ZeroGrad"); err != nil {
+		return err
 	}
 	for i, n := range d.count {
 		if n > 0 {

@@ -288,14 +288,8 @@ func (d *DistributedOptimizer) Close() error {
 	if d.closed {
 		return nil
 	}
-	hint := ""
-	if d.interrupted {
-		hint = interruptedHint
-	}
-	for u, started := range d.started {
-		if started {
-			return fmt.Errorf("%w (Close called: the reduction of %q was started this step%s)", ErrInFlight, d.unitName(u), hint)
-		}
+	if err := d.startedErr("Close"); err != nil {
+		return err
 	}
 	var errs []error
 	for u, g := range d.groups {
