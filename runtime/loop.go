@@ -132,8 +132,14 @@ func (l *loop) run() {
 	var cause error
 	defer func() {
 		l.closeTimeline(time.Now())
+		// Reject new calls with the cause before any handle completes:
+		// a caller that sees its handle fail must find the runtime
+		// stopped. Then the queue's handles, and those of the response
+		// a failure hit (taken out of the queue already).
 		l.r.loopExited(cause)
-		l.r.q.close(&shutdownError{cause: cause})
+		err := &shutdownError{cause: cause}
+		l.r.q.close(err)
+		l.failTaken(err)
 		close(l.r.stopped)
 	}()
 	timer := time.NewTimer(0)
@@ -209,45 +215,36 @@ func (l *loop) safeCycle() (stop bool, err error) {
 }
 
 // fail handles an error that stops this rank's loop, and returns the root
-// cause the rank's handles and later calls report. The handles of the
-// response being performed fail with it at once (their entries have left
-// the table); the queue's are failed by run. When the failure came before
-// this rank entered any collective of the cycle, the other ranks are
-// waiting for it in the cycle's agreement: one more cycle asks them to
-// stop, and the farewell exchange tells them which rank failed and why.
-// Otherwise the ranks are out of step: the transport is torn down with the
-// cause where it can be (comm.Aborter), so that no rank waits for ever.
+// cause the rank's handles and later calls report (run fails them: the
+// queue's, and those of the response being performed, whose entries have
+// left the queue). When the failure came before this rank entered any
+// collective of the cycle, the other ranks are waiting for it in the
+// cycle's agreement: one more cycle asks them to stop, and the farewell
+// exchange tells them which rank failed and why. Otherwise the ranks are
+// out of step: the transport is torn down with the cause where it can be
+// (comm.Aborter), so that no rank waits for ever.
 func (l *loop) fail(err error) error {
 	l.log.Error().Err(err).Msg("Horovod background loop uncaught exception")
-	cause := err
 	var peer *comm.PeerError
 	if l.aligned && !errors.As(err, &peer) && l.failing == nil {
 		l.failing = err
 		stop, ferr := l.safeCycle() // takes nothing: it stops before performing
 		if ferr == nil && stop {
-			if c := l.farewell(); c != nil {
-				return c
-			}
-			return cause
+			return l.farewell() // never nil: this rank's record says it failed
 		}
 		if ferr != nil {
 			l.log.Error().Err(ferr).Msg("telling the other ranks")
 		}
 	}
-	// Reject new calls with the cause before any handle completes: a
-	// caller that sees its handle fail must find the runtime stopped.
-	l.r.loopExited(cause)
-	l.r.q.close(&shutdownError{cause: cause})
-	l.failTaken(&shutdownError{cause: cause})
 	// A peer's failure (PeerError) has torn the group down already, on
 	// every rank: aborting again would only race the root cause with a
 	// second one naming this rank.
 	if a, ok := l.com.(comm.Aborter); ok && !errors.As(err, &peer) {
-		if aerr := a.Abort(cause); aerr != nil {
+		if aerr := a.Abort(err); aerr != nil {
 			l.log.Error().Err(aerr).Msg("aborting the transport")
 		}
 	}
-	return cause
+	return err
 }
 
 // failTaken fails the handles of the entries taken for the response being
