@@ -250,6 +250,9 @@ type DistributedOptimizer struct {
 	// groups holds, per unit, its reduce group when the Collectives
 	// provides them; nil on the per-gradient path.
 	groups []ReduceGroup
+	// ord is the parameters' backward order (Rebind holds new groups in
+	// it).
+	ord []int
 	// stale holds, per moved gradient, its former storage until the
 	// first step has checked that nothing wrote into it.
 	stale [][]byte
@@ -307,6 +310,7 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 	if err != nil {
 		return nil, err
 	}
+	d.ord = ord
 	gc, held := coll.(ReduceGroupCollectives)
 	if held {
 		d.layout(params, ord)

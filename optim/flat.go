@@ -2,6 +2,7 @@ package optim
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -306,5 +307,44 @@ func (d *DistributedOptimizer) Close() error {
 		return errors.Join(errs...)
 	}
 	d.closed = true
+	return nil
+}
+
+// Rebind moves the optimizer onto coll: the Collectives of a runtime that
+// was initialised again since the optimizer was made, with perhaps a new
+// size (runtime/elastic's Run calls it after re-forming an elastic job).
+// The step under way, if any, is abandoned: its reductions belong to the
+// old runtime, which must have been shut down, so that they have completed
+// or failed; its gradients are left as they are. The old reduce groups are
+// closed and new ones held on coll, over the same gradient layout. A
+// closed optimizer is opened again. coll must hold reduce groups if the
+// old Collectives did.
+func (d *DistributedOptimizer) Rebind(coll Collectives) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, hs := range d.handles {
+		for _, h := range hs {
+			_ = h.Wait(context.Background()) // completed or failed: the old runtime is down
+		}
+	}
+	d.endStep()
+	for u, g := range d.groups {
+		if g != nil {
+			_ = g.Close() // a group of the old runtime: closing only releases it
+			d.groups[u] = nil
+		}
+	}
+	if d.groups != nil {
+		gc, ok := coll.(ReduceGroupCollectives)
+		if !ok {
+			return fmt.Errorf("optim: Rebind: the optimizer reduces its gradients in held groups, which %T does not provide", coll)
+		}
+		d.groups = nil
+		if err := d.hold(gc, d.inner.Params(), d.ord); err != nil {
+			return err
+		}
+	}
+	d.coll = coll
+	d.closed = false
 	return nil
 }

@@ -18,15 +18,22 @@ import (
 const transportEmbedded = "embedded"
 
 // embeddedComm is the embedded transport's communicator with the listeners
-// Init opened for it: Close closes both.
+// Init opened for it, and, in an elastic job, the rendezvous session of its
+// round: Close closes them all.
 type embeddedComm struct {
 	*embedded.Comm
-	ls *embedded.Listeners
+	ls      *embedded.Listeners
+	session *rendezvous.Session // elastic jobs only
+	round   int                 // the elastic round; 0 in a fixed job
 }
 
-// Close closes the communicator, then this rank's listeners.
+// Close closes the communicator, then this rank's listeners and session.
 func (c embeddedComm) Close() error {
-	return errors.Join(c.Comm.Close(), c.ls.Close())
+	err := errors.Join(c.Comm.Close(), c.ls.Close())
+	if c.session != nil {
+		err = errors.Join(err, c.session.Close())
+	}
+	return err
 }
 
 // openEmbedded starts this worker on the embedded transport (issue 13):
@@ -37,7 +44,15 @@ func (c embeddedComm) Close() error {
 // secret (GOHOROVOD_SECRET) on every connection. HOROVOD_GLOO_TIMEOUT_SECONDS
 // bounds the rendezvous and the connections; the error then names who did
 // not arrive.
-func openEmbedded(cfg config.Config) (comm.Communicator, error) {
+//
+// In an elastic job (HOROVOD_ELASTIC=1) the rendezvous gives the placement
+// (the environment has none), last is the round this worker was last a
+// member of (0 at the first Init), and the join waits as long as the
+// launcher takes to form the next round: the launcher bounds that with its
+// elastic timeout, and ends the connection when it gives up. A worker the
+// new round has no place for gets an error wrapping
+// rendezvous.ErrRemoved.
+func openEmbedded(cfg config.Config, last int) (comm.Communicator, error) {
 	secret, err := cfg.Secret.Bytes()
 	if err != nil {
 		return nil, fmt.Errorf("embedded transport: %w", err)
@@ -78,16 +93,34 @@ func openEmbedded(cfg config.Config) (comm.Communicator, error) {
 	if timeout <= 0 {
 		timeout = config.DefaultGlooTimeout
 	}
+	me := rendezvous.Member{Slot: rendezvous.Slot{Host: host, LocalRank: cfg.LocalRank}, Data: string(data)}
+	var (
+		a       rendezvous.Assignment
+		session *rendezvous.Session
+	)
+	if cfg.Elastic {
+		a, session, err = rendezvous.JoinRound(context.Background(), server, secret, me, last)
+		if err != nil {
+			return nil, fmt.Errorf("embedded transport: %w", err)
+		}
+		defer func() {
+			if !ok {
+				session.Close()
+			}
+		}()
+	} else {
+		jctx, jcancel := context.WithTimeout(context.Background(), timeout)
+		a, err = rendezvous.Join(jctx, server, secret, me)
+		jcancel()
+		if err != nil {
+			return nil, fmt.Errorf("embedded transport: %w", err)
+		}
+		if err := a.Check(cfg.Rank, cfg.Size, cfg.LocalRank, cfg.LocalSize, cfg.CrossRank, cfg.CrossSize); err != nil {
+			return nil, fmt.Errorf("embedded transport: %w", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	me := rendezvous.Member{Slot: rendezvous.Slot{Host: host, LocalRank: cfg.LocalRank}, Data: string(data)}
-	a, err := rendezvous.Join(ctx, server, secret, me)
-	if err != nil {
-		return nil, fmt.Errorf("embedded transport: %w", err)
-	}
-	if err := a.Check(cfg.Rank, cfg.Size, cfg.LocalRank, cfg.LocalSize, cfg.CrossRank, cfg.CrossSize); err != nil {
-		return nil, fmt.Errorf("embedded transport: %w", err)
-	}
 	peers := make([]embedded.Peer, len(a.Members))
 	for r, m := range a.Members {
 		if err := json.Unmarshal([]byte(m.Data), &peers[r]); err != nil {
@@ -99,5 +132,5 @@ func openEmbedded(cfg config.Config) (comm.Communicator, error) {
 		return nil, fmt.Errorf("embedded transport: %w", err)
 	}
 	ok = true
-	return embeddedComm{Comm: c, ls: ls}, nil
+	return embeddedComm{Comm: c, ls: ls, session: session, round: a.Round}, nil
 }

@@ -51,7 +51,7 @@ func useMPI(built, mpiUp bool, launch mpi.LaunchEnv) bool {
 // address, as gohorovodrun --gloo sets), else MPI or one rank (see useMPI). A HOROVOD_SIZE of several ranks
 // without an MPI launcher is refused: gohorovod takes its placement from
 // MPI, so those ranks would each run alone.
-func openDefault(cfg config.Config) (comm.Communicator, string, error) {
+func openDefault(cfg config.Config, lastRound int) (comm.Communicator, string, error) {
 	if !cfg.Gloo() {
 		// The launcher's variables choose the transport, as MPI's do,
 		// even when the program passes its own configuration
@@ -64,7 +64,7 @@ func openDefault(cfg config.Config) (comm.Communicator, string, error) {
 	if cfg.Gloo() {
 		// Started without MPI by gohorovodrun --gloo, or by hand with
 		// the same variables (docs/EMBEDDED.md).
-		c, err := openEmbedded(cfg)
+		c, err := openEmbedded(cfg, lastRound)
 		return c, transportEmbedded, err
 	}
 	if useMPI(mpi.Built, mpi.Initialized(), mpi.DetectLaunch(os.Getenv)) {
@@ -89,6 +89,7 @@ func withGloo(cfg, env config.Config) config.Config {
 	cfg.LocalRank, cfg.LocalSize = env.LocalRank, env.LocalSize
 	cfg.CrossRank, cfg.CrossSize = env.CrossRank, env.CrossSize
 	cfg.Hostname = env.Hostname
+	cfg.Elastic = env.Elastic
 	return cfg
 }
 

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
@@ -118,6 +120,13 @@ type Runtime struct {
 	stats   stats
 	gpu     *gpuState       // GPU device, NCCL and buffers (gpu.go)
 	tlc     timelineControl // StartTimeline and StopTimeline requests (timeline.go)
+
+	// initOpts are the options of the last successful Init, for Restart.
+	initOpts []Option
+	// round is the elastic rendezvous round this runtime was last a member
+	// of (0: none, or not elastic); it outlives Shutdown, so that the next
+	// Init asks for the round after it.
+	round int
 }
 
 // Init starts the runtime: it reads the configuration (once), opens the
@@ -161,11 +170,14 @@ func (r *Runtime) Init(opts ...Option) error {
 	}
 	com, owns, transport := o.comm, false, transportGiven
 	if com == nil {
-		c, t, err := openDefault(cfg) // mpi.go: MPI, or one rank without a launcher
+		c, t, err := openDefault(cfg, r.round) // mpi.go: MPI, or one rank without a launcher
 		if err != nil {
 			return fmt.Errorf("hvd: Horovod initialization failed: %w", err)
 		}
 		com, owns, transport = c, true, t
+		if ec, ok := c.(embeddedComm); ok && ec.session != nil {
+			r.round = ec.round
+		}
 	}
 	rank, size := com.Rank(), com.Size()
 	var log zerolog.Logger
@@ -214,6 +226,7 @@ func (r *Runtime) Init(opts ...Option) error {
 	r.loop = l
 	r.gpu = newGPUState(o.gpu, log)
 	r.st = stateRunning
+	r.initOpts = append([]Option(nil), opts...)
 	running.Add(1)
 	go l.run()
 	startLauncherWatch(cfg, rank, r.stopped, log) // guard.go: exit if gohorovodrun is gone
@@ -289,6 +302,71 @@ func (r *Runtime) Shutdown() error {
 		}
 	}
 	return nil
+}
+
+// Restart shuts the runtime down (see Shutdown) and initialises it again
+// with the options of its last Init. In an elastic job (started by an
+// elastic launcher: config.Config.Elastic) that joins the launcher's next
+// rendezvous round, which may give this process a new rank and size: it is
+// Horovod's reset (hvd.shutdown(); hvd.init()), which runtime/elastic's
+// Run calls after a worker failure or a change of hosts. A worker that the
+// new round has no place for gets an error wrapping ErrRemoved. Restart
+// refuses a runtime that was given its communicator (WithCommunicator),
+// which cannot be opened again, and one that was never initialised.
+func (r *Runtime) Restart() error {
+	r.mu.Lock()
+	st, opts := r.st, r.initOpts
+	r.mu.Unlock()
+	if st == stateNew {
+		return r.notInitialized()
+	}
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.comm != nil {
+		return errors.New("hvd: Restart: the runtime was given its communicator (WithCommunicator), which cannot be opened again")
+	}
+	if err := r.Shutdown(); err != nil {
+		r.log.Warn().Err(err).Msg("restart: shutdown")
+	}
+	return r.Init(opts...)
+}
+
+// ErrRemoved is wrapped by the error of Init (and Restart) in a worker of
+// an elastic job whose launcher has no place for it in the new round: its
+// host was removed or blacklisted, or the job reached --max-np. The
+// process should exit; runtime/elastic's Run returns it.
+var ErrRemoved = rendezvous.ErrRemoved
+
+// ElasticRound returns the elastic rendezvous round this runtime was last a
+// member of: 1 after the first Init of an elastic job's worker, growing
+// with every Restart; 0 when the job is not elastic.
+func (r *Runtime) ElasticRound() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.round
+}
+
+// HostUpdate is a change of an elastic job's hosts that the launcher
+// announced to this worker (rank 0 of its round): Seq grows with every
+// update, Added and Removed say what changed.
+type HostUpdate = rendezvous.HostUpdate
+
+// TakeHostUpdate returns the host updates the launcher has announced to
+// this worker since the last call, merged, and whether there were any. The
+// launcher announces them to rank 0 of the current round only; runtime/
+// elastic's State checks them at every Commit and broadcasts rank 0's
+// answer, so that every rank resets at the same commit.
+func (r *Runtime) TakeHostUpdate() (HostUpdate, bool) {
+	r.mu.Lock()
+	c, running := r.com, r.st == stateRunning
+	r.mu.Unlock()
+	ec, ok := c.(embeddedComm)
+	if !running || !ok || ec.session == nil {
+		return HostUpdate{}, false
+	}
+	return ec.session.TakeUpdate()
 }
 
 // loopExited is called by the loop when it stops, with the cause (nil for a

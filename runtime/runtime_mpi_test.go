@@ -66,7 +66,7 @@ func openWorld() (comm.Communicator, bool, error) {
 		return nil, false, err
 	}
 	if cfg.Gloo() {
-		c, err := openEmbedded(cfg)
+		c, err := openEmbedded(cfg, 0)
 		return c, true, err
 	}
 	if !mpi.Built {

@@ -61,6 +61,9 @@ const (
 	EnvGlooIface      = "HOROVOD_GLOO_IFACE"
 	EnvGlooAddr       = "GOHOROVOD_GLOO_ADDR" // gohorovod's own
 	EnvSecret         = "GOHOROVOD_SECRET"    // gohorovod's own
+	// EnvElastic marks a worker of an elastic job, as horovodrun's elastic
+	// driver does: "1" or unset.
+	EnvElastic = "HOROVOD_ELASTIC"
 )
 
 // The values of HOROVOD_CONTROLLER and HOROVOD_CPU_OPERATIONS.
@@ -273,6 +276,11 @@ type Config struct {
 	GlooAddr string
 	// Secret is the job's key, hex. GOHOROVOD_SECRET.
 	Secret Secret
+	// Elastic says that an elastic launcher (gohorovodrun with
+	// --min-np, --max-np or --host-discovery-script) started this worker:
+	// the rendezvous then gives its rank and size, which may change while
+	// it runs (runtime/elastic). HOROVOD_ELASTIC=1.
+	Elastic bool
 }
 
 // Gloo reports whether c selects the embedded transport: Controller is
@@ -633,6 +641,18 @@ var placement = []knob{
 	{EnvGlooAddr,
 		func(c *Config) string { return c.GlooAddr },
 		func(c *Config, s string) error { c.GlooAddr = s; return nil }},
+	{EnvElastic,
+		func(c *Config) string {
+			if c.Elastic {
+				return "1"
+			}
+			return ""
+		},
+		func(c *Config, s string) error {
+			v, err := parseBool(s)
+			c.Elastic = v
+			return err
+		}},
 	{EnvSecret,
 		func(c *Config) string { return string(c.Secret) },
 		func(c *Config, s string) error {

@@ -32,6 +32,9 @@ type Assignment struct {
 	LocalRank, LocalSize int
 	CrossRank, CrossSize int
 	Members              []Member // Members[r] is rank r
+	// Round is the elastic rendezvous round this assignment belongs to
+	// (RoundServer, JoinRound); 0 for a fixed job's single rendezvous.
+	Round int `json:",omitempty"`
 }
 
 // Assign computes the placement of every expected slot, with Members left

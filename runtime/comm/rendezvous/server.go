@@ -167,6 +167,13 @@ func (s *Server) handle(c net.Conn) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	p := &peer{conn: c, member: *m.Join}
+	if m.Elastic {
+		refusal := toWorker{Error: fmt.Sprintf("rendezvous: %v is a worker of an elastic job, but the launcher runs a fixed one "+
+			"(HOROVOD_ELASTIC is set in the worker's environment, not by this launcher)", p.member.Slot)}
+		s.logf("rendezvous: refused %v from %v: %s", p.member.Slot, c.RemoteAddr(), refusal.Error)
+		_ = p.send(refusal)
+		return
+	}
 	rank, refusal := s.admit(p)
 	if refusal != nil {
 		s.logf("rendezvous: refused %v from %v: %s", p.member.Slot, c.RemoteAddr(), refusal.Error)

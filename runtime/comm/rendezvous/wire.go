@@ -19,6 +19,10 @@ const (
 type toServer struct {
 	Join    *Member `json:"join,omitempty"`
 	Missing bool    `json:"missing,omitempty"`
+	// Elastic marks the join of a worker of an elastic job (JoinRound),
+	// and Last is the round it was last a member of (0: none yet).
+	Elastic bool `json:"elastic,omitempty"`
+	Last    int  `json:"last,omitempty"`
 }
 
 // toWorker is a message from the server: exactly one field is set.
@@ -35,6 +39,12 @@ type toWorker struct {
 	// once for all workers (MembersJSON) and filled in by the worker.
 	Assignment  *Assignment     `json:"assignment,omitempty"`
 	MembersJSON json.RawMessage `json:"members,omitempty"`
+	// Removed tells an elastic worker that the new round has no place for
+	// it (RoundServer.StartRound).
+	Removed bool `json:"removed,omitempty"`
+	// Update is a host update for the coordinator of an elastic job
+	// (RoundServer.Notify), sent after its assignment.
+	Update *HostUpdate `json:"update,omitempty"`
 }
 
 func writeFrame(w io.Writer, v any) error {
