@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/gohorovod/gohorovod/examples/internal/mlp"
 	"github.com/gohorovod/gohorovod/examples/internal/mnist"
+	"github.com/gohorovod/gohorovod/internal/mlp"
 	"github.com/gohorovod/gohorovod/optim"
 	"github.com/gohorovod/gohorovod/optim/data"
 	hvd "github.com/gohorovod/gohorovod/runtime"
