@@ -1,14 +1,17 @@
 package launch
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/gohorovod/gohorovod/internal/launch/elastic"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -20,6 +23,11 @@ const EnvStartTimeout = "HOROVOD_START_TIMEOUT"
 // mpirun --version) when neither --start-timeout nor HOROVOD_START_TIMEOUT
 // says otherwise.
 const DefaultStartTimeout = 30 * time.Second
+
+// EnvElasticTimeout is the launcher's own variable: the default for
+// --elastic-timeout, in seconds, as in horovodrun (elastic mode only; the
+// default without it is elastic.DefaultElasticTimeout, 600 seconds).
+const EnvElasticTimeout = "HOROVOD_ELASTIC_TIMEOUT"
 
 // Options is the parsed command line.
 type Options struct {
@@ -59,6 +67,19 @@ type Options struct {
 	Autotune              bool
 	AutotuneLogFile       string
 
+	// Elastic mode (see Elastic): horovodrun's elastic flags.
+	MinNP               int    // --min-np; 0 (not given) means NP
+	MaxNP               int    // --max-np; 0 (not given) means no cap
+	HostDiscoveryScript string // --host-discovery-script
+	SlotsPerHost        int    // --slots-per-host: slots of a bare host the script prints
+	// ElasticTimeout is --elastic-timeout, in seconds; 0 (not given) means
+	// $HOROVOD_ELASTIC_TIMEOUT, else 600 (see ElasticConfig).
+	ElasticTimeout float64
+	ResetLimit     int // --reset-limit; 0 means no limit
+	// BlacklistCooldownRange is --blacklist-cooldown-range MIN MAX, in
+	// seconds; both zero (not given) blacklist a failed host for good.
+	BlacklistCooldownRange [2]float64
+
 	// Command is the worker program and its arguments.
 	Command []string
 
@@ -77,6 +98,36 @@ var singleDash = map[string]string{
 	"--np":                 "--num-proc",
 	"--network-interfaces": "--network-interface",
 }
+
+// cooldownFlag is the name of --blacklist-cooldown-range, whose horovodrun
+// form takes two arguments (normalize).
+const cooldownFlag = "blacklist-cooldown-range"
+
+// cooldownValue is the pflag.Value of --blacklist-cooldown-range: two
+// numbers of seconds, MIN,MAX (normalize rewrites horovodrun's MIN MAX).
+type cooldownValue struct{ r *[2]float64 }
+
+func (v cooldownValue) String() string {
+	if v.r[0] == 0 && v.r[1] == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(v.r[0], 'g', -1, 64) + "," + strconv.FormatFloat(v.r[1], 'g', -1, 64)
+}
+
+func (v cooldownValue) Set(s string) error {
+	lo, hi, ok := strings.Cut(s, ",")
+	if ok {
+		a, errA := strconv.ParseFloat(strings.TrimSpace(lo), 64)
+		b, errB := strconv.ParseFloat(strings.TrimSpace(hi), 64)
+		if errA == nil && errB == nil {
+			v.r[0], v.r[1] = a, b
+			return nil
+		}
+	}
+	return errors.New("want MIN MAX, two numbers of seconds, e.g. --blacklist-cooldown-range 10 100 (or =10,100)")
+}
+
+func (v cooldownValue) Type() string { return "range" }
 
 func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
 	d := config.Default()
@@ -116,12 +167,21 @@ func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
 	fs.BoolVar(&o.HierarchicalAllgather, "hierarchical-allgather", false, "hierarchical allgather (not implemented yet: no effect)")
 	fs.BoolVar(&o.Autotune, "autotune", false, "tune fusion threshold and cycle time while training (not implemented yet: no effect)")
 	fs.StringVar(&o.AutotuneLogFile, "autotune-log-file", "", "CSV `FILE` of the autotuning samples (not implemented yet: no effect)")
+
+	fs.StringVar(&o.HostDiscoveryScript, "host-discovery-script", "", "elastic mode: executable `SCRIPT` printing the available hosts, one per line, host:slots or host (not with -H/--hostfile)")
+	fs.IntVar(&o.MinNP, "min-np", 0, "elastic mode: keep training with no fewer than `N` processes, else wait for more (default -np)")
+	fs.IntVar(&o.MaxNP, "max-np", 0, "elastic mode: grow to at most `N` processes as slots appear (default: no cap)")
+	fs.IntVar(&o.SlotsPerHost, "slots-per-host", 0, "elastic mode: `N` slots for each host the discovery script prints without :slots")
+	fs.Float64Var(&o.ElasticTimeout, "elastic-timeout", 0, "elastic mode: wait `SECONDS` for enough slots, or for discovery to recover (default $HOROVOD_ELASTIC_TIMEOUT or 600)")
+	fs.IntVar(&o.ResetLimit, "reset-limit", 0, "elastic mode: end the job when it would reset more than `N` times (default 0: no limit)")
+	fs.Var(cooldownValue{&o.BlacklistCooldownRange}, cooldownFlag, "elastic mode: readmit a failed host after a cooldown, in `MIN MAX` seconds: MIN, doubling with its failures, at most MAX (default: never; also =MIN,MAX)")
 	return fs
 }
 
 // normalize rewrites horovodrun's single-dash long flags (-np 4, -np=4,
-// -cb, -hostfile F) into pflag's form. It stops at the program: the
-// program's own arguments are left as they are.
+// -cb, -hostfile F) and its two-argument --blacklist-cooldown-range MIN MAX
+// into pflag's form. It stops at the program: the program's own arguments
+// are left as they are.
 func normalize(fs *pflag.FlagSet, args []string) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
@@ -136,6 +196,22 @@ func normalize(fs *pflag.FlagSet, args []string) []string {
 			if hasVal {
 				a += "=" + val
 			}
+		}
+		if name == "--"+cooldownFlag && !hasVal && i+1 < len(args) {
+			// horovodrun's --blacklist-cooldown-range MIN MAX: two
+			// arguments, made one pflag value MIN,MAX. The second is taken
+			// only when it is a number, so that a missing MAX is reported
+			// as such rather than eating the program.
+			i++
+			v := args[i]
+			if !strings.Contains(v, ",") && i+1 < len(args) {
+				if _, err := strconv.ParseFloat(args[i+1], 64); err == nil {
+					i++
+					v += "," + args[i]
+				}
+			}
+			out = append(out, name+"="+v)
+			continue
 		}
 		out = append(out, a)
 		if hasVal {
@@ -193,6 +269,10 @@ func (o *Options) check() error {
 		{"start-timeout", o.StartTimeout},
 		{"ssh-port", float64(o.SSHPort)},
 		{"gloo-timeout-seconds", o.GlooTimeoutSeconds},
+		{"min-np", float64(o.MinNP)},
+		{"max-np", float64(o.MaxNP)},
+		{"slots-per-host", float64(o.SlotsPerHost)},
+		{"reset-limit", float64(o.ResetLimit)},
 	}
 	for _, f := range nonNeg {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
@@ -214,10 +294,114 @@ func (o *Options) check() error {
 	if _, err := config.ParseLogLevel(o.LogLevel); err != nil {
 		return usagef("--log-level=%s: %v", o.LogLevel, err)
 	}
+	if err := o.checkElastic(); err != nil {
+		return err
+	}
 	if len(o.Command) == 0 {
 		return usagef("no program given: gohorovodrun -np 4 ./train [args...]")
 	}
 	return nil
+}
+
+// Elastic reports whether the job runs in elastic mode: as horovodrun
+// decides, when --host-discovery-script, --min-np or --max-np was given.
+// The hosts then come from the discovery script, or are the fixed -H or
+// --hostfile hosts (Horovod's FixedHosts), and the job runs on the
+// embedded transport.
+func (o *Options) Elastic() bool {
+	return o.set["host-discovery-script"] || o.set["min-np"] || o.set["max-np"]
+}
+
+// elasticOnly are the flags that mean something in elastic mode only.
+var elasticOnly = []string{"slots-per-host", "reset-limit", "elastic-timeout", cooldownFlag}
+
+// checkElastic refuses elastic flags that no elastic run can use, and
+// elastic-mode flags outside elastic mode.
+func (o *Options) checkElastic() error {
+	if !o.Elastic() {
+		for _, name := range elasticOnly {
+			if o.set[name] {
+				return usagef("--%s is an elastic-mode flag: it needs --host-discovery-script, --min-np or --max-np", name)
+			}
+		}
+		return nil
+	}
+	if o.MPI {
+		return usagef("--mpi with elastic mode (--host-discovery-script, --min-np or --max-np): elastic mode needs the embedded transport, " +
+			"since mpirun cannot re-form a running job; drop --mpi (gohorovodrun then uses --gloo)")
+	}
+	if o.MPIArgs != "" {
+		return usagef("--mpi-args has no effect in elastic mode (the workers are not started by mpirun)")
+	}
+	if o.set["host-discovery-script"] {
+		switch {
+		case o.HostDiscoveryScript == "":
+			return usagef("--host-discovery-script needs a SCRIPT: the path of an executable that prints the available hosts")
+		case o.Hosts != "":
+			return usagef("--host-discovery-script and -H/--hosts both given: the script finds the hosts; use one of them")
+		case o.Hostfile != "":
+			return usagef("--host-discovery-script and --hostfile both given: the script finds the hosts; use one of them")
+		}
+	} else if o.set["slots-per-host"] {
+		return usagef("--slots-per-host applies to the hosts --host-discovery-script prints: it has no effect without the script")
+	}
+	if !o.set["num-proc"] {
+		return usagef("elastic mode needs -np N: the number of processes to start with (--min-np and --max-np bound it later)")
+	}
+	if o.set["min-np"] && o.MinNP == 0 {
+		return usagef("--min-np must be at least 1")
+	}
+	if o.MinNP > o.NP {
+		return usagef("--min-np %d is more than -np %d: the job starts with -np processes and goes on with no fewer than --min-np", o.MinNP, o.NP)
+	}
+	if o.set["max-np"] && o.MaxNP < o.NP {
+		return usagef("--max-np %d is less than -np %d: the job starts with -np processes and grows to no more than --max-np", o.MaxNP, o.NP)
+	}
+	if o.set["slots-per-host"] && o.SlotsPerHost == 0 {
+		return usagef("--slots-per-host must be at least 1")
+	}
+	if t := o.ElasticTimeout; o.set["elastic-timeout"] && !positiveSeconds(t) {
+		return usagef("--elastic-timeout=%v must be a positive number of seconds", t)
+	}
+	if lo, hi := o.BlacklistCooldownRange[0], o.BlacklistCooldownRange[1]; o.set[cooldownFlag] && !(positiveSeconds(lo) && positiveSeconds(hi) && lo <= hi) {
+		return usagef("--%s %v %v: want 0 < MIN <= MAX seconds", cooldownFlag, lo, hi)
+	}
+	return nil
+}
+
+// positiveSeconds reports whether s seconds is a positive time.Duration:
+// not NaN, not so small that it rounds to 0, not so large that it
+// overflows.
+func positiveSeconds(s float64) bool {
+	return s > 0 && s < float64(math.MaxInt64)/float64(time.Second) && seconds(s) > 0
+}
+
+// ElasticConfig is the elastic driver's configuration from the elastic
+// flags (meaningful in elastic mode, see Elastic). The elastic timeout is
+// --elastic-timeout, else $HOROVOD_ELASTIC_TIMEOUT from environ (the
+// launcher's environment), else elastic.DefaultElasticTimeout; a malformed
+// HOROVOD_ELASTIC_TIMEOUT is a usage error.
+func (o *Options) ElasticConfig(environ []string) (elastic.Config, error) {
+	timeout := elastic.DefaultElasticTimeout
+	if o.ElasticTimeout > 0 {
+		timeout = seconds(o.ElasticTimeout)
+	} else if v, ok := config.Lookup(environ)(EnvElasticTimeout); ok && v != "" {
+		s, err := strconv.ParseFloat(v, 64)
+		if err != nil || !positiveSeconds(s) {
+			return elastic.Config{}, usagef("%s=%q must be a positive number of seconds", EnvElasticTimeout, v)
+		}
+		timeout = seconds(s)
+	}
+	return elastic.Config{
+		NP:              o.NP,
+		MinNP:           o.MinNP,
+		MaxNP:           o.MaxNP,
+		ElasticTimeout:  timeout,
+		ResetLimit:      o.ResetLimit,
+		CooldownMin:     seconds(o.BlacklistCooldownRange[0]),
+		CooldownMax:     seconds(o.BlacklistCooldownRange[1]),
+		DiscoveryScript: o.HostDiscoveryScript,
+	}, nil
 }
 
 // ApplyTo overrides c's knobs with the flags that were given; knobs not
