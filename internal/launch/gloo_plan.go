@@ -55,6 +55,23 @@ func BuildGlooPlan(s Spec) ([]GlooWorker, error) {
 	if err := s.Config.Validate(); err != nil {
 		return nil, usagef("%v", err)
 	}
+	base, remoteBase := glooBase(s)
+	out := make([]GlooWorker, 0, len(slots))
+	for _, sl := range slots {
+		cfg := s.Config
+		cfg.Rank, cfg.Size = sl.Rank, sl.Size
+		cfg.LocalRank, cfg.LocalSize = sl.LocalRank, sl.LocalSize
+		cfg.CrossRank, cfg.CrossSize = sl.CrossRank, sl.CrossSize
+		out = append(out, glooWorker(s, cfg, sl, base, remoteBase))
+	}
+	return out, nil
+}
+
+// glooBase returns the environment every worker starts from: the
+// launcher's, less the variables of runtime/config (and NCCL_SOCKET_IFNAME
+// with --network-interface, which it then sets), and its selection for
+// remote workers.
+func glooBase(s Spec) (base, remoteBase []string) {
 	drop := map[string]bool{}
 	for _, n := range config.Names() {
 		drop[n] = true
@@ -62,7 +79,6 @@ func BuildGlooPlan(s Spec) ([]GlooWorker, error) {
 	if len(s.NICs) > 0 {
 		drop["NCCL_SOCKET_IFNAME"] = true
 	}
-	var base []string
 	for _, kv := range s.Environ {
 		k, _, _ := strings.Cut(kv, "=")
 		if !drop[k] {
@@ -72,37 +88,35 @@ func BuildGlooPlan(s Spec) ([]GlooWorker, error) {
 	if len(s.NICs) > 0 {
 		base = append(base, "NCCL_SOCKET_IFNAME="+strings.Join(s.NICs, ","))
 	}
-	remoteBase := remoteEnv(base)
-	out := make([]GlooWorker, 0, len(slots))
-	for _, sl := range slots {
-		cfg := s.Config
-		cfg.Launcher = s.Launcher
-		cfg.Controller, cfg.CPUOperations = config.ControllerGloo, config.ControllerGloo
-		cfg.RendezvousAddr, cfg.RendezvousPort = s.RendezvousAddr, s.RendezvousPort
-		cfg.Hostname = sl.Host
-		cfg.Rank, cfg.Size = sl.Rank, sl.Size
-		cfg.LocalRank, cfg.LocalSize = sl.LocalRank, sl.LocalSize
-		cfg.CrossRank, cfg.CrossSize = sl.CrossRank, sl.CrossSize
-		cfg.GlooAddr = ""
-		if len(s.NICs) > 0 {
-			cfg.GlooIface = s.NICs[0]
-		}
-		cfg.Secret = s.Secret
-		w := GlooWorker{Slot: sl}
-		if s.IsLocal != nil && s.IsLocal(sl.Host) {
-			w.Argv = append([]string(nil), s.Command...)
-			w.Env = append(append([]string(nil), base...), cfg.Environ()...)
-		} else {
-			cfg.Secret = "" // on standard input
-			env := append(append([]string(nil), remoteBase...), cfg.Environ()...)
-			w.Remote = true
-			w.Argv = append(sshArgv(s.SSHPort, s.SSHIdentity, sl.Host), "exec /bin/sh -c "+quote(remoteScript(s.Dir, env, s.Command)))
-			w.Env = append([]string(nil), s.Environ...)
-			w.Stdin = string(s.Secret) + "\n"
-		}
-		out = append(out, w)
+	return base, remoteEnv(base)
+}
+
+// glooWorker is the worker of slot sl with the knobs and placement of cfg:
+// the program itself on a local host, ssh running remoteScript on a
+// remote one (with the secret on its standard input).
+func glooWorker(s Spec, cfg config.Config, sl Slot, base, remoteBase []string) GlooWorker {
+	cfg.Launcher = s.Launcher
+	cfg.Controller, cfg.CPUOperations = config.ControllerGloo, config.ControllerGloo
+	cfg.RendezvousAddr, cfg.RendezvousPort = s.RendezvousAddr, s.RendezvousPort
+	cfg.Hostname = sl.Host
+	cfg.GlooAddr = ""
+	if len(s.NICs) > 0 {
+		cfg.GlooIface = s.NICs[0]
 	}
-	return out, nil
+	cfg.Secret = s.Secret
+	w := GlooWorker{Slot: sl}
+	if s.IsLocal != nil && s.IsLocal(sl.Host) {
+		w.Argv = append([]string(nil), s.Command...)
+		w.Env = append(append([]string(nil), base...), cfg.Environ()...)
+		return w
+	}
+	cfg.Secret = "" // on standard input
+	env := append(append([]string(nil), remoteBase...), cfg.Environ()...)
+	w.Remote = true
+	w.Argv = append(sshArgv(s.SSHPort, s.SSHIdentity, sl.Host), "exec /bin/sh -c "+quote(remoteScript(s.Dir, env, s.Command)))
+	w.Env = append([]string(nil), s.Environ...)
+	w.Stdin = string(s.Secret) + "\n"
+	return w
 }
 
 // remoteScript is what a remote worker's ssh runs (with /bin/sh): it

@@ -120,12 +120,18 @@ func (l *Launcher) Run(ctx context.Context, args []string) error {
 		l.checkBuild(ctx)
 		return nil
 	}
+	if o.Elastic() {
+		o.Gloo = true // elastic jobs run on the embedded transport (check refuses --mpi)
+	}
 	spec, err := l.Spec(ctx, o)
 	if err != nil {
 		return err
 	}
 	for _, w := range knobWarnings(o, spec.Config) {
 		fmt.Fprintln(l.Stderr, "gohorovodrun: "+w)
+	}
+	if o.Elastic() {
+		return l.runElastic(ctx, o, spec)
 	}
 	if spec.Gloo {
 		return l.runGloo(ctx, o, spec)

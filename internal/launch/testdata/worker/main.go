@@ -19,6 +19,7 @@
 //	               print "training R pid P" after the first steps; gives up
 //	               (exit 6) after two minutes so that a broken test leaves
 //	               nothing running for long
+//	elastic [flags]  an elastic training job (elastic.go)
 package main
 
 import (
@@ -106,6 +107,8 @@ func main() {
 		writePID(os.Args[2], rank)
 		fmt.Printf("ready %d\n", rank)
 		time.Sleep(time.Minute)
+	case "elastic":
+		os.Exit(elasticMain(os.Args[2:]))
 	case "hang":
 		writePID(os.Args[2], rank)
 		fmt.Printf("ready %d\n", rank)

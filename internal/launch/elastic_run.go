@@ -1,0 +1,385 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gohorovod/gohorovod/internal/launch/elastic"
+	"github.com/gohorovod/gohorovod/runtime/comm/auth"
+	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
+	"github.com/gohorovod/gohorovod/runtime/config"
+)
+
+// elasticTick is how often the elastic driver checks its deadlines and
+// cooldowns, and retries a host update the coordinator could not be told
+// yet.
+const elasticTick = 200 * time.Millisecond
+
+// elasticProc is one worker process of an elastic job.
+type elasticProc struct {
+	slot     elastic.Slot
+	w        GlooWorker
+	cmd      *exec.Cmd
+	out      []*prefixWriter
+	stopping bool
+	exited   bool
+}
+
+// elasticExit is a worker process's end.
+type elasticExit struct {
+	p   *elasticProc
+	err error
+}
+
+// runElastic runs an elastic job (horovodrun's elastic driver): hosts from
+// the discovery script (every DiscoveryInterval) or -H, workers started and
+// stopped as the driver (internal/launch/elastic) decides, and rendezvous
+// rounds on a rendezvous.RoundServer that proves the job's secret. It
+// returns nil when the job succeeded, the driver's error when it ended
+// otherwise, and ErrInterrupted when ctx ended first.
+func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error {
+	ecfg, err := o.ElasticConfig(l.Environ)
+	if err != nil {
+		return err
+	}
+	secret, err := auth.NewSecret()
+	if err != nil {
+		return err
+	}
+	spec.Secret = config.Secret(secret)
+	key, err := spec.Secret.Bytes()
+	if err != nil {
+		return err
+	}
+	// Listen on every interface when remote hosts may join (a discovery
+	// script, or a remote -H host), else on the loopback only.
+	listen := "127.0.0.1:0"
+	if o.HostDiscoveryScript != "" {
+		listen = ":0"
+	} else if _, l, err := rendezvousHost(spec); err == nil {
+		listen = l
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("the rendezvous server cannot listen on %s: %w", listen, err)
+	}
+	defer ln.Close()
+	spec.RendezvousPort = ln.Addr().(*net.TCPAddr).Port
+	srv, err := rendezvous.NewRoundServer(key)
+	if err != nil {
+		return err
+	}
+	events := make(chan elastic.Event, 64)
+	srv.OnReady = func(s rendezvous.Slot) { events <- elastic.Ready{Slot: elastic.Slot{Host: s.Host, Local: s.LocalRank}} }
+	srv.Logf = func(format string, args ...any) { fmt.Fprintf(l.Stderr, "gohorovodrun: "+format+"\n", args...) }
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
+	defer func() { srv.Close(); <-served }()
+
+	now := time.Now()
+	drv, err := elastic.New(ecfg, now)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	dctx, stopDiscovery := context.WithCancel(ctx)
+	defer stopDiscovery()
+	var discovering sync.WaitGroup
+	if o.HostDiscoveryScript != "" {
+		discovering.Add(1)
+		go func() {
+			defer discovering.Done()
+			for {
+				ev := RunDiscovery(dctx, o.HostDiscoveryScript, o.SlotsPerHost)
+				if dctx.Err() != nil {
+					return
+				}
+				select {
+				case events <- ev:
+				case <-dctx.Done():
+					return
+				}
+				select {
+				case <-time.After(DiscoveryInterval):
+				case <-dctx.Done():
+					return
+				}
+			}
+		}()
+	} else {
+		hosts := make([]elastic.Host, len(spec.Hosts))
+		for i, h := range spec.Hosts {
+			hosts[i] = elastic.Host{Name: h.Name, Slots: h.Slots}
+		}
+		events <- elastic.Discovered{Hosts: hosts}
+	}
+	defer discovering.Wait()
+	defer stopDiscovery()
+	e := &elasticJob{l: l, spec: spec, srv: srv, drv: drv, procs: map[elastic.Slot]*elasticProc{},
+		exits: make(chan elasticExit, 16), release: make(chan struct{})}
+	e.base, e.remoteBase = glooBase(spec)
+	defer close(e.release)
+	return e.loop(ctx, events)
+}
+
+// elasticJob is the launcher's side of a running elastic job.
+type elasticJob struct {
+	l                *Launcher
+	spec             Spec
+	base, remoteBase []string
+	srv              *rendezvous.RoundServer
+	drv              *elastic.Driver
+	procs            map[elastic.Slot]*elasticProc // running (or stopping) workers
+	exits            chan elasticExit
+	release          chan struct{} // closed at the end: unlocks the threads that started workers
+	outMu, errMu     sync.Mutex
+	seq              int                    // host updates sent
+	pending          *rendezvous.HostUpdate // an update rank 0 could not be told yet
+}
+
+// loop feeds the driver its events and carries out its decisions until
+// the job has ended and every worker has exited.
+func (e *elasticJob) loop(ctx context.Context, events chan elastic.Event) error {
+	tick := time.NewTicker(elasticTick)
+	defer tick.Stop()
+	var (
+		result      error
+		done        bool
+		interrupted bool
+		kill        <-chan time.Time
+	)
+	for !done || len(e.procs) > 0 {
+		var ev elastic.Event
+		select {
+		case ev = <-events:
+		case x := <-e.exits:
+			x.p.exited = true
+			for _, w := range x.p.out {
+				w.Flush()
+			}
+			if e.procs[x.p.slot] == x.p {
+				delete(e.procs, x.p.slot)
+			}
+			if x.p.stopping || done {
+				continue // a worker the driver let go: its status does not count
+			}
+			ev = exitEvent(x)
+			if !e.inRound(x.p.slot) {
+				break
+			}
+			// A round that had not formed yet cannot form without it:
+			// its other members ask for the next one.
+			e.srv.Break()
+		case <-tick.C:
+			ev = elastic.Tick{}
+			if e.pending != nil && e.srv.Notify(e.coordinator(), *e.pending) == nil {
+				e.pending = nil
+			}
+		case <-ctx.Done():
+			if !done {
+				interrupted, done = true, true
+				e.stopAll(syscall.SIGTERM)
+				kill = time.After(WorkerStopGrace)
+			}
+			ctx = context.Background() // seen once
+			continue
+		case <-kill:
+			e.stopAll(syscall.SIGKILL)
+			kill = nil
+			continue
+		}
+		if done || ev == nil {
+			continue
+		}
+		dec := e.drv.Step(time.Now(), ev)
+		if err := e.apply(dec); err != nil && !dec.Done {
+			// Starting a worker failed: the job cannot go on as planned.
+			dec = elastic.Decision{Done: true, Err: err}
+		}
+		if dec.Done {
+			done, result = true, dec.Err
+			e.stopAll(syscall.SIGTERM)
+			kill = time.After(WorkerStopGrace)
+		}
+	}
+	if interrupted {
+		return ErrInterrupted
+	}
+	if result != nil {
+		return &ElasticError{Err: result, Resets: e.drv.Resets()}
+	}
+	return nil
+}
+
+// ElasticError is the end of an elastic job that did not succeed: the
+// driver's reason (a *elastic.ResetLimitError, *elastic.WorkersFailedError,
+// *elastic.BlacklistedError, *elastic.TimeoutError, *elastic.DiscoveryError,
+// ...).
+type ElasticError struct {
+	Err    error
+	Resets int
+}
+
+// Error implements the error interface.
+func (e *ElasticError) Error() string {
+	return fmt.Sprintf("elastic job failed after %d resets: %v", e.Resets, e.Err)
+}
+
+// Unwrap returns the driver's reason.
+func (e *ElasticError) Unwrap() error { return e.Err }
+
+// exitEvent turns a worker's end into the driver's event.
+func exitEvent(x elasticExit) elastic.Event {
+	if x.err == nil {
+		return elastic.Succeeded{Slot: x.p.slot}
+	}
+	status := 1
+	var ee *exec.ExitError
+	if errors.As(x.err, &ee) {
+		status = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			status = 128 + int(ws.Signal())
+		}
+	}
+	return elastic.Failed{Slot: x.p.slot, Status: status}
+}
+
+// inRound reports whether s is a member of the current round.
+func (e *elasticJob) inRound(s elastic.Slot) bool {
+	for _, i := range e.drv.Assignment() {
+		if i.Slot == s {
+			return true
+		}
+	}
+	return false
+}
+
+// coordinator is rank 0's slot in the current round.
+func (e *elasticJob) coordinator() rendezvous.Slot {
+	a := e.drv.Assignment()
+	if len(a) == 0 {
+		return rendezvous.Slot{}
+	}
+	return rendezvous.Slot{Host: a[0].Host, LocalRank: a[0].Local}
+}
+
+// apply carries out a decision: a new round first (so that its new
+// workers find it), then the workers to stop and to start, then the host
+// update for rank 0.
+func (e *elasticJob) apply(dec elastic.Decision) error {
+	if dec.Round != nil {
+		slots := make([]rendezvous.Slot, len(dec.Round.Slots))
+		names := make([]string, len(dec.Round.Slots))
+		for i, s := range dec.Round.Slots {
+			slots[i] = rendezvous.Slot{Host: s.Host, LocalRank: s.Local}
+			names[i] = s.Slot.String()
+		}
+		if err := e.srv.StartRound(dec.Round.ID, slots); err != nil {
+			return err
+		}
+		e.pending = nil // the new round starts from the hosts as they are
+		fmt.Fprintf(e.l.Stderr, "gohorovodrun: elastic: rendezvous round %d: %d workers: %s\n",
+			dec.Round.ID, len(slots), strings.Join(names, " "))
+	}
+	for _, s := range dec.Stop {
+		if p := e.procs[s]; p != nil && !p.exited {
+			p.stopping = true
+			e.signal(p, syscall.SIGTERM)
+			go func() {
+				time.Sleep(WorkerStopGrace)
+				if !p.exited {
+					e.signal(p, syscall.SIGKILL)
+				}
+			}()
+		}
+	}
+	for _, s := range dec.Start {
+		if err := e.start(s); err != nil {
+			return err
+		}
+	}
+	if dec.Notify != elastic.NoUpdate {
+		e.seq++
+		u := rendezvous.HostUpdate{Seq: e.seq, Added: dec.Notify&elastic.Added != 0, Removed: dec.Notify&elastic.Removed != 0}
+		fmt.Fprintf(e.l.Stderr, "gohorovodrun: elastic: hosts %s: telling rank 0 (%v)\n", dec.Notify, e.coordinator())
+		if err := e.srv.Notify(e.coordinator(), u); err != nil {
+			e.pending = &u // rank 0 has not joined yet: retried at every tick
+		}
+	}
+	return nil
+}
+
+// start starts the worker of slot s: the rendezvous gives it its rank.
+func (e *elasticJob) start(s elastic.Slot) error {
+	spec := e.spec
+	spec.RendezvousAddr = "127.0.0.1"
+	if spec.IsLocal == nil || !spec.IsLocal(s.Host) {
+		iface := ""
+		if len(spec.NICs) > 0 {
+			iface = spec.NICs[0]
+		}
+		host, err := rendezvous.ListenHost("", iface, net.JoinHostPort(s.Host, "22"))
+		if err != nil {
+			return fmt.Errorf("cannot find this machine's address for the workers on %s: %w (give --network-interface)", s.Host, err)
+		}
+		spec.RendezvousAddr = host
+	}
+	cfg := spec.Config
+	cfg.Elastic = true
+	cfg.Rank, cfg.Size, cfg.LocalSize, cfg.CrossRank, cfg.CrossSize = config.Unset, config.Unset, config.Unset, config.Unset, config.Unset
+	cfg.LocalRank = s.Local
+	w := glooWorker(spec, cfg, Slot{Host: s.Host, LocalRank: s.Local}, e.base, e.remoteBase)
+	p := &elasticProc{slot: s, w: w}
+	cmd := exec.Command(w.Argv[0], w.Argv[1:]...)
+	cmd.Env = w.Env
+	cmd.SysProcAttr = workerProcAttr(true)
+	cmd.WaitDelay = 2 * time.Second
+	tag := "[" + s.String() + "]"
+	stdout := newPrefixWriter(e.l.Stdout, &e.outMu, tag+"<stdout>:", nil)
+	stderr := newPrefixWriter(e.l.Stderr, &e.errMu, tag+"<stderr>:", nil)
+	p.out = []*prefixWriter{stdout, stderr}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	var stdin interface {
+		Write([]byte) (int, error)
+		Close() error
+	}
+	if w.Stdin != "" {
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return err
+		}
+		stdin = in
+	}
+	if err := startLocked(cmd, e.release); err != nil {
+		return fmt.Errorf("starting the worker of %v (%s): %w", s, w.Argv[0], err)
+	}
+	if stdin != nil {
+		go func() { _, _ = stdin.Write([]byte(w.Stdin)) }()
+	}
+	p.cmd = cmd
+	e.procs[s] = p
+	go func() { e.exits <- elasticExit{p, cmd.Wait()} }()
+	return nil
+}
+
+// signal sends sig to a worker: its process group (local workers), or ssh.
+func (e *elasticJob) signal(p *elasticProc, sig syscall.Signal) {
+	if err := p.cmd.Process.Signal(sig); err == nil && !p.w.Remote {
+		signalGroup(p.cmd.Process.Pid, sig)
+	}
+}
+
+// stopAll sends sig to every worker still running.
+func (e *elasticJob) stopAll(sig syscall.Signal) {
+	for _, p := range e.procs {
+		if !p.exited {
+			e.signal(p, sig)
+		}
+	}
+}
