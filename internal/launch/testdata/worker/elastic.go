@@ -12,6 +12,8 @@ package main
 //	                     the state was synced;
 //	                   step round=R epoch=E pos=P rank=K size=S t=NANOS idx=I,J,...
 //	                     before each step (P: the epoch's position before it);
+//	                   stepped round=R epoch=E pos=P rank=K t=NANOS
+//	                     after the step's update;
 //	                   dying slot=H[L] t=NANOS  before killing itself (-die);
 //	                   final w=BITS,...  rank 0, at the end (float64 bits, hex);
 //	                   removed  when the job had no place for it any more.
@@ -38,10 +40,11 @@ import (
 )
 
 // death is a -die entry: the worker of slot host[local] kills itself
-// (SIGKILL) in round 1 before the step at epoch, position >= pos.
+// (SIGKILL) in the given round (1 unless said) before the step at epoch,
+// position >= pos.
 type death struct {
-	slot       string
-	epoch, pos int
+	slot              string
+	epoch, pos, round int
 }
 
 func parseDeaths(s string) ([]death, error) {
@@ -51,15 +54,19 @@ func parseDeaths(s string) ([]death, error) {
 			continue
 		}
 		f := strings.Split(d, ":")
-		if len(f) != 4 {
-			return nil, fmt.Errorf("-die %q: want host:local:epoch:pos", d)
+		if len(f) == 4 {
+			f = append(f, "1")
+		}
+		if len(f) != 5 {
+			return nil, fmt.Errorf("-die %q: want host:local:epoch:pos[:round]", d)
 		}
 		e, err1 := strconv.Atoi(f[2])
 		p, err2 := strconv.Atoi(f[3])
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("-die %q: epoch and position must be numbers", d)
+		r, err3 := strconv.Atoi(f[4])
+		if err1 != nil || err2 != nil || err3 != nil {
+			return nil, fmt.Errorf("-die %q: epoch, position and round must be numbers", d)
 		}
-		out = append(out, death{slot: f[0] + "[" + f[1] + "]", epoch: e, pos: p})
+		out = append(out, death{slot: f[0] + "[" + f[1] + "]", epoch: e, pos: p, round: r})
 	}
 	return out, nil
 }
@@ -201,7 +208,7 @@ func elasticMain(args []string) int {
 			for _, b := range sampler.Batches() {
 				pos := sampler.Processed()
 				for _, d := range deaths {
-					if round == 1 && d.slot == slot && epoch == d.epoch && pos >= d.pos {
+					if round == d.round && d.slot == slot && epoch == d.epoch && pos >= d.pos {
 						fmt.Printf("dying slot=%s t=%d\n", slot, time.Now().UnixNano())
 						_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 						time.Sleep(time.Minute)
@@ -231,6 +238,7 @@ func elasticMain(args []string) int {
 				if err := dopt.Step(); err != nil {
 					return err
 				}
+				fmt.Printf("stepped round=%d epoch=%d pos=%d rank=%d t=%d\n", round, epoch, pos, rt.Rank(), time.Now().UnixNano())
 				sampler.Record()
 				time.Sleep(*sleep)
 				if err := state.Commit(); err != nil {
