@@ -36,6 +36,16 @@
 // missing host and local rank (*RendezvousError). The guard then holds a
 // pidfd of every worker (and ssh) instead of mpirun's.
 //
+// Elastic mode (--min-np, --max-np or --host-discovery-script; Options.
+// Elastic) runs on the embedded transport too: runElastic feeds the pure
+// driver of internal/launch/elastic the discovery script's output (every
+// DiscoveryInterval, RunDiscovery), the workers' exits and the ready
+// reports of a multi-round rendezvous server (rendezvous.RoundServer), and
+// carries out its decisions: rendezvous rounds, workers started and stopped
+// per slot (each tagged host[local] in the output, since its rank changes),
+// host updates told to rank 0. A job that ends badly returns an
+// *ElasticError with the driver's reason. docs/EMBEDDED.md describes it.
+//
 // Flags and variables for knobs that are not implemented yet (--autotune,
 // --autotune-log-file, --hierarchical-allreduce, --hierarchical-allgather,
 // --mpi-threads-disable) are passed on but draw a warning on stderr; the
