@@ -392,3 +392,32 @@ func TestE2EElasticBelowMinNP(t *testing.T) {
 		t.Fatalf("the job took %v to fail", r.took)
 	}
 }
+
+// TestE2EElasticRefusesMPI: a program that calls elastic.Run under mpirun
+// (np 2, the -tags mpi worker) fails on every rank with a message saying
+// that MPI cannot re-form a running job; the launcher refuses --mpi with
+// the elastic flags before starting anything.
+func TestE2EElasticRefusesMPI(t *testing.T) {
+	launcher, _ := binaries(t)
+	worker := filepath.Join(binDir, "worker-mpi")
+	if _, err := os.Stat(worker); err != nil {
+		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi worker (make deps installs Open MPI)")
+	}
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("mpirun not on PATH")
+	}
+	cmd := exec.Command(launcher, "--mpi", "-np", "2", worker, "elastic", "-n", "8", "-epochs", "1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	const want = "runs over MPI, which cannot re-form a running job"
+	if err == nil || strings.Count(stderr.String(), want) < 1 {
+		t.Fatalf("elastic.Run under mpirun: %v\nstdout %s\nstderr %s", err, out, stderr.String())
+	}
+	cmd = exec.Command(launcher, "--mpi", "-np", "2", "--min-np", "1", worker, "elastic")
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "elastic mode needs the embedded transport") {
+		t.Fatalf("gohorovodrun --mpi --min-np: %v\n%s", err, stderr.String())
+	}
+}
