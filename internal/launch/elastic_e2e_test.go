@@ -3,6 +3,7 @@ package launch_test
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -419,5 +420,23 @@ func TestE2EElasticRefusesMPI(t *testing.T) {
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "elastic mode needs the embedded transport") {
 		t.Fatalf("gohorovodrun --mpi --min-np: %v\n%s", err, stderr.String())
+	}
+}
+
+// TestE2EElasticDiscoveryFails: the discovery script's first run fails:
+// the job ends at once, with Horovod's message and the script's status.
+func TestE2EElasticDiscoveryFails(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "discover.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 'no quota left' >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := runElastic(t, []string{"-np", "2", "--host-discovery-script", script}, nil, nil)
+	var ee *exec.ExitError
+	if !errors.As(r.err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("got %v, want exit status 3\n%s", r.err, r.stderr)
+	}
+	want := "Failed to execute discovery script: " + script + ". Exit code: 3: no quota left"
+	if !strings.Contains(r.stderr, want) || r.took > 20*time.Second {
+		t.Fatalf("stderr lacks %q (took %v):\n%s", want, r.took, r.stderr)
 	}
 }

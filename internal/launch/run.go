@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gohorovod/gohorovod/internal/launch/elastic"
 	"github.com/gohorovod/gohorovod/internal/procid"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
@@ -87,10 +88,12 @@ func NewLauncher(build BuildInfo) *Launcher {
 }
 
 // ExitCode maps Run's error to the process exit status: 0 for nil, 2 for
-// bad input, the failing rank's status for a worker failure, 130 after an
+// bad input, the failing rank's status for a worker failure, the discovery
+// script's status when its first run failed (elastic mode), 130 after an
 // interrupt, 1 otherwise.
 func ExitCode(err error) int {
 	var we *WorkerError
+	var de *elastic.DiscoveryError
 	switch {
 	case err == nil:
 		return 0
@@ -98,6 +101,12 @@ func ExitCode(err error) int {
 		return 2
 	case errors.As(err, &we):
 		return we.ExitCode()
+	case errors.As(err, &de) && de.ExitCode > 0 && de.ExitCode < 256:
+		var te *elastic.DiscoveryTimeoutError
+		if errors.As(err, &te) {
+			return 1
+		}
+		return de.ExitCode
 	case errors.Is(err, ErrInterrupted):
 		return 130
 	}
