@@ -364,10 +364,16 @@ func TestE2EElasticAllFail(t *testing.T) {
 	if r.err == nil || !strings.Contains(r.stderr, "every worker failed") {
 		t.Fatalf("every worker failing: %v\n%s", r.err, r.stderr)
 	}
-	r = runElastic(t, []string{"-np", "2", "--min-np", "1", "-H", "localhost:2"},
+	out := t.TempDir()
+	r = runElastic(t, []string{"-np", "2", "--min-np", "1", "-H", "localhost:2", "--output-filename", out},
 		[]string{"-n", "24", "-epochs", "1", "-die", "localhost:1:0:8"}, nil)
 	if r.err == nil || !strings.Contains(r.stderr, "every host of the job is blacklisted") {
 		t.Fatalf("every host blacklisted: %v\n%s", r.err, r.stderr)
+	}
+	// --output-filename: one directory per slot.
+	b, err := os.ReadFile(filepath.Join(out, "localhost[1]", "stdout"))
+	if err != nil || !strings.Contains(string(b), "dying slot=localhost[1]") {
+		t.Fatalf("--output-filename: %v %q", err, b)
 	}
 }
 

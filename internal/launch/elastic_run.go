@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +31,7 @@ type elasticProc struct {
 	w        GlooWorker
 	cmd      *exec.Cmd
 	out      []*prefixWriter
+	files    []*os.File // --output-filename
 	stopping bool
 	exited   bool
 }
@@ -48,6 +52,17 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 	ecfg, err := o.ElasticConfig(l.Environ)
 	if err != nil {
 		return err
+	}
+	if _, err := elastic.New(ecfg, time.Now()); err != nil {
+		return usagef("%v", err)
+	}
+	if o.DryRun || o.Verbose {
+		for _, line := range describeElastic(o, ecfg, spec) {
+			fmt.Fprintln(l.Stdout, line)
+		}
+	}
+	if o.DryRun {
+		return nil
 	}
 	secret, err := auth.NewSecret()
 	if err != nil {
@@ -121,7 +136,7 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 	}
 	defer discovering.Wait()
 	defer stopDiscovery()
-	e := &elasticJob{l: l, spec: spec, srv: srv, drv: drv, procs: map[elastic.Slot]*elasticProc{},
+	e := &elasticJob{l: l, spec: spec, srv: srv, drv: drv, procs: map[elastic.Slot]*elasticProc{}, outDir: o.OutputFilename,
 		exits: make(chan elasticExit, 16), release: make(chan struct{})}
 	e.base, e.remoteBase = glooBase(spec)
 	defer close(e.release)
@@ -139,6 +154,7 @@ type elasticJob struct {
 	exits            chan elasticExit
 	release          chan struct{} // closed at the end: unlocks the threads that started workers
 	outMu, errMu     sync.Mutex
+	outDir           string                 // --output-filename: DIR/host[local]/{stdout,stderr}
 	seq              int                    // host updates sent
 	pending          *rendezvous.HostUpdate // an update rank 0 could not be told yet
 }
@@ -160,9 +176,6 @@ func (e *elasticJob) loop(ctx context.Context, events chan elastic.Event) error 
 		case ev = <-events:
 		case x := <-e.exits:
 			x.p.exited = true
-			for _, w := range x.p.out {
-				w.Flush()
-			}
 			if e.procs[x.p.slot] == x.p {
 				delete(e.procs, x.p.slot)
 			}
@@ -345,6 +358,16 @@ func (e *elasticJob) start(s elastic.Slot) error {
 	stderr := newPrefixWriter(e.l.Stderr, &e.errMu, tag+"<stderr>:", nil)
 	p.out = []*prefixWriter{stdout, stderr}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if e.outDir != "" {
+		// One directory per slot; a slot's later workers append.
+		dir := filepath.Join(e.outDir, s.String())
+		fo, fe, err := appendOutput(dir)
+		if err != nil {
+			return fmt.Errorf("--output-filename: %w", err)
+		}
+		p.files = []*os.File{fo, fe}
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, fo), io.MultiWriter(stderr, fe)
+	}
 	var stdin interface {
 		Write([]byte) (int, error)
 		Close() error
@@ -357,6 +380,7 @@ func (e *elasticJob) start(s elastic.Slot) error {
 		stdin = in
 	}
 	if err := startLocked(cmd, e.release); err != nil {
+		p.closeFiles()
 		return fmt.Errorf("starting the worker of %v (%s): %w", s, w.Argv[0], err)
 	}
 	if stdin != nil {
@@ -364,8 +388,79 @@ func (e *elasticJob) start(s elastic.Slot) error {
 	}
 	p.cmd = cmd
 	e.procs[s] = p
-	go func() { e.exits <- elasticExit{p, cmd.Wait()} }()
+	go func() {
+		err := cmd.Wait()
+		for _, w := range p.out {
+			w.Flush()
+		}
+		p.closeFiles()
+		e.exits <- elasticExit{p, err}
+	}()
 	return nil
+}
+
+// appendOutput opens dir/stdout and dir/stderr for appending.
+func appendOutput(dir string) (*os.File, *os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	fo, err := os.OpenFile(filepath.Join(dir, "stdout"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	fe, err := os.OpenFile(filepath.Join(dir, "stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fo.Close()
+		return nil, nil, err
+	}
+	return fo, fe, nil
+}
+
+func (p *elasticProc) closeFiles() {
+	for _, f := range p.files {
+		f.Close()
+	}
+	p.files = nil
+}
+
+// describeElastic says what an elastic job will do, for --dry-run and
+// --verbose: its shape, and the command and variables of each worker (the
+// rendezvous gives the rank).
+func describeElastic(o *Options, c elastic.Config, s Spec) []string {
+	hosts := "-H " + o.Hosts
+	switch {
+	case o.HostDiscoveryScript != "":
+		hosts = fmt.Sprintf("--host-discovery-script %s, every %v", o.HostDiscoveryScript, DiscoveryInterval)
+	case o.Hostfile != "":
+		hosts = "--hostfile " + o.Hostfile
+	case o.Hosts == "":
+		hosts = "-H localhost:" + fmt.Sprint(s.NP)
+	}
+	maxNP, limit, cooldown := "no cap", "none", "for good"
+	if c.MaxNP > 0 {
+		maxNP = fmt.Sprint(c.MaxNP)
+	}
+	if c.ResetLimit > 0 {
+		limit = fmt.Sprint(c.ResetLimit)
+	}
+	if c.CooldownMin > 0 {
+		cooldown = fmt.Sprintf("%v to %v", c.CooldownMin, c.CooldownMax)
+	}
+	minNP := c.MinNP
+	if minNP == 0 {
+		minNP = c.NP
+	}
+	spec := s
+	spec.RendezvousAddr, spec.RendezvousPort, spec.Secret = "ADDR", 1, "00"
+	cfg := s.Config
+	cfg.Elastic = true
+	w := glooWorker(spec, cfg, Slot{Host: "HOST", LocalRank: 0}, nil, nil)
+	return []string{
+		fmt.Sprintf("elastic job: -np %d, --min-np %d, --max-np %s; hosts from %s; elastic timeout %v; reset limit %s; blacklist %s",
+			c.NP, minNP, maxNP, hosts, c.ElasticTimeout, limit, cooldown),
+		"each worker: HOROVOD_ELASTIC=1 HOROVOD_HOSTNAME=<host> HOROVOD_LOCAL_RANK=<local rank>, the rendezvous gives its rank; " +
+			"runs " + ShellQuote(w.Argv),
+	}
 }
 
 // signal sends sig to a worker: its process group (local workers), or ssh.

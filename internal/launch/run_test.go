@@ -247,3 +247,22 @@ func TestRunVersionAndCheckBuild(t *testing.T) {
 		}
 	}
 }
+
+// TestRunElasticDryRun: an elastic job's --dry-run describes it and starts
+// nothing; a driver setting it cannot meet is a usage error.
+func TestRunElasticDryRun(t *testing.T) {
+	f := newFixture(t)
+	args := []string{"-np", "2", "--min-np", "1", "--max-np", "4", "--reset-limit", "3", "-H", "localhost:4", "--dry-run", f.prog}
+	if err := f.l.Run(context.Background(), args); err != nil {
+		t.Fatal(err)
+	}
+	out := f.out.String()
+	for _, want := range []string{"elastic job: -np 2, --min-np 1, --max-np 4; hosts from -H localhost:4", "reset limit 3", "HOROVOD_ELASTIC=1", f.prog} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run printed %q, without %q", out, want)
+		}
+	}
+	if f.ran() {
+		t.Errorf("--dry-run started something")
+	}
+}
