@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"time"
-
-	"github.com/gohorovod/gohorovod/runtime/comm/auth"
 )
 
 // HostUpdate is a change of an elastic job's hosts, as the launcher tells
@@ -76,10 +73,8 @@ type RoundServer struct {
 	readyQ   []Slot         // reports not yet given to OnReady
 	readying bool           // a goroutine is calling OnReady
 
-	closed    bool
-	listeners map[net.Listener]bool
-	conns     map[net.Conn]bool
-	wg        sync.WaitGroup
+	closed bool // Close was called
+	acc    acceptor
 }
 
 // NewRoundServer returns the rendezvous of an elastic job whose
@@ -90,11 +85,10 @@ func NewRoundServer(secret []byte) (*RoundServer, error) {
 		return nil, errors.New("rendezvous: no secret")
 	}
 	return &RoundServer{
-		secret:    append([]byte(nil), secret...),
-		waiting:   map[Slot]*peer{},
-		sessions:  map[Slot]*peer{},
-		listeners: map[net.Listener]bool{},
-		conns:     map[net.Conn]bool{},
+		secret:   append([]byte(nil), secret...),
+		waiting:  map[Slot]*peer{},
+		sessions: map[Slot]*peer{},
+		acc:      newAcceptor(),
 	}, nil
 }
 
@@ -106,71 +100,15 @@ func (s *RoundServer) logf(format string, args ...any) {
 
 // Serve accepts connections on l until Close; it returns nil after Close,
 // or the listener's error.
-func (s *RoundServer) Serve(l net.Listener) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		l.Close()
-		return nil
-	}
-	s.listeners[l] = true
-	s.mu.Unlock()
-	var pause time.Duration
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			s.mu.Lock()
-			closed := s.closed
-			s.mu.Unlock()
-			if closed {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
-				time.Sleep(pause)
-				continue
-			}
-			return err
-		}
-		pause = 0
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			c.Close()
-			return nil
-		}
-		s.conns[c] = true
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go s.handle(c)
-	}
-}
+func (s *RoundServer) Serve(l net.Listener) error { return s.acc.serve(l, s.handle) }
 
 // handle runs one connection: handshake, join, then reading until the
 // worker goes away.
 func (s *RoundServer) handle(c net.Conn) {
-	defer s.wg.Done()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		c.Close()
-	}()
-	if err := auth.Handshake(c, s.secret, auth.Acceptor, HandshakeTimeout); err != nil {
-		s.logf("rendezvous: refused a connection from %v: %v", c.RemoteAddr(), err)
+	m, ok := readJoin(c, s.secret, s.Logf)
+	if !ok {
 		return
 	}
-	_ = c.SetReadDeadline(time.Now().Add(HandshakeTimeout))
-	var m toServer
-	if err := readFrame(c, maxJoinBytes, &m); err != nil || m.Join == nil {
-		if err == nil {
-			err = errors.New("the first message is not a join")
-		}
-		s.logf("rendezvous: dropped a connection from %v: %v", c.RemoteAddr(), err)
-		return
-	}
-	_ = c.SetReadDeadline(time.Time{})
 	p := &peer{conn: c, member: *m.Join}
 	if !m.Elastic {
 		refusal := toWorker{Error: fmt.Sprintf("rendezvous: %v is a worker of a fixed job, but the launcher runs an elastic one "+
@@ -410,14 +348,8 @@ func (s *RoundServer) Notify(sl Slot, u HostUpdate) error {
 func (s *RoundServer) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	for l := range s.listeners {
-		l.Close()
-	}
-	for c := range s.conns {
-		c.Close()
-	}
 	s.mu.Unlock()
-	s.wg.Wait()
+	s.acc.close()
 	return nil
 }
 

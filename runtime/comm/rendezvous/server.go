@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/gohorovod/gohorovod/runtime/comm/auth"
 )
 
 // ErrClosed is wrapped by the error of a rendezvous that ended because its
@@ -38,16 +36,13 @@ type Server struct {
 	index  map[Slot]int
 	plan   []Assignment
 
-	mu        sync.Mutex
-	joined    []*peer // by rank; nil: not joined
-	njoined   int
-	finished  bool  // complete, failed or closed
-	result    error // nil once complete
-	done      chan struct{}
-	closed    bool
-	listeners map[net.Listener]bool
-	conns     map[net.Conn]bool
-	wg        sync.WaitGroup
+	mu       sync.Mutex
+	joined   []*peer // by rank; nil: not joined
+	njoined  int
+	finished bool  // complete, failed or closed
+	result   error // nil once complete
+	done     chan struct{}
+	acc      acceptor
 }
 
 // peer is one joined worker's connection.
@@ -77,14 +72,13 @@ func NewServer(secret []byte, expect []Slot) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		secret:    append([]byte(nil), secret...),
-		expect:    append([]Slot(nil), expect...),
-		index:     make(map[Slot]int, len(expect)),
-		plan:      plan,
-		joined:    make([]*peer, len(expect)),
-		done:      make(chan struct{}),
-		listeners: map[net.Listener]bool{},
-		conns:     map[net.Conn]bool{},
+		secret: append([]byte(nil), secret...),
+		expect: append([]Slot(nil), expect...),
+		index:  make(map[Slot]int, len(expect)),
+		plan:   plan,
+		joined: make([]*peer, len(expect)),
+		done:   make(chan struct{}),
+		acc:    newAcceptor(),
 	}
 	for i, sl := range expect {
 		s.index[sl] = i
@@ -94,46 +88,7 @@ func NewServer(secret []byte, expect []Slot) (*Server, error) {
 
 // Serve accepts connections on l until Close; it returns nil after Close,
 // or the listener's error. Serve may run on several listeners at once.
-func (s *Server) Serve(l net.Listener) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		l.Close()
-		return nil
-	}
-	s.listeners[l] = true
-	s.mu.Unlock()
-	var pause time.Duration
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			s.mu.Lock()
-			closed := s.closed
-			s.mu.Unlock()
-			if closed {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() { // e.g. out of descriptors for a moment
-				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
-				time.Sleep(pause)
-				continue
-			}
-			return err
-		}
-		pause = 0
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			c.Close()
-			return nil
-		}
-		s.conns[c] = true
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go s.handle(c)
-	}
-}
+func (s *Server) Serve(l net.Listener) error { return s.acc.serve(l, s.handle) }
 
 func (s *Server) logf(format string, args ...any) {
 	if s.Logf != nil {
@@ -145,27 +100,10 @@ func (s *Server) logf(format string, args ...any) {
 // worker goes away (its slot is given back if that happens before the
 // assignment) or asks which slots are missing.
 func (s *Server) handle(c net.Conn) {
-	defer s.wg.Done()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		c.Close()
-	}()
-	if err := auth.Handshake(c, s.secret, auth.Acceptor, HandshakeTimeout); err != nil {
-		s.logf("rendezvous: refused a connection from %v: %v", c.RemoteAddr(), err)
+	m, ok := readJoin(c, s.secret, s.Logf)
+	if !ok {
 		return
 	}
-	_ = c.SetReadDeadline(time.Now().Add(HandshakeTimeout))
-	var m toServer
-	if err := readFrame(c, maxJoinBytes, &m); err != nil || m.Join == nil {
-		if err == nil {
-			err = errors.New("the first message is not a join")
-		}
-		s.logf("rendezvous: dropped a connection from %v: %v", c.RemoteAddr(), err)
-		return
-	}
-	_ = c.SetReadDeadline(time.Time{})
 	p := &peer{conn: c, member: *m.Join}
 	if m.Elastic {
 		refusal := toWorker{Error: fmt.Sprintf("rendezvous: %v is a worker of an elastic job, but the launcher runs a fixed one "+
@@ -343,16 +281,7 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 // joined workers are told. Close waits for the server's goroutines.
 func (s *Server) Close() error {
 	s.fail("ended: the server was closed", ErrClosed)
-	s.mu.Lock()
-	s.closed = true
-	for l := range s.listeners {
-		l.Close()
-	}
-	for c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
+	s.acc.close()
 	return nil
 }
 
