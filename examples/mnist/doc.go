@@ -20,6 +20,43 @@
 // epoch prints lr 0: the rate decays along a cosine to zero by the end of
 // training.
 //
+// # Elastic training
+//
+// With --elastic the job survives lost workers and follows hosts that are
+// added or removed (runtime/elastic, Horovod's elastic mode). Launch it
+// with gohorovodrun's elastic flags, on the embedded transport:
+//
+//	gohorovodrun -np 2 --min-np 1 --max-np 4 --host-discovery-script ./discover.sh ./mnist --elastic
+//	gohorovodrun -np 4 --min-np 2 -H localhost:2,127.0.0.1:2 ./mnist --elastic
+//
+// The training set is then dealt by an elastic.Sampler (a permutation per
+// epoch, --batch samples per rank and step, shuffled with --seed) instead
+// of a fixed share per rank. The model with its optimizer, the sampler's
+// position and the progress (epoch, step, the epoch's loss so far) are
+// committed in memory every --commit-every steps (10 by default) and at
+// the end of each epoch. When a worker dies, the others go back to the
+// last commit, the group re-forms at its new size (a new rendezvous round)
+// and training resumes from there: the rest of the epoch, from the
+// committed position, is dealt over the new size, each sample once. When hosts are added or
+// removed, the group re-forms at the next commit, without going back.
+// Each step recomputes the learning rate for the size of the moment: the
+// schedule of a fixed-size run (warmup, then cosine decay) scaled by the
+// current size.
+//
+// Rank 0 prints the size and the rendezvous round with each epoch
+// ("epoch 2: size 2 round 2  loss ..."; the loss is the mean over all the
+// epoch's samples, the time and throughput are those since the epoch
+// started or the group last resumed), a line at each resume, and at the
+// end the time spent in commits and its share of the time in training
+// steps. A commit is a snapshot of the state plus a small broadcast from
+// rank 0 that agrees on host updates, so it costs more than the snapshot
+// alone, which the line also shows. A worker that the re-formed job has no
+// place for prints that it was removed and exits with status 0.
+//
+// --elastic needs an elastic launcher: over MPI, or launched without the
+// elastic flags on several ranks, it stops with an error; a process
+// started alone trains as one rank.
+//
 // Unless GOMAXPROCS is set in the environment, each rank uses its share of
 // the machine's cores (the cores divided by the ranks on this host, at least
 // one), so that ranks do not oversubscribe the cores with BLAS goroutines.

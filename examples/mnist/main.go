@@ -38,6 +38,8 @@ type options struct {
 	compress string // gradient compression: none, fp16, bf16
 	groups   int    // parameter groups (0: buckets of bucket bytes)
 	bucket   int    // the DistributedOptimizer's BucketBytes
+	elastic  bool   // elastic training (runtime/elastic)
+	every    int    // elastic: commit every this many steps (and at each epoch's end)
 }
 
 func parse(args []string) (options, error) {
@@ -56,6 +58,8 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.compress, "compression", "none", "gradient compression: none, fp16 or bf16")
 	fs.IntVar(&o.groups, "groups", 0, "reduce the parameters in this many groups (0: in buckets of --bucket-bytes, overlapping backward)")
 	fs.IntVar(&o.bucket, "bucket-bytes", optim.DefaultBucketBytes, "gradients per reduction bucket, in bytes (0: one bucket per gradient)")
+	fs.BoolVar(&o.elastic, "elastic", false, "elastic training: survive lost workers and follow added or removed hosts (launch with gohorovodrun's --min-np, --max-np or --host-discovery-script)")
+	fs.IntVar(&o.every, "commit-every", 10, "with --elastic: commit the training state every N steps (and at the end of each epoch)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the training to `file`.RANK")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -68,6 +72,9 @@ func parse(args []string) (options, error) {
 	}
 	if o.groups < 0 || o.bucket < 0 {
 		return o, errors.New("mnist: --groups and --bucket-bytes must not be negative")
+	}
+	if o.every < 1 {
+		return o, errors.New("mnist: --commit-every must be positive")
 	}
 	return o, nil
 }
@@ -100,7 +107,11 @@ func main() {
 		if err == nil {
 			var stop func() error
 			if stop, err = setup(o, hvd.Default()); err == nil {
-				_, err = run(context.Background(), o, hvd.Default(), os.Stdout)
+				if o.elastic {
+					_, err = runElastic(context.Background(), o, hvd.Default(), os.Stdout)
+				} else {
+					_, err = run(context.Background(), o, hvd.Default(), os.Stdout)
+				}
 				if perr := stop(); err == nil {
 					err = perr
 				}
@@ -109,6 +120,13 @@ func main() {
 				err = serr
 			}
 		}
+	}
+	if errors.Is(err, hvd.ErrRemoved) {
+		// The elastic job re-formed without this worker (its host was
+		// removed or blacklisted, or the job is at --max-np): its part is
+		// done, and the launcher no longer counts it.
+		fmt.Println("mnist: removed from the elastic job")
+		return
 	}
 	if err != nil && !errors.Is(err, pflag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, err)
@@ -148,10 +166,18 @@ func coreShare(cpus, local int) int {
 	return max(1, cpus/max(1, local))
 }
 
-// result is what a training run ends with (the same on every rank).
+// result is what a training run ends with (the same on every rank, except
+// the elastic measurements).
 type result struct {
 	loss, accuracy float64 // of the last epoch: mean training loss, test accuracy
 	checksum       uint64  // FNV-1a of the final parameters: equal on every rank
+
+	// With --elastic only: this process's commits, the time they took, and
+	// the time it spent in the training loops (commits included, evaluation
+	// not), and the size and rendezvous round at the end.
+	commits               int
+	commitTime, trainTime time.Duration
+	size, round           int
 }
 
 // run trains and evaluates on the initialised runtime r, printing progress
@@ -164,40 +190,16 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 		return res, err
 	}
 
-	dir := o.dataDir
-	if dir == "" {
-		var err error
-		if dir, err = mnist.Dir(); err != nil {
-			return res, err
-		}
-	}
-	train, test, err := mnist.Load(dir)
+	train, test, widths, err := load(o)
 	if err != nil {
 		return res, err
-	}
-	widths, err := o.widths()
-	if err != nil {
-		return res, err
-	}
-	if o.limit > 0 && o.limit < train.Len() {
-		train = &mnist.Set{Images: train.Images[:o.limit*mnist.Pixels], Labels: train.Labels[:o.limit]}
 	}
 	model := mlp.New(widths, o.seed)
 	// Every rank starts from rank 0's weights.
 	if err := optim.BroadcastParameters(ctx, coll, model.Params(), 0); err != nil {
 		return res, err
 	}
-	sgd, err := optim.NewSGD(model.Params(), optim.SGDConfig{LR: o.lr, Momentum: o.momentum, WeightDecay: o.wd})
-	if err != nil {
-		return res, err
-	}
-	// Gradients are averaged across ranks as backward produces them.
-	comp, _ := o.compression()
-	dopts := []optim.DistOption{optim.WithCompression(comp), optim.BucketBytes(o.bucket)}
-	if o.groups > 0 {
-		dopts = append(dopts, optim.NumGroups(o.groups))
-	}
-	opt, err := optim.NewDistributed(sgd, coll, dopts...)
+	opt, err := newOptimizer(o, model, coll)
 	if err != nil {
 		return res, err
 	}
@@ -206,13 +208,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 			err = cerr
 		}
 	}()
-	// Scale the rate by the number of ranks, warming up to it (Goyal et al.),
-	// then anneal it to zero by the last epoch.
-	decay := optim.Constant(o.lr)
-	if float64(o.epochs) > o.warmup {
-		decay = optim.Cosine(o.lr, 0, o.warmup, float64(o.epochs))
-	}
-	sched := optim.Warmup(optim.Scale(decay, float64(size)), size, o.warmup)
+	sched := o.schedule(size)
 	sampler, err := data.NewSampler(train.Len(), rank, size, data.Shuffle(true, o.seed))
 	if err != nil {
 		return res, err
@@ -266,12 +262,65 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 				float64(size)*loss.Weight/elapsed.Seconds(), opt.LR())
 		}
 	}
+	res.checksum = checksum(model)
+	return res, nil
+}
+
+// checksum is the FNV-1a hash of the model's parameters.
+func checksum(model *mlp.MLP) uint64 {
 	h := fnv.New64a()
 	for _, p := range model.Params() {
 		h.Write(p.Value.Bytes())
 	}
-	res.checksum = h.Sum64()
-	return res, nil
+	return h.Sum64()
+}
+
+// load reads the training set (its first --train-limit images) and the
+// test set, and returns them with the model's layer widths.
+func load(o options) (train, test *mnist.Set, widths []int, err error) {
+	dir := o.dataDir
+	if dir == "" {
+		if dir, err = mnist.Dir(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if train, test, err = mnist.Load(dir); err != nil {
+		return nil, nil, nil, err
+	}
+	if widths, err = o.widths(); err != nil {
+		return nil, nil, nil, err
+	}
+	if o.limit > 0 && o.limit < train.Len() {
+		train = &mnist.Set{Images: train.Images[:o.limit*mnist.Pixels], Labels: train.Labels[:o.limit]}
+	}
+	return train, test, widths, nil
+}
+
+// newOptimizer returns SGD over the model's parameters wrapped in a
+// DistributedOptimizer on coll: gradients are averaged across ranks as
+// backward produces them.
+func newOptimizer(o options, model *mlp.MLP, coll optim.Collectives) (*optim.DistributedOptimizer, error) {
+	sgd, err := optim.NewSGD(model.Params(), optim.SGDConfig{LR: o.lr, Momentum: o.momentum, WeightDecay: o.wd})
+	if err != nil {
+		return nil, err
+	}
+	comp, _ := o.compression()
+	dopts := []optim.DistOption{optim.WithCompression(comp), optim.BucketBytes(o.bucket)}
+	if o.groups > 0 {
+		dopts = append(dopts, optim.NumGroups(o.groups))
+	}
+	return optim.NewDistributed(sgd, coll, dopts...)
+}
+
+// schedule is the learning rate over (fractional) epochs on size ranks:
+// the rate is scaled by the number of ranks, warming up to it (Goyal et
+// al.), then annealed to zero by the last epoch.
+func (o options) schedule(size int) optim.Schedule {
+	decay := optim.Constant(o.lr)
+	if float64(o.epochs) > o.warmup {
+		decay = optim.Cosine(o.lr, 0, o.warmup, float64(o.epochs))
+	}
+	return optim.Warmup(optim.Scale(decay, float64(size)), size, o.warmup)
 }
 
 // evaluate classifies the rank's share of the set (every size-th image from
