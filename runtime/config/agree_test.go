@@ -29,6 +29,8 @@ func TestUnimplemented(t *testing.T) {
 		{"placement", func(c *Config) { c.Rank, c.Size, c.Hostname = 0, 2, "h1" }, []string{EnvRank, EnvSize, EnvHostname}},
 		{"placement local and cross", func(c *Config) { c.LocalRank, c.LocalSize, c.CrossRank, c.CrossSize = 0, 1, 0, 1 },
 			[]string{EnvLocalRank, EnvLocalSize, EnvCrossRank, EnvCrossSize}},
+		{"elastic without gloo", func(c *Config) { c.Elastic = true }, []string{EnvElastic}},
+		{"elastic under gloo", func(c *Config) { c.Elastic, c.Controller = true, ControllerGloo }, nil},
 		// The Gloo controller uses the placement.
 		{"placement under gloo", func(c *Config) { c.Rank, c.Size, c.Hostname, c.Controller = 0, 2, "h1", ControllerGloo }, nil},
 		{"placement with a rendezvous", func(c *Config) {

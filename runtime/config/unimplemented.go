@@ -36,6 +36,7 @@ var placementVars = map[string]bool{
 	EnvCrossRank: true,
 	EnvCrossSize: true,
 	EnvHostname:  true,
+	EnvElastic:   true,
 }
 
 // Unimplemented returns, in Environ's order, the variables that c sets
