@@ -145,6 +145,15 @@ type glooExit struct {
 func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker, srv *rendezvous.Server, outDir string) error {
 	var outMu, errMu sync.Mutex
 	words := &wordsKeeper{scan: newFailureScanner()}
+	// The server's deadline starts before the first worker does, so that
+	// it passes before any worker's own (which starts at its Join): the
+	// job then ends with the server's account of who is missing.
+	timeout := s.Config.GlooTimeout
+	rctx, cancel := context.WithCancel(ctx)
+	if timeout > 0 {
+		rctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
 	procs := make([]*glooProc, len(workers))
 	release := make(chan struct{})
 	defer close(release)
@@ -215,12 +224,6 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 			exits <- glooExit{i, err}
 		}()
 	}
-	timeout := s.Config.GlooTimeout
-	rctx, cancel := context.WithCancel(ctx)
-	if timeout > 0 {
-		rctx, cancel = context.WithTimeout(ctx, timeout)
-	}
-	defer cancel()
 	rdzv := make(chan error, 1)
 	go func() { rdzv <- srv.Wait(rctx) }()
 
