@@ -28,4 +28,13 @@
 // A worker that disconnects before the assignment gives its slot back: a
 // restarted worker may join again, and a worker that died counts as
 // missing.
+//
+// An elastic job (gohorovodrun's elastic mode, runtime/elastic) meets
+// again and again: its launcher runs a RoundServer, whose rounds each have
+// their own members, and its workers call JoinRound with the last round
+// they were in. A worker that leaves a round is reported ready and waits
+// for the next; one the next round has no place for gets ErrRemoved. After
+// its assignment a worker keeps a Session open, over which the launcher
+// sends rank 0 host updates. Both servers share the handshake and the
+// framing above.
 package rendezvous
