@@ -361,7 +361,7 @@ func (e *elasticJob) start(s elastic.Slot) error {
 	if e.outDir != "" {
 		// One directory per slot; a slot's later workers append.
 		dir := filepath.Join(e.outDir, s.String())
-		fo, fe, err := appendOutput(dir)
+		fo, fe, err := openOutput(dir, true)
 		if err != nil {
 			return fmt.Errorf("--output-filename: %w", err)
 		}
@@ -397,23 +397,6 @@ func (e *elasticJob) start(s elastic.Slot) error {
 		e.exits <- elasticExit{p, err}
 	}()
 	return nil
-}
-
-// appendOutput opens dir/stdout and dir/stderr for appending.
-func appendOutput(dir string) (*os.File, *os.File, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, err
-	}
-	fo, err := os.OpenFile(filepath.Join(dir, "stdout"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, nil, err
-	}
-	fe, err := os.OpenFile(filepath.Join(dir, "stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		fo.Close()
-		return nil, nil, err
-	}
-	return fo, fe, nil
 }
 
 func (p *elasticProc) closeFiles() {

@@ -174,7 +174,7 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 		if outDir != "" {
 			dir := filepath.Join(outDir, fmt.Sprintf("rank.%0*d", width, w.Slot.Rank))
-			fo, fe, err := openOutput(dir)
+			fo, fe, err := openOutput(dir, false)
 			if err != nil {
 				l.stopAll(procs[:i], syscall.SIGKILL)
 				l.reap(procs[:i])
@@ -348,15 +348,21 @@ func glooFailure(p *glooProc, err error, multiHost bool, words *wordsKeeper) *Wo
 	return we
 }
 
-func openOutput(dir string) (*os.File, *os.File, error) {
+// openOutput creates dir/stdout and dir/stderr, truncated, or opened for
+// appending with appendTo (an elastic slot's later workers).
+func openOutput(dir string, appendTo bool) (*os.File, *os.File, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	fo, err := os.Create(filepath.Join(dir, "stdout"))
+	flag := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if appendTo {
+		flag = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	fo, err := os.OpenFile(filepath.Join(dir, "stdout"), flag, 0o644)
 	if err != nil {
 		return nil, nil, err
 	}
-	fe, err := os.Create(filepath.Join(dir, "stderr"))
+	fe, err := os.OpenFile(filepath.Join(dir, "stderr"), flag, 0o644)
 	if err != nil {
 		fo.Close()
 		return nil, nil, err

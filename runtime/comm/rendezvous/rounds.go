@@ -193,27 +193,7 @@ func (s *RoundServer) answer(peers []*peer) {
 	s.mu.Lock()
 	plan, members, round := s.plan, s.members, s.round
 	s.mu.Unlock()
-	ms := make([]Member, len(peers))
-	for i, p := range peers {
-		ms[i] = Member{Slot: members[i], Data: p.member.Data}
-	}
-	raw, err := json.Marshal(ms)
-	if err != nil { // strings and ints only: cannot happen
-		panic("rendezvous: " + err.Error())
-	}
-	var wg sync.WaitGroup
-	for i, p := range peers {
-		a := plan[i]
-		a.Round = round
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.send(toWorker{Assignment: &a, MembersJSON: raw}); err != nil {
-				s.logf("rendezvous: sending rank %d (%v) its assignment in round %d: %v", i, p.member.Slot, round, err)
-			}
-		}()
-	}
-	wg.Wait()
+	sendAssignments(peers, members, plan, round, s.Logf)
 }
 
 // report queues sl for OnReady. s.mu is held; call flushReady after

@@ -169,10 +169,15 @@ func (s *Server) admit(p *peer) (int, *toWorker) {
 }
 
 // answer sends every worker its assignment, at once.
-func (s *Server) answer(peers []*peer) {
+func (s *Server) answer(peers []*peer) { sendAssignments(peers, s.expect, s.plan, 0, s.Logf) }
+
+// sendAssignments sends every peer of a completed rendezvous, at once, its
+// assignment in plan (with round) and the member list: slots in rank order
+// with each peer's payload.
+func sendAssignments(peers []*peer, slots []Slot, plan []Assignment, round int, logf func(string, ...any)) {
 	members := make([]Member, len(peers))
 	for i, p := range peers {
-		members[i] = Member{Slot: s.expect[i], Data: p.member.Data}
+		members[i] = Member{Slot: slots[i], Data: p.member.Data}
 	}
 	raw, err := json.Marshal(members)
 	if err != nil { // strings and ints only: cannot happen
@@ -180,12 +185,13 @@ func (s *Server) answer(peers []*peer) {
 	}
 	var wg sync.WaitGroup
 	for i, p := range peers {
-		a := s.plan[i]
+		a := plan[i]
+		a.Round = round
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := p.send(toWorker{Assignment: &a, MembersJSON: raw}); err != nil {
-				s.logf("rendezvous: sending rank %d (%v) its assignment: %v", i, p.member.Slot, err)
+			if err := p.send(toWorker{Assignment: &a, MembersJSON: raw}); err != nil && logf != nil {
+				logf("rendezvous: sending rank %d (%v) its assignment (round %d): %v", i, p.member.Slot, round, err)
 			}
 		}()
 	}
