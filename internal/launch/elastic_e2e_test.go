@@ -87,6 +87,10 @@ func runElastic(t *testing.T, args, wargs []string, onLine func(string)) elastic
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A job that does not end is killed, so that the test fails instead
+	// of hanging in the read below.
+	watchdog := time.AfterFunc(90*time.Second, func() { cmd.Process.Kill() })
+	defer watchdog.Stop()
 	var stdout bytes.Buffer
 	sc := bufio.NewScanner(pipe)
 	for sc.Scan() {
@@ -98,12 +102,9 @@ func runElastic(t *testing.T, args, wargs []string, onLine func(string)) elastic
 	_, _ = io.Copy(io.Discard, pipe)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	var werr error
-	select {
-	case werr = <-done:
-	case <-time.After(90 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("gohorovodrun %v did not end\nstdout:\n%s\nstderr:\n%s", args, stdout.String(), stderr.String())
+	werr := <-done
+	if !watchdog.Stop() {
+		t.Fatalf("gohorovodrun %v did not end within 90 s\nstdout:\n%s\nstderr:\n%s", args, stdout.String(), stderr.String())
 	}
 	return elasticRun{stdout: stdout.String(), stderr: stderr.String(), err: werr, took: time.Since(start)}
 }
@@ -359,8 +360,10 @@ func TestE2EElasticResetLimit(t *testing.T) {
 // TestE2EElasticAllFail is issue 14's fourth test: every worker failing,
 // and every host blacklisted, end the job with a clear error.
 func TestE2EElasticAllFail(t *testing.T) {
-	r := runElastic(t, []string{"-np", "2", "--min-np", "2", "-H", "a.localhost:1,b.localhost:1"},
-		[]string{"-n", "24", "-epochs", "1", "-die", "a.localhost:0:0:8,b.localhost:0:0:8"}, nil)
+	// Each fails before it meets the other (two deaths in training race:
+	// the second may see the first and reset instead).
+	r := runElastic(t, []string{"-np", "2", "--min-np", "2", "--elastic-timeout", "20", "-H", "a.localhost:1,b.localhost:1"},
+		[]string{"-fail-at-start", "5"}, nil)
 	if r.err == nil || !strings.Contains(r.stderr, "every worker failed") {
 		t.Fatalf("every worker failing: %v\n%s", r.err, r.stderr)
 	}

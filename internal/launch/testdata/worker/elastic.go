@@ -111,6 +111,7 @@ func elasticMain(args []string) int {
 	die := fs.String("die", "", "host:local:epoch:pos,... slots that kill themselves in round 1")
 	dump := fs.String("dump", "", "rank 0 writes DIR/resume-ROUND.gob (the synced state) at each resume")
 	load := fs.String("load", "", "start from a state written by -dump")
+	failStart := fs.Int("fail-at-start", 0, "exit with this status before hvd.Init (0: do not)")
 	if err := fs.Parse(args); err != nil {
 		return 64
 	}
@@ -120,6 +121,10 @@ func elasticMain(args []string) int {
 		return 64
 	}
 	slot := os.Getenv("HOROVOD_HOSTNAME") + "[" + os.Getenv("HOROVOD_LOCAL_RANK") + "]"
+	if *failStart != 0 {
+		fmt.Fprintf(os.Stderr, "worker %s: failing at start with %d\n", slot, *failStart)
+		return *failStart
+	}
 	if err := hvd.Init(); err != nil {
 		if errors.Is(err, hvd.ErrRemoved) {
 			fmt.Println("removed")
