@@ -4,10 +4,11 @@ import "unsafe"
 
 // cudartAPI is the CUDA runtime's C entry points as the shim exposes them.
 // Every int result named code is a cudaError_t. Calls that take dev make that
-// device current on the calling host thread first, in the same C call,
-// because the current device is per thread and goroutines move between
-// threads. The cgo shim implements it; tests implement it over host memory
-// to exercise the Go half of the real path without a GPU.
+// device current first, on the host thread that makes the call (the
+// goroutine is locked to it for the pair), because the current device is
+// per thread and goroutines move between threads. The purego shim
+// (shim.go) implements it; tests implement it over host memory to exercise
+// the Go half of the real path without a GPU.
 type cudartAPI interface {
 	deviceCount() (n, code int)
 	runtimeVersion() (v, code int)
@@ -25,6 +26,15 @@ type cudartAPI interface {
 	streamCreate(dev int, flags uint) (s uintptr, code int)
 	streamSync(dev int, s uintptr) int
 	streamDestroy(dev int, s uintptr) int
+	// streamWaitEvent makes later work on s wait for e's recorded point.
+	streamWaitEvent(dev int, s, e uintptr) int
+	// hasMemcpyBatch reports whether the library has cudaMemcpyBatchAsync
+	// (CUDA 12.8 and later).
+	hasMemcpyBatch() bool
+	// memcpyBatch queues the copies dsts[i] <- srcs[i] of sizes[i] bytes,
+	// in stream order with the rest of s, as one cudaMemcpyBatchAsync;
+	// failIdx is the copy an error concerns (or ^0).
+	memcpyBatch(dev int, dsts, srcs, sizes []uintptr, s uintptr) (failIdx uintptr, code int)
 	eventCreate(dev int, flags uint) (e uintptr, code int)
 	eventRecord(dev int, e, s uintptr) int
 	eventSync(e uintptr) int
@@ -100,7 +110,16 @@ const (
 	cudaDevAttrComputeCapabilityMajor = 75
 	cudaDevAttrComputeCapabilityMinor = 76
 
-	ncclSuccess = 0
+	// cudaMemcpyBatchAsync exists from CUDA 12.8; CUDA 13.0 dropped its
+	// failIdx parameter.
+	cudartOptionalSymbolMemcpyBatch = "cudaMemcpyBatchAsync"
+	cudaVersionMemcpyBatchNoFailIdx = 13000
+	// cudaMemcpySrcAccessOrderStream: a batched copy reads its source in
+	// stream order.
+	cudaMemcpySrcAccessOrderStream = 1
+
+	ncclSuccess      = 0
+	ncclInvalidUsage = 5
 
 	// ncclGetLastError exists from NCCL 2.13; older libraries load without it.
 	ncclOptionalSymbolGetLastError = "ncclGetLastError"

@@ -5,9 +5,15 @@
 //
 // # Loading
 //
-// A small cgo shim calls dlopen and dlsym; it declares the few C types it
-// needs itself (handles are opaque pointers, enums are int, ncclUniqueId is
-// 128 bytes), so no CUDA header or library is needed to build. Load (the
+// The libraries are opened with dlopen and called through the function
+// pointers dlsym returns, with github.com/ebitengine/purego: no cgo, so a
+// CGO_ENABLED=0 binary uses GPUs where they are present and reports them
+// absent where not, and no C compiler, CUDA header or library is needed to
+// build. Such a binary is dynamically linked to the C library (whose
+// dlopen it calls), as a cgo one is; the nogpu build tag leaves GPU
+// support out for a fully static CGO_ENABLED=0 binary. The package declares the few C types it needs itself (handles are
+// uintptr, enums are int, ncclUniqueId is 128 bytes, passed by value as the
+// platform's C ABI says). Load (the
 // CUDA runtime) and LoadNCCL look for, in order:
 //
 //   - only what GOHOROVOD_CUDART_PATH (GOHOROVOD_NCCL_PATH for NCCL) names,
@@ -25,15 +31,17 @@
 // skipped (when searching) or refused (when named by the override), with
 // the symbol named. When nothing works, the *LoadError lists every path
 // tried with dlerror's message, and the directories that held no candidate.
-// Every such failure, and a binary built with CGO_ENABLED=0 (ErrNoCgo),
-// matches ErrUnavailable; Describe prints what was found or why not, for
+// Every such failure, and a binary without GPU support (another platform
+// than linux/amd64 and linux/arm64, or built with the nogpu tag:
+// ErrNoDlopen), matches ErrUnavailable; Describe prints what was found or why not, for
 // `gohorovodrun --check-build`.
 //
 // # Devices and threads
 //
 // CUDA's current device is a property of the host thread, and goroutines
 // move between threads, so every call that concerns a device takes its
-// ordinal, and the shim makes it current within the same C call.
+// ordinal, and the package makes it current and makes the call on one
+// host thread (runtime.LockOSThread around the pair).
 // Likewise NCCL keeps group state per thread: NCCL.Group locks the
 // goroutine to its thread between ncclGroupStart and ncclGroupEnd.
 //

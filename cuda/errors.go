@@ -7,14 +7,15 @@ import (
 )
 
 // ErrUnavailable is wrapped by every error that means "no usable GPU here":
-// a binary built without cgo, a CUDA runtime or NCCL library that cannot be
+// a platform without GPU support (ErrNoDlopen), a CUDA runtime or NCCL library that cannot be
 // found or is not one, no driver, no device. Callers that fall back to the
 // host test for it with errors.Is.
 var ErrUnavailable = errors.New("cuda: GPU support is unavailable")
 
-// ErrNoCgo is returned by every loader in a binary built with
-// CGO_ENABLED=0: without cgo there is no dlopen.
-var ErrNoCgo = fmt.Errorf("%w: this binary was built without cgo (CGO_ENABLED=0), so the CUDA runtime and NCCL cannot be loaded", ErrUnavailable)
+// ErrNoDlopen is returned by every loader in a binary without GPU
+// support: GPU support is built for linux/amd64 and linux/arm64 (with or
+// without cgo), unless the nogpu build tag leaves it out.
+var ErrNoDlopen = fmt.Errorf("%w: this binary has no GPU support (it is built for linux/amd64 and linux/arm64, without the nogpu tag), so the CUDA runtime and NCCL cannot be loaded", ErrUnavailable)
 
 // ErrClosed is returned by a Device used after Close.
 var ErrClosed = errors.New("cuda: device is closed")

@@ -29,6 +29,8 @@ type FakeStats struct {
 	HtoD, DtoH, DtoD      int   // copies queued, by direction
 	HtoDBytes, DtoHBytes  int64 // bytes copied, by direction
 	DtoDBytes             int64
+	Batches               int // CopyDtoDBatch calls (their copies count in DtoD)
+	Stages, StagePieces   int // Stage calls and the pieces they staged (their copies count in DtoH and HtoD)
 	Memsets               int
 	Syncs                 int
 }
@@ -220,6 +222,55 @@ func (f *Fake) CopyDtoD(dst, src uintptr, n int) error {
 	f.stats.DtoD++
 	f.stats.DtoDBytes += int64(n)
 	f.enqueue(func() { copy(d, s) })
+	return nil
+}
+
+// CopyDtoDBatch queues the copies as CopyDtoD does, one by one, and
+// counts the batch.
+func (f *Fake) CopyDtoDBatch(dsts, srcs []uintptr, sizes []int) error {
+	if len(dsts) != len(srcs) || len(dsts) != len(sizes) {
+		return fmt.Errorf("cuda: batch of %d destinations, %d sources and %d sizes", len(dsts), len(srcs), len(sizes))
+	}
+	for i := range dsts {
+		if err := f.CopyDtoD(dsts[i], srcs[i], sizes[i]); err != nil {
+			return fmt.Errorf("batched copy %d: %w", i, err)
+		}
+	}
+	f.mu.Lock()
+	f.stats.Batches++
+	f.mu.Unlock()
+	return nil
+}
+
+// Stage runs the pieces one after the other: copy to host, perform the
+// queue, fn, copy back (queued).
+func (f *Fake) Stage(p uintptr, host []byte, piece int, fn func(b []byte) error) error {
+	n := len(host)
+	if n == 0 {
+		return nil
+	}
+	if piece <= 0 || piece > n {
+		piece = n
+	}
+	f.mu.Lock()
+	f.stats.Stages++
+	f.mu.Unlock()
+	for lo := 0; lo < n; lo += piece {
+		hi := min(lo+piece, n)
+		if err := f.CopyDtoH(host[lo:hi], p+uintptr(lo)); err != nil {
+			return err
+		}
+		f.mu.Lock()
+		f.flush()
+		f.stats.StagePieces++
+		f.mu.Unlock()
+		if err := fn(host[lo:hi]); err != nil {
+			return err
+		}
+		if err := f.CopyHtoD(p+uintptr(lo), host[lo:hi]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -251,7 +251,7 @@ func TestFusionCopyOnFake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 3 || res[1].Copies != 4 || res[0].Bytes != 100+4096+3+1<<16 {
+	if len(res) != 5 || res[1].Copies != 4 || res[0].Bytes != 100+4096+3+1<<16 {
 		t.Errorf("results %v", res)
 	}
 	if _, err := gpucheck.HostCopy(f, 1<<16, 3); err != nil {

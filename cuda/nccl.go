@@ -25,8 +25,8 @@ type NCCL struct {
 // environment-configured entry point). NCCL 2.7 or later is required
 // (ncclSend/ncclRecv); bfloat16 needs 2.10.
 func OpenNCCL(rt *Runtime, cfg LoadConfig) (*NCCL, error) {
-	if !cgoEnabled {
-		return nil, ErrNoCgo
+	if !dlopenSupported {
+		return nil, ErrNoDlopen
 	}
 	l := systemLoader()
 	syms := l.ncclSymbols()

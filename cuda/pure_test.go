@@ -81,7 +81,7 @@ func TestErrorIsUnavailable(t *testing.T) {
 		{&cuda.Error{Code: 34, Name: "cudaErrorStubLibrary"}, true},
 		{&cuda.Error{Code: 2, Name: "cudaErrorMemoryAllocation"}, false},
 		{&cuda.LoadError{Library: "NCCL"}, true},
-		{cuda.ErrNoCgo, true},
+		{cuda.ErrNoDlopen, true},
 		{&cuda.NCCLError{Code: 2}, false},
 	}
 	for _, tc := range tests {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -21,15 +22,16 @@ type Runtime struct {
 }
 
 // OpenRuntime loads the CUDA runtime as cfg says (uncached; Load is the
-// cached, environment-configured entry point). It fails with ErrNoCgo in a
-// binary built without cgo, and with a *LoadError (listing every path
+// cached, environment-configured entry point). It fails with ErrNoDlopen
+// on a platform other than linux/amd64 and linux/arm64, and with a *LoadError (listing every path
 // tried) when no library with the runtime's entry points is found.
 func OpenRuntime(cfg LoadConfig) (*Runtime, error) {
-	if !cgoEnabled {
-		return nil, ErrNoCgo
+	if !dlopenSupported {
+		return nil, ErrNoDlopen
 	}
 	l := systemLoader()
-	spec := libSpec{what: "CUDA runtime", env: EnvCudartPath, names: cudartNames, symbols: l.cudartSymbols()}
+	spec := libSpec{what: "CUDA runtime", env: EnvCudartPath, names: cudartNames, symbols: l.cudartSymbols(),
+		optional: map[string]bool{cudartOptionalSymbolMemcpyBatch: true}}
 	o, err := openLib(l, spec, cfg.CudartPath, cfg.CudartDirs)
 	if err != nil {
 		return nil, err
@@ -44,6 +46,12 @@ func newRuntime(api cudartAPI, path string) (*Runtime, error) {
 	}
 	return &Runtime{api: api, path: path, version: CUDAVersion(v), pinned: make(map[uintptr]int)}, nil
 }
+
+// HasMemcpyBatch reports whether the runtime batches copies
+// (cudaMemcpyBatchAsync, CUDA 12.8 and later): Stream.CopyDtoDBatch is
+// one call then, and GPU.CopyDtoDBatch spreads the copies over streams
+// otherwise.
+func (r *Runtime) HasMemcpyBatch() bool { return r.api.hasMemcpyBatch() }
 
 // Path returns the file the runtime was loaded from.
 func (r *Runtime) Path() string { return r.path }
@@ -343,6 +351,53 @@ func (s *Stream) CopyDtoH(dst []byte, src uintptr) error {
 // CopyDtoD queues a copy of n bytes between device addresses.
 func (s *Stream) CopyDtoD(dst, src uintptr, n int) error {
 	return s.rt.copyDtoD(s.dev, dst, src, n, s.handle, true)
+}
+
+// ErrNoMemcpyBatch is returned by Stream.CopyDtoDBatch when the CUDA
+// runtime is older than 12.8.
+var ErrNoMemcpyBatch = errors.New("cuda: cudaMemcpyBatchAsync needs CUDA 12.8 or later")
+
+// CopyDtoDBatch queues the device-to-device copies dsts[i] <- srcs[i] of
+// sizes[i] bytes as one cudaMemcpyBatchAsync: the batch is ordered with
+// the stream's other work, the copies within it are not (their ranges
+// must not overlap). Empty copies are left out.
+func (s *Stream) CopyDtoDBatch(dsts, srcs []uintptr, sizes []int) error {
+	if len(dsts) != len(srcs) || len(dsts) != len(sizes) {
+		return fmt.Errorf("cuda: batch of %d destinations, %d sources and %d sizes", len(dsts), len(srcs), len(sizes))
+	}
+	if !s.rt.api.hasMemcpyBatch() {
+		return ErrNoMemcpyBatch
+	}
+	d := make([]uintptr, 0, len(dsts))
+	sr := make([]uintptr, 0, len(dsts))
+	n := make([]uintptr, 0, len(dsts))
+	idx := make([]int, 0, len(dsts))
+	for i, sz := range sizes {
+		switch {
+		case sz < 0:
+			return fmt.Errorf("cuda: batched copy %d of %d bytes", i, sz)
+		case sz == 0:
+			continue
+		case dsts[i] == 0 || srcs[i] == 0:
+			return fmt.Errorf("cuda: batched copy %d of %d bytes with address 0 (%#x <- %#x)", i, sz, dsts[i], srcs[i])
+		}
+		d, sr, n, idx = append(d, dsts[i]), append(sr, srcs[i]), append(n, uintptr(sz)), append(idx, i)
+	}
+	if len(d) == 0 {
+		return nil
+	}
+	fail, code := s.rt.api.memcpyBatch(s.dev, d, sr, n, s.handle)
+	which := ""
+	if fail < uintptr(len(idx)) {
+		which = fmt.Sprintf(", failed at copy %d (%d bytes, %#x <- %#x)", idx[fail], sizes[idx[fail]], dsts[idx[fail]], srcs[idx[fail]])
+	}
+	return cudaErr(s.rt.api, code, "cudaMemcpyBatchAsync (%d copies) on device %d%s", len(d), s.dev, which)
+}
+
+// WaitEvent makes work queued on s after this call wait until the work
+// before e's recorded point has finished (cudaStreamWaitEvent).
+func (s *Stream) WaitEvent(e *Event) error {
+	return cudaErr(s.rt.api, s.rt.api.streamWaitEvent(s.dev, s.handle, e.handle), "cudaStreamWaitEvent on device %d", s.dev)
 }
 
 // Memset queues setting n bytes at dst to v.

@@ -53,14 +53,19 @@ func fill[T float](s []T, v T) {
 	}
 }
 
-// Step applies one Adagrad update.
+// Step applies one Adagrad update. Float32 parameters run the fused kernel
+// tensor.AdagradUpdateF32 with the work of all parameters spread over the
+// cores.
 func (o *Adagrad) Step() error {
 	o.scalars["step"]++
+	h := o.scalars
+	clr := float32(h["lr"] / (1 + (h["step"]-1)*h["lr_decay"]))
+	wd, eps := float32(h["weight_decay"]), float32(h["eps"])
+	o.stepF32(o.slots, func(p *f32Param, lo, hi int) {
+		tensor.AdagradUpdateF32(p.v[lo:hi], p.g[lo:hi], p.bufs[0][lo:hi], clr, eps, wd)
+	})
 	for i, p := range o.params {
-		switch p.Value.DType() {
-		case tensor.Float32:
-			adagradStep[float32](&o.core, i)
-		case tensor.Float64:
+		if p.Value.DType() == tensor.Float64 {
 			adagradStep[float64](&o.core, i)
 		}
 	}

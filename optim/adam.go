@@ -55,15 +55,23 @@ func orDefault(v, def float64) float64 {
 	return v
 }
 
-// Step applies one Adam (or AdamW) update.
+// Step applies one Adam (or AdamW) update. Float32 parameters run the fused
+// kernel tensor.AdamUpdateF32 with the work of all parameters spread over
+// the cores.
 func (o *Adam) Step() error {
 	o.scalars["step"]++
 	decoupled := o.kind == "adamw"
+	h := o.scalars
+	b1, b2, t := h["beta1"], h["beta2"], h["step"]
+	step := float32(h["lr"] / (1 - math.Pow(b1, t)))
+	sq2 := float32(math.Sqrt(1 - math.Pow(b2, t)))
+	lr, wd, eps := float32(h["lr"]), float32(h["weight_decay"]), float32(h["eps"])
+	o.stepF32(o.slots, func(p *f32Param, lo, hi int) {
+		tensor.AdamUpdateF32(p.v[lo:hi], p.g[lo:hi], p.bufs[0][lo:hi], p.bufs[1][lo:hi],
+			lr, float32(b1), float32(b2), eps, wd, step, sq2, decoupled)
+	})
 	for i, p := range o.params {
-		switch p.Value.DType() {
-		case tensor.Float32:
-			adamStep[float32](&o.core, i, decoupled)
-		case tensor.Float64:
+		if p.Value.DType() == tensor.Float64 {
 			adamStep[float64](&o.core, i, decoupled)
 		}
 	}

@@ -144,13 +144,17 @@ type distConfig struct {
 	flat      bool     // move the gradients into flat buffers (FlatGradients)
 	bucket    int      // bytes per bucket (BucketBytes)
 	order     []string // backward order (BackwardOrder); nil: reverse
+	hook      CommHook // a user's or PowerSGD's (WithCommHook); nil: the built-in paths
 }
 
 // WithOp sets how gradients are combined (default Average).
 func WithOp(op Op) DistOption { return func(c *distConfig) { c.op = op } }
 
-// WithCompression sets how gradients travel (default NoCompression).
-func WithCompression(c Compression) DistOption { return func(cfg *distConfig) { cfg.comp = c } }
+// WithCompression sets how gradients travel (default NoCompression): it
+// is WithCommHook(CompressionHook(c)), and replaces a hook given before.
+func WithCompression(c Compression) DistOption {
+	return func(cfg *distConfig) { cfg.comp, cfg.hook = c, nil }
+}
 
 // Groups reduces each listed set of parameters (by name) as one unit: a
 // group's allreduce starts once every member's gradient is ready: as one
@@ -222,6 +226,17 @@ func GradientPredivideFactor(f float64) DistOption { return func(c *distConfig) 
 // Collectives (a test's, an adapter's), each gradient is reduced on its
 // own, or per group, as it is reported.
 //
+// # Communication hooks
+//
+// WithCommHook hands each bucket to a CommHook, which starts the bucket's
+// collectives and, once every bucket's have completed, decodes the result
+// into the gradients (see CommHook for how to write one, and PowerSGD).
+// A user's hook gets buckets of consecutive gradients in backward order
+// (BucketBytes, or the Groups given), over the gradients' own storage;
+// the built-in AllreduceHook and CompressionHook are the paths above.
+// Cancellation and ErrInFlight work the same: the hook's Waiter is one of
+// the step's reductions.
+//
 // # Cancellation
 //
 // A reduction, once started, cannot be called back: the other ranks are
@@ -256,6 +271,8 @@ type DistributedOptimizer struct {
 	// stale holds, per moved gradient, its former storage until the
 	// first step has checked that nothing wrote into it.
 	stale [][]byte
+	// hbuckets holds, per unit, what the hook sees of it (cfg.hook set).
+	hbuckets []*Bucket
 
 	mu          sync.Mutex
 	count       []int      // times reported this step, per parameter
@@ -265,6 +282,7 @@ type DistributedOptimizer struct {
 	stepErr     error      // the first failure of this step's reductions
 	interrupted bool       // a Synchronize of this step ended with reductions in flight
 	closed      bool       // Close has released the groups
+	steps       int        // steps finished without error (Bucket.Step)
 }
 
 var _ Optimizer = (*DistributedOptimizer)(nil)
@@ -296,6 +314,11 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 	case cfg.bucket < 0:
 		return nil, fmt.Errorf("optim: DistributedOptimizer: bucket size %d bytes must not be negative", cfg.bucket)
 	}
+	if oc, ok := cfg.hook.(interface{ checkOp(Op, float64) error }); ok {
+		if err := oc.checkOp(cfg.op, cfg.predivide); err != nil {
+			return nil, err
+		}
+	}
 	params := inner.Params()
 	if err := CheckParams(params); err != nil {
 		return nil, err
@@ -312,6 +335,7 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 	}
 	d.ord = ord
 	gc, held := coll.(ReduceGroupCollectives)
+	held = held && cfg.hook == nil
 	if held {
 		d.layout(params, ord)
 	} else {
@@ -322,7 +346,7 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 		}
 	}
 	var units [][]int
-	if held && cfg.groups == nil && cfg.numGroups == 0 {
+	if (held || cfg.hook != nil) && cfg.groups == nil && cfg.numGroups == 0 {
 		units = d.buckets(ord)
 	} else if units, err = d.makeUnits(params); err != nil {
 		return nil, err
@@ -337,6 +361,9 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 		if err := d.hold(gc, params, ord); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.hook != nil {
+		d.makeBuckets(params, ord)
 	}
 	d.pending = make([]int, len(units))
 	d.started = make([]bool, len(units))
@@ -475,6 +502,18 @@ func (d *DistributedOptimizer) scales() (pre, post float64) {
 func (d *DistributedOptimizer) launch(u int) error {
 	params := d.inner.Params()
 	pre, post := d.scales()
+	if d.cfg.hook != nil {
+		b := d.hbuckets[u]
+		b.Step, b.Op, b.Prescale, b.Postscale = d.steps, d.cfg.op, pre, post
+		w, err := d.cfg.hook.Start(d.coll, b)
+		if w != nil {
+			d.handles[u] = []Waiter{w}
+		}
+		if err != nil {
+			return fmt.Errorf("optim: communication hook on the gradients of %q: %w", b.Name, err)
+		}
+		return nil
+	}
 	members := d.units[u]
 	for _, i := range members {
 		if d.wire[i] != params[i].Grad {
@@ -618,6 +657,16 @@ func (d *DistributedOptimizer) Synchronize(ctx context.Context) error {
 				decompress(params[i].Grad, w)
 			}
 		}
+		if d.cfg.hook != nil {
+			for _, b := range d.hbuckets {
+				if ferr := d.cfg.hook.Finish(b); ferr != nil && err == nil {
+					err = fmt.Errorf("optim: communication hook finishing the gradients of %q: %w", b.Name, ferr)
+				}
+			}
+		}
+	}
+	if err == nil {
+		d.steps++
 	}
 	d.endStep()
 	return err
@@ -695,11 +744,65 @@ func (d *DistributedOptimizer) LR() float64 { return d.inner.LR() }
 // SetLR sets the wrapped optimizer's learning rate.
 func (d *DistributedOptimizer) SetLR(lr float64) { d.inner.SetLR(lr) }
 
-// State returns the wrapped optimizer's state.
-func (d *DistributedOptimizer) State() *State { return d.inner.State() }
+// State returns the wrapped optimizer's state, and with a StatefulHook
+// (such as PowerSGD) the hook's too: its scalars and tensors under its
+// prefix, and the steps finished (scalar prefix+"step").
+func (d *DistributedOptimizer) State() *State {
+	s := d.inner.State()
+	sh, ok := d.cfg.hook.(StatefulHook)
+	if !ok {
+		return s
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	hs := sh.HookState()
+	for k, v := range hs.Scalars {
+		s.Scalars[k] = v
+	}
+	for k, t := range hs.Tensors {
+		s.Tensors[k] = t
+	}
+	s.Scalars[sh.StatePrefix()+"step"] = float64(d.steps)
+	return s
+}
 
-// SetState sets the wrapped optimizer's state.
-func (d *DistributedOptimizer) SetState(s *State) error { return d.inner.SetState(s) }
+// SetState sets the wrapped optimizer's state, and with a StatefulHook the
+// hook's (see State). It fails with ErrInFlight while a step is under
+// way.
+func (d *DistributedOptimizer) SetState(s *State) error {
+	sh, ok := d.cfg.hook.(StatefulHook)
+	if !ok || s == nil {
+		return d.inner.SetState(s)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.startedErr("SetState"); err != nil {
+		return err
+	}
+	for i, n := range d.count {
+		if n > 0 {
+			return fmt.Errorf("%w (SetState called: %q reported this step)", ErrInFlight, d.inner.Params()[i].Name)
+		}
+	}
+	prefix := sh.StatePrefix()
+	inner, hs := hookState(s, prefix)
+	step, ok := hs.Scalars[prefix+"step"]
+	if !ok || step < 0 || step != math.Trunc(step) {
+		return fmt.Errorf("%w: scalar %q missing or not a step count", ErrState, prefix+"step")
+	}
+	delete(hs.Scalars, prefix+"step")
+	// Check the hook's part before changing anything.
+	old := sh.HookState()
+	if err := sh.SetHookState(hs); err != nil {
+		return err
+	}
+	if err := d.inner.SetState(inner); err != nil {
+		_ = sh.SetHookState(old)
+		return err
+	}
+	d.steps = int(step)
+	return nil
+}
 
 // Unwrap returns the wrapped optimizer.
 func (d *DistributedOptimizer) Unwrap() Optimizer { return d.inner }

@@ -30,11 +30,20 @@
 // default: the gradients are moved into one flat buffer in backward order
 // (FlatGradients) and reduced in buckets (BucketBytes) that are each a
 // held AllreduceGroup, so that the runtime reduces them in place; Close
-// releases them. A gradient never reported Ready is reduced at Step as it
+// releases them. WithCommHook replaces how each bucket of gradients is
+// communicated (a CommHook, PyTorch DDP's communication hook): PowerSGD's
+// low-rank compression is built in, and users can write their own. A
+// gradient never reported Ready is reduced at Step as it
 // is: Ready only overlaps communication with backward. Op is the runtime's
 // ReduceOp (optim.Average is hvd.Average). BroadcastParameters and BroadcastState start every
 // rank from the same weights and optimizer state; BroadcastObject and
 // AllgatherObject move arbitrary gob-encodable Go values between ranks;
 // Metric and AverageMetrics average evaluation metrics over every rank's
 // samples. Sharding a data set by rank is in the data sub-package.
+//
+// NewPostLocalSGD wraps a DistributedOptimizer for post-local SGD: its
+// synchronous steps first, then local steps without gradient allreduce
+// whose parameters a ModelAverager averages every ModelAveragingPeriod
+// steps, optionally within each node more often (AveragingLevel, over a
+// node's process set) and with the optimizer state (AverageState).
 package optim

@@ -62,13 +62,26 @@ func (o *RMSProp) SetState(s *State) error {
 	return o.core.SetState(s)
 }
 
-// Step applies one RMSProp update.
+// Step applies one RMSProp update. Float32 parameters run the fused kernel
+// tensor.RMSPropUpdateF32 with the work of all parameters spread over the
+// cores.
 func (o *RMSProp) Step() error {
+	h := o.scalars
+	lr, alpha, eps, mu, wd := float32(h["lr"]), float32(h["alpha"]), float32(h["eps"]), float32(h["momentum"]), float32(h["weight_decay"])
+	o.stepF32(o.slots, func(p *f32Param, lo, hi int) {
+		var mom, avg []float32
+		k := 1
+		if o.momentum {
+			mom = part(p.bufs[k], lo, hi)
+			k++
+		}
+		if o.centered {
+			avg = part(p.bufs[k], lo, hi)
+		}
+		tensor.RMSPropUpdateF32(p.v[lo:hi], p.g[lo:hi], p.bufs[0][lo:hi], mom, avg, lr, alpha, eps, mu, wd)
+	})
 	for i, p := range o.params {
-		switch p.Value.DType() {
-		case tensor.Float32:
-			rmspropStep[float32](o, i)
-		case tensor.Float64:
+		if p.Value.DType() == tensor.Float64 {
 			rmspropStep[float64](o, i)
 		}
 	}

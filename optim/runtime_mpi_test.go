@@ -24,7 +24,7 @@ var mpiRT *hvd.Runtime
 
 func TestMain(m *testing.M) {
 	mpiRT = new(hvd.Runtime)
-	if err := mpiRT.Init(hvd.WithLogger(zerolog.Nop())); err != nil {
+	if err := mpiRT.Init(hvd.WithLogger(zerolog.Nop()), hvd.WithDynamicProcessSets()); err != nil {
 		fmt.Fprintln(os.Stderr, "optim multi-process tests:", err)
 		os.Exit(2)
 	}
@@ -119,5 +119,20 @@ func TestMPIObjects(t *testing.T) {
 	defer cancel()
 	if err := objectChecks(ctx, coll.(GatherCollectives), rank, coll.Size()); err != nil {
 		t.Fatalf("rank %d: %v", rank, err)
+	}
+}
+
+// TestMPIProcessSets: the even and the odd ranks train at once, each set
+// averaging over its own members (setsEquivalence).
+func TestMPIProcessSets(t *testing.T) {
+	const steps = 20
+	want, err := equivalenceRun(context.Background(), nil, 0, 1, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := setsEquivalence(ctx, mpiRT, steps, want); err != nil {
+		t.Fatalf("rank %d: %v", mpiRT.Rank(), err)
 	}
 }

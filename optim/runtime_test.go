@@ -2,6 +2,7 @@ package optim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -339,6 +340,83 @@ func TestRuntimeEquivalenceEmbedded(t *testing.T) {
 				}
 			}()
 			checkEquivalenceOn(t, rts, steps, want, 1e-12)
+		})
+	}
+}
+
+// setsEquivalence trains the linear model in two disjoint process sets at
+// once (the even and the odd ranks, with the same parameter names), each
+// set on its own replica of the global batch: each must end where one
+// process on the whole batch ends, which it does only if its gradients are
+// averaged over its own members and no others. Then the object helpers run
+// within each set.
+func setsEquivalence(ctx context.Context, r *hvd.Runtime, steps int, want []float64) error {
+	size := r.Size()
+	var ranks []int
+	for g := r.Rank() % 2; g < size; g += 2 {
+		ranks = append(ranks, g)
+	}
+	var mine *hvd.ProcessSet
+	for g := range 2 {
+		var rs []int
+		for k := g; k < size; k += 2 {
+			rs = append(rs, k)
+		}
+		ps, err := r.AddProcessSet(ctx, rs)
+		if err != nil {
+			return err
+		}
+		if g == r.Rank()%2 {
+			mine = ps
+		}
+	}
+	coll, err := FromProcessSet(r, mine)
+	if err != nil {
+		return err
+	}
+	if coll.(Ranker).Rank() != mine.Rank() || coll.Size() != len(ranks) {
+		return fmt.Errorf("rank %d size %d in %v", coll.(Ranker).Rank(), coll.Size(), mine)
+	}
+	got, err := equivalenceRun(ctx, coll, mine.Rank(), mine.Size(), steps)
+	if err != nil {
+		return err
+	}
+	if err := closeTo(got, want, 1e-12); err != nil {
+		return err
+	}
+	if err := objectChecks(ctx, coll.(GatherCollectives), mine.Rank(), mine.Size()); err != nil {
+		return fmt.Errorf("objects within %v: %w", mine, err)
+	}
+	other := r.ProcessSets()[1+(1-r.Rank()%2)]
+	if _, err := FromProcessSet(r, other); !errors.Is(err, hvd.ErrForeignProcessSet) {
+		return fmt.Errorf("FromProcessSet of a foreign set: %v", err)
+	}
+	for _, ps := range r.ProcessSets()[1:] {
+		if err := r.RemoveProcessSet(ctx, ps); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestRuntimeEquivalenceProcessSets(t *testing.T) {
+	const steps = 20
+	want, err := equivalenceRun(context.Background(), nil, 0, 1, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{3, 4} {
+		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
+			cfg := config.Default()
+			cfg.CycleTime = time.Millisecond
+			rts, err := hvd.StartLocal(n, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()), hvd.WithDynamicProcessSets())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { hvd.StopLocal(rts) })
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			onRanks(t, n, func(rank int) error { return setsEquivalence(ctx, rts[rank], steps, want) })
 		})
 	}
 }

@@ -61,15 +61,21 @@ func (o *SGD) SetState(s *State) error {
 	return o.core.SetState(s)
 }
 
-// Step applies one SGD update.
+// Step applies one SGD update. Float32 parameters run the fused kernel
+// tensor.SGDUpdateF32 with the work of all parameters spread over the cores.
 func (o *SGD) Step() error {
 	h := o.scalars
 	first := h["step"] == 0
+	lr, mu, damp, wd := float32(h["lr"]), float32(h["momentum"]), float32(h["dampening"]), float32(h["weight_decay"])
+	o.stepF32(o.slots, func(p *f32Param, lo, hi int) {
+		var b []float32
+		if len(p.bufs) > 0 {
+			b = p.bufs[0][lo:hi]
+		}
+		tensor.SGDUpdateF32(p.v[lo:hi], p.g[lo:hi], b, lr, mu, damp, wd, o.nesterov, first)
+	})
 	for i, p := range o.params {
-		switch p.Value.DType() {
-		case tensor.Float32:
-			sgdStep[float32](&o.core, i, h, first, o.nesterov)
-		case tensor.Float64:
+		if p.Value.DType() == tensor.Float64 {
 			sgdStep[float64](&o.core, i, h, first, o.nesterov)
 		}
 	}

@@ -105,13 +105,13 @@ func GroupedAllreduceAsyncInPlace(ts []*tensor.Tensor, name string, op ReduceOp,
 }
 
 // GroupedAllgather: see Runtime.GroupedAllgather.
-func GroupedAllgather(ctx context.Context, ts []*tensor.Tensor, name string) ([]*tensor.Tensor, error) {
-	return Default().GroupedAllgather(ctx, ts, name)
+func GroupedAllgather(ctx context.Context, ts []*tensor.Tensor, name string, opts ...CallOption) ([]*tensor.Tensor, error) {
+	return Default().GroupedAllgather(ctx, ts, name, opts...)
 }
 
 // GroupedAllgatherAsync: see Runtime.GroupedAllgatherAsync.
-func GroupedAllgatherAsync(ts []*tensor.Tensor, name string) (*Handle, error) {
-	return Default().GroupedAllgatherAsync(ts, name)
+func GroupedAllgatherAsync(ts []*tensor.Tensor, name string, opts ...CallOption) (*Handle, error) {
+	return Default().GroupedAllgatherAsync(ts, name, opts...)
 }
 
 // GroupedReducescatter: see Runtime.GroupedReducescatter.
@@ -125,43 +125,43 @@ func GroupedReducescatterAsync(ts []*tensor.Tensor, name string, op ReduceOp, op
 }
 
 // Allgather: see Runtime.Allgather.
-func Allgather(ctx context.Context, t *tensor.Tensor, name string) (*tensor.Tensor, error) {
-	return Default().Allgather(ctx, t, name)
+func Allgather(ctx context.Context, t *tensor.Tensor, name string, opts ...CallOption) (*tensor.Tensor, error) {
+	return Default().Allgather(ctx, t, name, opts...)
 }
 
 // AllgatherAsync: see Runtime.AllgatherAsync.
-func AllgatherAsync(t *tensor.Tensor, name string) (*Handle, error) {
-	return Default().AllgatherAsync(t, name)
+func AllgatherAsync(t *tensor.Tensor, name string, opts ...CallOption) (*Handle, error) {
+	return Default().AllgatherAsync(t, name, opts...)
 }
 
 // Broadcast: see Runtime.Broadcast.
-func Broadcast(ctx context.Context, t *tensor.Tensor, root int, name string) (*tensor.Tensor, error) {
-	return Default().Broadcast(ctx, t, root, name)
+func Broadcast(ctx context.Context, t *tensor.Tensor, root int, name string, opts ...CallOption) (*tensor.Tensor, error) {
+	return Default().Broadcast(ctx, t, root, name, opts...)
 }
 
 // BroadcastInPlace: see Runtime.BroadcastInPlace.
-func BroadcastInPlace(ctx context.Context, t *tensor.Tensor, root int, name string) error {
-	return Default().BroadcastInPlace(ctx, t, root, name)
+func BroadcastInPlace(ctx context.Context, t *tensor.Tensor, root int, name string, opts ...CallOption) error {
+	return Default().BroadcastInPlace(ctx, t, root, name, opts...)
 }
 
 // BroadcastAsync: see Runtime.BroadcastAsync.
-func BroadcastAsync(t *tensor.Tensor, root int, name string) (*Handle, error) {
-	return Default().BroadcastAsync(t, root, name)
+func BroadcastAsync(t *tensor.Tensor, root int, name string, opts ...CallOption) (*Handle, error) {
+	return Default().BroadcastAsync(t, root, name, opts...)
 }
 
 // BroadcastAsyncInPlace: see Runtime.BroadcastAsyncInPlace.
-func BroadcastAsyncInPlace(t *tensor.Tensor, root int, name string) (*Handle, error) {
-	return Default().BroadcastAsyncInPlace(t, root, name)
+func BroadcastAsyncInPlace(t *tensor.Tensor, root int, name string, opts ...CallOption) (*Handle, error) {
+	return Default().BroadcastAsyncInPlace(t, root, name, opts...)
 }
 
 // Alltoall: see Runtime.Alltoall.
-func Alltoall(ctx context.Context, t *tensor.Tensor, splits []int, name string) (*tensor.Tensor, []int, error) {
-	return Default().Alltoall(ctx, t, splits, name)
+func Alltoall(ctx context.Context, t *tensor.Tensor, splits []int, name string, opts ...CallOption) (*tensor.Tensor, []int, error) {
+	return Default().Alltoall(ctx, t, splits, name, opts...)
 }
 
 // AlltoallAsync: see Runtime.AlltoallAsync.
-func AlltoallAsync(t *tensor.Tensor, splits []int, name string) (*Handle, error) {
-	return Default().AlltoallAsync(t, splits, name)
+func AlltoallAsync(t *tensor.Tensor, splits []int, name string, opts ...CallOption) (*Handle, error) {
+	return Default().AlltoallAsync(t, splits, name, opts...)
 }
 
 // Reducescatter: see Runtime.Reducescatter.
@@ -175,15 +175,31 @@ func ReducescatterAsync(t *tensor.Tensor, name string, op ReduceOp, opts ...Call
 }
 
 // Barrier: see Runtime.Barrier.
-func Barrier(ctx context.Context) error { return Default().Barrier(ctx) }
+func Barrier(ctx context.Context, opts ...CallOption) error { return Default().Barrier(ctx, opts...) }
 
 // Join: see Runtime.Join.
-func Join(ctx context.Context) (int, error) { return Default().Join(ctx) }
+func Join(ctx context.Context, opts ...CallOption) (int, error) { return Default().Join(ctx, opts...) }
 
 // JoinAsync: see Runtime.JoinAsync.
-func JoinAsync() (*Handle, error) { return Default().JoinAsync() }
+func JoinAsync(opts ...CallOption) (*Handle, error) { return Default().JoinAsync(opts...) }
 
 // NewAllreduceGroup prepares an AllreduceGroup on the default Runtime.
 func NewAllreduceGroup(ts []*tensor.Tensor, names []string, op ReduceOp, opts ...CallOption) (*AllreduceGroup, error) {
 	return Default().NewAllreduceGroup(ts, names, op, opts...)
 }
+
+// AddProcessSet calls AddProcessSet on the default Runtime.
+func AddProcessSet(ctx context.Context, ranks []int) (*ProcessSet, error) {
+	return Default().AddProcessSet(ctx, ranks)
+}
+
+// RemoveProcessSet calls RemoveProcessSet on the default Runtime.
+func RemoveProcessSet(ctx context.Context, ps *ProcessSet) error {
+	return Default().RemoveProcessSet(ctx, ps)
+}
+
+// GlobalProcessSet calls GlobalProcessSet on the default Runtime.
+func GlobalProcessSet() *ProcessSet { return Default().GlobalProcessSet() }
+
+// ProcessSets calls ProcessSets on the default Runtime.
+func ProcessSets() []*ProcessSet { return Default().ProcessSets() }

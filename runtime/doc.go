@@ -49,6 +49,15 @@
 // can run in one process, each over its own communicator: this is how the
 // tests run N ranks as goroutines over comm.NewGroup.
 //
+// Process sets (ProcessSet) run collectives among a subset of the ranks,
+// each with its own queue, negotiation, response cache and join state: static
+// sets given to Init (WithProcessSets, NewProcessSet, ProcessSetFromComm),
+// dynamic ones added and removed after it (WithDynamicProcessSets,
+// AddProcessSet, RemoveProcessSet). A call takes its set with the
+// InProcessSet option. With HOROVOD_HIERARCHICAL_ALLREDUCE or
+// _ALLGATHER, host collectives go through the node first and across nodes
+// second, in every set that spans several nodes.
+//
 // With HOROVOD_TIMELINE set, rank 0 writes a timeline: a Chrome trace with a
 // row per tensor name showing its negotiation and each phase of its
 // operations. StartTimeline and StopTimeline switch it to another file, or
@@ -62,9 +71,10 @@
 // invalidations, GPU paths), trace adds each cycle's agreement and every
 // operation performed. Init logs a
 // warning, on each rank, for every knob that is set but not implemented yet
-// (autotuning, the hierarchical collectives, HOROVOD_MPI_THREADS_DISABLE,
-// the placement variables), and fails on every rank when the ranks were
-// started with different values of a knob that must agree (the fusion
-// threshold, cycle time and cache capacity, and the chunking options),
+// (HOROVOD_MPI_THREADS_DISABLE, the placement variables), and
+// fails on every rank when the ranks were started with different values of
+// a knob that must agree (the fusion threshold, cycle time, cache capacity,
+// the hierarchical, dynamic process set and autotune knobs, and the
+// chunking options),
 // naming the knob and each rank's value.
 package runtime

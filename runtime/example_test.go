@@ -233,3 +233,38 @@ func ExampleRuntime_GroupedAllgather() {
 	// [true false true] [0 100]
 	// <nil>
 }
+
+// Four ranks split into two process sets, the even and the odd ranks, that
+// reduce a tensor of the same name at the same time, each among its own
+// members.
+func ExampleRuntime_AddProcessSet() {
+	ctx := context.Background()
+	sums := make([]float32, 4)
+	err := hvd.RunLocal(4, func(r *hvd.Runtime, rank int) error {
+		even, err := r.AddProcessSet(ctx, []int{0, 2}) // every rank adds every set, in the same order
+		if err != nil {
+			return err
+		}
+		odd, err := r.AddProcessSet(ctx, []int{1, 3})
+		if err != nil {
+			return err
+		}
+		mine := even
+		if !even.Included() {
+			mine = odd
+		}
+		t := tensor.FromFloat32([]float32{float32(rank)})
+		if err := r.AllreduceInPlace(ctx, t, "x", hvd.Sum, hvd.InProcessSet(mine)); err != nil {
+			return err
+		}
+		sums[rank] = t.Float32s()[0]
+		if rank == 0 {
+			fmt.Println(even, odd)
+		}
+		return nil
+	}, hvd.WithLogger(zerolog.Nop()), hvd.WithDynamicProcessSets())
+	fmt.Println(sums, err)
+	// Output:
+	// ProcessSet(process_set_id=1, ranks=[0, 2]) ProcessSet(process_set_id=2, ranks=[1, 3])
+	// [2 4 2 4] <nil>
+}

@@ -141,7 +141,7 @@ func faultCases() []faultCase {
 			return r.ReducescatterAsync(mk(tensor.New(tensor.Float32, faultRows, 11)), "rs", Sum)
 		}},
 		{"barrier", -1, func(r *Runtime, mk mkT) (*Handle, error) {
-			return r.control(wire.Barrier, negotiate.BarrierName)
+			return r.control("Barrier", wire.Barrier, negotiate.BarrierName, nil)
 		}},
 	}
 }

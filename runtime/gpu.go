@@ -1,38 +1,26 @@
 package runtime
 
 import (
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/cuda"
 	"github.com/gohorovod/gohorovod/runtime/comm"
-	"github.com/gohorovod/gohorovod/runtime/internal/gpupath"
+	"github.com/gohorovod/gohorovod/runtime/internal/gpuexec"
 	"github.com/gohorovod/gohorovod/runtime/internal/nccl"
+	"github.com/gohorovod/gohorovod/runtime/internal/timeline"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// Timeline activity names of the GPU path (Horovod's).
-const (
-	actNCCLAllreduce  = "NCCL_ALLREDUCE"
-	actNCCLAllgather  = "NCCL_ALLGATHER"
-	actNCCLBcast      = "NCCL_BCAST"
-	actNCCLAlltoall   = "NCCL_ALLTOALL"
-	actNCCLReduceScat = "NCCL_REDUCESCATTER"
-	actMemcpyInHost   = "MEMCPY_IN_HOST_BUFFER"
-	actMemcpyOutHost  = "MEMCPY_OUT_HOST_BUFFER"
-	actScaleOnHost    = "SCALE_ON_HOST"
-)
+// The GPU executor (runtime/internal/gpuexec) performs responses on GPU
+// tensors; this file is the runtime's side: the options, the checks at
+// enqueue time and the loop's hand-over to the executor.
 
-type gpuOptions struct {
-	dev    cuda.Device
-	noNCCL bool
-	nccl   nccl.Backend // a fake, for tests
-}
+// adasumGPUText is delivered to Adasum requests on GPU tensors.
+const adasumGPUText = gpuexec.AdasumText
 
 // WithGPU makes the runtime use d for this rank's GPU tensors, which must
 // be on GPU d.Ordinal(). Without it, the first GPU tensor makes the runtime
@@ -42,20 +30,23 @@ type gpuOptions struct {
 // Results of out-of-place collectives on GPU tensors (Allreduce,
 // Broadcast, Allgather, Alltoall, Reducescatter) are new device memory on
 // d, which the caller frees (cuda.FreeTensor).
-func WithGPU(d cuda.Device) Option { return func(o *options) { o.gpu.dev = d } }
+func WithGPU(d cuda.Device) Option { return func(o *options) { o.gpu.Device = d } }
 
 // WithoutNCCL keeps the runtime from using NCCL for GPU tensors: they go
 // through a CUDA-aware MPI, or are staged through host memory.
-func WithoutNCCL() Option { return func(o *options) { o.gpu.noNCCL = true } }
+func WithoutNCCL() Option { return func(o *options) { o.gpu.NoNCCL = true } }
 
 // WithNCCL makes the runtime's NCCL communicators with n (for example one
 // loaded with cuda.OpenNCCL from an explicit path) instead of the NCCL that
 // cuda.LoadNCCL finds. It needs a *cuda.GPU device.
-func WithNCCL(n *cuda.NCCL) Option { return func(o *options) { o.gpu.nccl = nccl.FromCUDA(n) } }
+func WithNCCL(n *cuda.NCCL) Option { return func(o *options) { o.gpu.NCCL = nccl.FromCUDA(n) } }
+
+// withStagePiece sets the piece size of staged allreduces (tests).
+func withStagePiece(n int) Option { return func(o *options) { o.gpu.StagePiece = n } }
 
 // withNCCL makes GPU communicators with b instead of the NCCL loaded at run
 // time (tests use the fake).
-func withNCCL(b nccl.Backend) Option { return func(o *options) { o.gpu.nccl = b } }
+func withNCCL(b nccl.Backend) Option { return func(o *options) { o.gpu.NCCL = b } }
 
 // DeviceMemoryCommunicator is a Communicator that can also be handed tensors
 // in GPU memory, as a CUDA-aware MPI can. When every rank's communicator
@@ -67,89 +58,7 @@ type DeviceMemoryCommunicator interface {
 	AcceptsDeviceMemory() bool
 }
 
-// gpuState is a rank's GPU support: the device (injected at Init or opened
-// at the first GPU tensor, under mu) and, owned by the background loop, the
-// agreed capabilities, the NCCL communicator and the device fusion and
-// pinned host staging buffers.
-type gpuState struct {
-	opts gpuOptions
-	log  zerolog.Logger
-
-	mu    sync.Mutex
-	dev   cuda.Device
-	owned bool // opened by the runtime, closed at shutdown
-
-	// Loop-owned.
-	ready     bool
-	caps      gpupath.Caps
-	backend   nccl.Backend
-	nc        nccl.Comm
-	fusion    uintptr // device fusion buffer
-	fusionCap int
-	host      []byte // pinned staging buffer (Go memory without a device)
-	fresh     []uintptr
-}
-
-func newGPUState(o gpuOptions, log zerolog.Logger) *gpuState {
-	return &gpuState{opts: o, log: log, dev: o.dev}
-}
-
-// device returns the rank's device, or nil when it has none yet.
-func (g *gpuState) device() cuda.Device {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.dev
-}
-
-// deviceFor returns the device for a GPU tensor, opening it (through the
-// CUDA runtime loaded at run time) the first time.
-func (g *gpuState) deviceFor(t *tensor.Tensor) (cuda.Device, error) {
-	idx := t.Device().Index
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.dev == nil {
-		rt, err := cuda.Load()
-		if err != nil {
-			return nil, err
-		}
-		d, err := rt.OpenDevice(idx)
-		if err != nil {
-			return nil, err
-		}
-		g.dev, g.owned = d, true
-	}
-	if g.dev.Ordinal() != idx {
-		return nil, invalid("%v is on GPU %d, but this rank uses GPU %d (one GPU per rank)", t, idx, g.dev.Ordinal())
-	}
-	return g.dev, nil
-}
-
-// close releases what the runtime allocated: the NCCL communicator, the
-// fusion and staging buffers, and the device if the runtime opened it.
-func (g *gpuState) close() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var errs []error
-	if g.nc != nil {
-		errs = append(errs, g.nc.Close())
-		g.nc = nil
-	}
-	if g.dev != nil {
-		if g.fusion != 0 {
-			errs = append(errs, g.dev.Free(g.fusion))
-			g.fusion, g.fusionCap = 0, 0
-		}
-		if g.host != nil {
-			errs = append(errs, g.dev.FreeHost(g.host))
-			g.host = nil
-		}
-		if g.owned {
-			errs = append(errs, g.dev.Close())
-			g.dev, g.owned = nil, false
-		}
-	}
-	return errors.Join(errs...)
-}
+var _ gpuexec.DeviceMemoryAcceptor = DeviceMemoryCommunicator(nil)
 
 // checkTensor validates a collective's tensor at enqueue time: GPU tensors
 // need a device, which is opened here the first time.
@@ -163,8 +72,13 @@ func (r *Runtime) checkTensor(t *tensor.Tensor) error {
 	if t.Device().Kind != tensor.GPU {
 		return invalid("tensor on %v: unknown device kind", t.Device())
 	}
-	if _, err := r.gpu.deviceFor(t); err != nil {
+	idx := t.Device().Index
+	d, err := r.gpu.Device(idx)
+	if err != nil {
 		return fmt.Errorf("hvd: %v: %w", t, err)
+	}
+	if d.Ordinal() != idx {
+		return fmt.Errorf("hvd: %v: %w", t, invalid("%v is on GPU %d, but this rank uses GPU %d (one GPU per rank)", t, idx, d.Ordinal()))
 	}
 	return nil
 }
@@ -184,157 +98,86 @@ func onGPU(resp *wire.Response, rank int) bool {
 	return rank < len(resp.Devices) && resp.Devices[rank] != wire.CPU
 }
 
-// gpuSetup runs once, at the first GPU response, on every rank (all ranks
-// perform the same responses in the same order): the ranks agree on what
-// all of them have, and, when all have NCCL, rank 0 draws the NCCL id, the
-// host communicator broadcasts it and every rank joins the communicator.
-func (l *loop) gpuSetup(dev cuda.Device) error {
-	g := l.r.gpu
-	if g.ready {
-		return nil
-	}
-	g.ready = true
-	start := time.Now()
-	why := ""
-	backend := g.opts.nccl
-	switch {
-	case dev == nil:
-		why = "this rank has no GPU"
-	case g.opts.noNCCL:
-		backend, why = nil, "disabled by WithoutNCCL"
-	case backend == nil:
-		if _, ok := dev.(*cuda.GPU); !ok {
-			why = fmt.Sprintf("the device is a %T, not a CUDA GPU", dev)
-			break
-		}
-		n, err := cuda.LoadNCCL()
-		if err != nil {
-			why = err.Error()
-			break
-		}
-		backend = nccl.FromCUDA(n)
-	}
-	var local [3]int64
-	if dev != nil && backend != nil {
-		local[0] = 1
-		if backend.BFloat16() {
-			local[1] = 1
-		}
-	}
-	if dc, ok := l.com.(DeviceMemoryCommunicator); ok && dev != nil && dc.AcceptsDeviceMemory() {
-		local[2] = 1
-	}
-	agreed := tensor.FromInt64(local[:])
-	if err := l.com.Allreduce(agreed, tensor.Min); err != nil {
-		return fmt.Errorf("agreeing on GPU support: %w", err)
-	}
-	g.caps = gpupath.Caps{NCCL: local[0] == 1, NCCLBFloat16: local[1] == 1, CUDAAwareMPI: local[2] == 1}
-	if g.caps.NCCL {
-		var idb [1 + len(cuda.UniqueID{})]byte // byte 0: rank 0 has an id
-		if l.rank == 0 {
-			if id, err := backend.UniqueID(); err != nil {
-				l.log.Warn().Err(err).Msg("cannot create the NCCL unique id; GPU tensors will not use NCCL")
-			} else {
-				idb[0] = 1
-				copy(idb[1:], id[:])
-			}
-		}
-		bt, err := tensor.FromBytes(tensor.Uint8, idb[:])
-		if err != nil {
+// gpuHost is the loop as the GPU executor sees it.
+type gpuHost struct{ l *loop }
+
+var _ gpuexec.Host = gpuHost{}
+
+func (h gpuHost) Comm() comm.Communicator { return h.l.com }
+func (h gpuHost) Rank() int               { return h.l.rank }
+func (h gpuHost) Size() int               { return h.l.size }
+func (h gpuHost) FusionThreshold() int64  { return h.l.cfg.FusionThreshold }
+func (h gpuHost) Timeline() bool          { return h.l.tl != nil }
+func (h gpuHost) Log() *zerolog.Logger    { return &h.l.log }
+
+func (h gpuHost) ReduceBytes(b []byte, dt tensor.DType, op tensor.ReduceOp) error {
+	return h.l.reduceBytes(b, dt, op)
+}
+
+func (h gpuHost) Activity(act string, start, end time.Time) {
+	h.l.tlActivity(h.l.ents, act, start, end)
+}
+
+func (h gpuHost) PlanAlltoall(splits []int, shape []int64) (gpuexec.AlltoallPlan, error) {
+	p, err := h.l.planAlltoall(&entry{req: wire.Request{Shape: shape}, splits: splits})
+	return gpuexec.AlltoallPlan{RecvSplits: p.recvSplits, SendCounts: p.sendCounts, RecvCounts: p.recvCounts,
+		Sent: p.sent, Shape: p.shape}, err
+}
+
+// performGPU executes one response on GPU tensors through the executor.
+// Like perform, it returns an error only when the runtime must stop.
+func (l *loop) performGPU(resp *wire.Response) error {
+	typ := wire.RequestType(resp.Type)
+	if typ == wire.Adasum {
+		if err := l.entries(resp); err != nil {
 			return err
 		}
-		if err := l.com.Bcast(bt, 0); err != nil {
-			return fmt.Errorf("broadcasting the NCCL unique id: %w", err)
-		}
-		if idb[0] == 0 {
-			g.caps.NCCL, g.caps.NCCLBFloat16 = false, false
-			why = "rank 0 could not create the NCCL unique id"
-		} else {
-			var id cuda.UniqueID
-			copy(id[:], idb[1:])
-			nc, err := backend.NewComm(dev, l.size, l.rank, id)
-			if err != nil {
-				return fmt.Errorf("creating the NCCL communicator: %w", err)
+		for _, e := range l.ents {
+			if e.h != nil {
+				e.h.fail(&OpError{Name: e.req.Name, Message: adasumGPUText})
 			}
-			g.nc, g.backend = nc, backend
 		}
-	} else if why == "" && local[0] == 1 {
-		why = "another rank cannot use NCCL"
+		return nil
 	}
-	ev := l.log.Debug().Bool("nccl", g.caps.NCCL).Bool("cuda_aware_mpi", g.caps.CUDAAwareMPI).Dur("took", time.Since(start))
-	if !g.caps.NCCL {
-		ev = ev.Str("no_nccl", why)
-	}
-	ev.Msg("GPU support agreed")
-	return nil
-}
-
-// fusionBuffer returns the device fusion buffer with room for n bytes.
-func (g *gpuState) fusionBuffer(dev cuda.Device, n int, threshold int64) (uintptr, error) {
-	if g.fusionCap < n {
-		size := max(n, min(2*g.fusionCap, int(threshold)))
-		if g.fusion != 0 {
-			if err := dev.Free(g.fusion); err != nil {
-				return 0, err
-			}
-			g.fusion, g.fusionCap = 0, 0
-		}
-		p, err := dev.Alloc(size)
-		if err != nil {
-			return 0, err
-		}
-		g.fusion, g.fusionCap = p, size
-	}
-	return g.fusion, nil
-}
-
-// hostBuffer returns the staging buffer with room for n bytes: pinned
-// memory of the device, or Go memory on a rank without one.
-func (g *gpuState) hostBuffer(dev cuda.Device, n int) ([]byte, error) {
-	if len(g.host) < n {
-		size := max(n, 2*len(g.host))
-		if dev == nil {
-			g.host = make([]byte, size)
-			return g.host[:n], nil
-		}
-		if g.host != nil {
-			if err := dev.FreeHost(g.host); err != nil {
-				return nil, err
-			}
-			g.host = nil
-		}
-		b, err := dev.AllocHost(size)
-		if err != nil {
-			return nil, err
-		}
-		g.host = b
-	}
-	return g.host[:n], nil
-}
-
-// alloc returns new device memory for a result of shape, remembered until
-// the operation completes (and freed if it fails).
-func (g *gpuState) alloc(dev cuda.Device, dt tensor.DType, shape []int) (*tensor.Tensor, error) {
-	n := tensor.Shape(shape).NumElements() * dt.Size()
-	p, err := dev.Alloc(n)
+	h := gpuHost{l}
+	start := time.Now()
+	made, err := l.gpu.Setup(h)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if p != 0 {
-		g.fresh = append(g.fresh, p)
-	}
-	return tensor.NewDevice(dt, tensor.Device{Kind: tensor.GPU, Index: dev.Ordinal()}, p, shape...), nil
-}
-
-// settle ends an operation: on success the fresh results belong to the
-// caller; on failure they are freed.
-func (g *gpuState) settle(dev cuda.Device, failed bool) {
-	if failed && dev != nil {
-		for _, p := range g.fresh {
-			if err := dev.Free(p); err != nil {
-				g.log.Error().Err(err).Msg("freeing the result of a failed GPU collective")
-			}
+	setupEnd := time.Now()
+	if typ == wire.Allreduce {
+		if err := l.entries(resp); err != nil {
+			return err
 		}
+	} else {
+		e := l.q.take(resp.Names[0])
+		if e == nil {
+			return fmt.Errorf("internal: response %v for %q, which this rank did not submit", resp.Type, resp.Names[0])
+		}
+		l.ents = append(l.ents[:0], e)
 	}
-	g.fresh = g.fresh[:0]
+	l.tlStart(l.ents, resp.Type.String(), start)
+	if made {
+		h.Activity(timeline.InitNCCL, start, setupEnd)
+	}
+	ge := l.gpuEnts[:0]
+	for _, e := range l.ents {
+		ge = append(ge, gpuexec.Entry{Req: &e.req, In: e.in, Out: e.out, Splits: e.splits})
+	}
+	l.gpuEnts = ge
+	err = l.gpu.Perform(h, resp, ge)
+	for i, e := range l.ents {
+		e.out = ge[i].Out
+		if ge[i].RecvSplits != nil && e.h != nil {
+			e.h.splits = ge[i].RecvSplits
+		}
+		ge[i] = gpuexec.Entry{} // keep no tensors alive
+	}
+	l.tlEnd(l.ents, time.Now())
+	if err != nil {
+		return collectiveErr(l.ents, err)
+	}
+	finish(l.ents)
+	return nil
 }

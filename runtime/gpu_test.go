@@ -43,6 +43,7 @@ type gpuSetup struct {
 	// wrap, when set, wraps each rank's host communicator, and wrapNCCL
 	// each member of the group under the fake NCCL (fault tests).
 	wrap, wrapNCCL func(i int, c comm.Communicator) comm.Communicator
+	opts           []Option // more options for every rank
 }
 
 func startGPUCluster(t *testing.T, n int, s gpuSetup) *gpuCluster {
@@ -92,6 +93,7 @@ func startGPUCluster(t *testing.T, n int, s gpuSetup) *gpuCluster {
 		if c.nccl != nil {
 			opts = append(opts, withNCCL(c.nccl))
 		}
+		opts = append(opts, s.opts...)
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -488,6 +490,10 @@ func TestGPUFusion(t *testing.T) {
 				if got := s.DtoD - before[i].DtoD; got != 2*k {
 					t.Errorf("rank %d: %d device-to-device copies, want %d (fused in and out)", i, got, 2*k)
 				}
+				// One batch in, one out: not a call per tensor.
+				if got := s.Batches - before[i].Batches; got != 2 {
+					t.Errorf("rank %d: %d batched copies, want 2 (the fusion buffer in and out)", i, got)
+				}
 				staged := s.DtoH - before[i].DtoH - k // ToHost of the k results
 				if tt.s.nccl && staged != 0 || !tt.s.nccl && staged != 1 {
 					t.Errorf("rank %d: %d staging copies to the host", i, staged)
@@ -615,14 +621,31 @@ func TestGPUWithoutDeviceRefusedWithLoaderError(t *testing.T) {
 	})
 }
 
+// TestGPUTimelinePhases checks the activities drawn inside each GPU
+// operation's span on rank 0's timeline, in order, for every path: the
+// fusion buffer's copies, NCCL's collective (and INIT_NCCL at the first
+// GPU operation), the staged copies to and from the host around the host
+// collective, and scaling on the host.
 func TestGPUTimelinePhases(t *testing.T) {
+	const (
+		in, out       = timeline.MemcpyInFusion, timeline.MemcpyOutFusion
+		hin, hout     = timeline.MemcpyInHost, timeline.MemcpyOutHost
+		scale, ncclAR = timeline.ScaleOnHost, timeline.NCCLAllreduce
+	)
 	for _, tt := range []struct {
-		name string
-		s    gpuSetup
-		want []string
+		name  string
+		s     gpuSetup
+		fused []string // each fused step's (two: negotiated, then cached)
+		first []string // before the first one's
+		bcast []string
+		pre   []string // a single allreduce with a prescale
 	}{
-		{"staged", gpuSetup{}, []string{actMemcpyInFusion(), actMemcpyInHost, actAllreduce, actMemcpyOutHost, actMemcpyOut}},
-		{"nccl", gpuSetup{nccl: true}, []string{actMemcpyInFusion(), actNCCLAllreduce, actMemcpyOut, actNCCLBcast}},
+		{"staged", gpuSetup{}, []string{in, hin, actAllreduce, hout, out}, nil,
+			[]string{hin, actBcast, hout}, []string{hin, actAllreduce, hout}},
+		{"nccl", gpuSetup{nccl: true}, []string{in, ncclAR, out}, []string{timeline.InitNCCL},
+			[]string{timeline.NCCLBcast}, []string{scale, ncclAR}},
+		{"cuda-aware", gpuSetup{cudaAware: true}, []string{in, actAllreduce, scale, out}, nil,
+			[]string{actBcast}, []string{scale, actAllreduce}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig()
@@ -638,7 +661,10 @@ func TestGPUTimelinePhases(t *testing.T) {
 					return err
 				}
 				defer cuda.FreeTensor(c.devs[rank], x)
-				return r.BroadcastInPlace(ctxT(t), x, 0, "tlb")
+				if err := r.BroadcastInPlace(ctxT(t), x, 0, "tlb"); err != nil {
+					return err
+				}
+				return r.AllreduceInPlace(ctxT(t), x, "tlp", Sum, Prescale(2))
 			})
 			for _, r := range c.rts {
 				r.Shutdown()
@@ -647,20 +673,56 @@ func TestGPUTimelinePhases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range tt.want {
-				if !strings.Contains(string(b), `"`+w+`"`) {
-					t.Errorf("timeline lacks %s", w)
-				}
-			}
 			tr, err := timeline.Read(bytes.NewReader(b))
 			if err != nil {
 				t.Fatal(err)
+			}
+			for _, w := range []struct {
+				row  string
+				want []string
+			}{
+				{"allreduce.tl_1of3", slices.Concat(tt.first, tt.fused, tt.fused)},
+				{"allreduce.tl_3of3", slices.Concat(tt.first, tt.fused, tt.fused)},
+				{"broadcast.tlb", tt.bcast},
+				{"allreduce.tlp", tt.pre},
+			} {
+				row := tr.Row(w.row)
+				if row == nil {
+					t.Errorf("no row %s", w.row)
+					continue
+				}
+				if got := phases(row); !slices.Equal(got, w.want) {
+					t.Errorf("%s: phases %v, want %v", w.row, got, w.want)
+				}
 			}
 			if row := tr.Row("allreduce.tl_1of3"); row == nil || !slices.Contains(names(row.Spans), timeline.Queue) {
 				t.Errorf("no QUEUE before the cached fused allreduce: %v", row)
 			}
 		})
 	}
+}
+
+// phases returns the names of the activities drawn inside a row's
+// operations (not its negotiations), in the order they began.
+func phases(row *timeline.Row) []string {
+	spans := slices.Clone(row.Spans)
+	slices.SortStableFunc(spans, func(a, b timeline.Span) int {
+		if a.Begin != b.Begin {
+			return int(a.Begin - b.Begin)
+		}
+		return a.Depth - b.Depth // an operation before the activity that starts with it
+	})
+	var out []string
+	inOp := false
+	for _, s := range spans {
+		switch {
+		case s.Depth == 0:
+			inOp = !strings.HasPrefix(s.Name, "NEGOTIATE_") && s.Name != timeline.Queue
+		case s.Depth == 1 && inOp:
+			out = append(out, s.Name)
+		}
+	}
+	return out
 }
 
 func actMemcpyInFusion() string { return actMemcpyIn }

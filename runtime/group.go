@@ -16,6 +16,7 @@ import (
 // in exchange a step looks none of them up by name in the tensor table.
 type AllreduceGroup struct {
 	r    *Runtime
+	q    *queue // the process set's queue
 	ents []*entry
 	outs []*tensor.Tensor
 	last *Handle
@@ -23,22 +24,23 @@ type AllreduceGroup struct {
 }
 
 // NewAllreduceGroup prepares the in-place allreduce of ts, tensor i under
-// names[i] (the same names on every rank), with op and the call options.
+// names[i] (the same names on every rank), with op and the call options
+// (InProcessSet: within that set).
 func (r *Runtime) NewAllreduceGroup(ts []*tensor.Tensor, names []string, op ReduceOp, opts ...CallOption) (*AllreduceGroup, error) {
-	if err := r.checkRunning(); err != nil {
+	p, o, err := r.resolve("Allreduce", true, opts)
+	if err != nil {
 		return nil, err
 	}
 	if len(ts) == 0 || len(ts) != len(names) {
 		return nil, invalid("allreduce group of %d tensors with %d names", len(ts), len(names))
 	}
-	o := callOpts(opts)
-	g := &AllreduceGroup{r: r, ents: make([]*entry, len(ts)), outs: append([]*tensor.Tensor(nil), ts...)}
+	g := &AllreduceGroup{r: r, q: p.q, ents: make([]*entry, len(ts)), outs: append([]*tensor.Tensor(nil), ts...)}
 	seen := make(map[string]bool, len(ts))
 	for i, t := range ts {
 		if err := r.checkTensor(t); err != nil {
 			return nil, err
 		}
-		if err := r.checkReduce(op, t.DType()); err != nil {
+		if err := r.checkReduce(p, op, t.DType()); err != nil {
 			return nil, err
 		}
 		name := r.opName("allreduce", names[i])
@@ -50,11 +52,11 @@ func (r *Runtime) NewAllreduceGroup(ts []*tensor.Tensor, names []string, op Redu
 		if op == Adasum {
 			typ = wire.Adasum
 		}
-		e := r.newEntry(typ, name, t, t, nil, i)
+		e := r.newEntry(p, typ, name, t, t, nil, i)
 		e.req.Op, e.req.Prescale, e.req.Postscale = op, o.prescale, o.postscale
 		g.ents[i] = e
 	}
-	gen, err := r.q.own(g.ents)
+	gen, err := p.q.own(g.ents)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +70,7 @@ func (g *AllreduceGroup) Close() error {
 	if g.gen == 0 {
 		return nil
 	}
-	if err := g.r.q.disown(g.ents, g.gen); err != nil {
+	if err := g.q.disown(g.ents, g.gen); err != nil {
 		return err
 	}
 	g.gen = 0
@@ -97,10 +99,10 @@ func (g *AllreduceGroup) Start() (*Handle, error) {
 		e.h = h
 		e.enqueued = now
 	}
-	if err := g.r.q.addOwned(g.gen, g.ents); err != nil {
+	if err := g.q.addOwned(g.gen, g.ents); err != nil {
 		return nil, err
 	}
 	g.last = h
-	g.r.q.signal()
+	g.q.signal()
 	return h, nil
 }

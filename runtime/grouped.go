@@ -63,16 +63,17 @@ func (q *queue) generation() int {
 
 // enqueueGroup runs the two steps above for the member entries es (made
 // for handle h) of the group base, and returns h.
-func (r *Runtime) enqueueGroup(op, base string, es []*entry, h *Handle) (*Handle, error) {
-	gen := r.q.generation()
+func (r *Runtime) enqueueGroup(p *pset, op, base string, es []*entry, h *Handle) (*Handle, error) {
+	q := p.q
+	gen := q.generation()
 	size := tensor.FromInt64([]int64{int64(len(es))})
 	hs := newHandle(1)
-	if err := r.enqueue(r.newEntry(wire.Allgather, "group."+base, size, nil, hs, 0)); err != nil {
+	if err := r.enqueue(p, r.newEntry(p, wire.Allgather, "group."+base, size, nil, hs, 0)); err != nil {
 		return nil, err
 	}
 	// Set now, before h is shared: Wait reads it, and the enqueue of the
 	// members below (which sets it for other handles) then leaves it alone.
-	h.q = &r.q
+	h.q = q
 	// The goroutine ends when hs completes, which every handle does: with
 	// the ranks' sizes, or with an error (at the latest when the runtime
 	// shuts down).
@@ -90,14 +91,14 @@ func (r *Runtime) enqueueGroup(op, base string, es []*entry, h *Handle) (*Handle
 		for _, e := range es {
 			e.enqueued = now
 		}
-		if err := r.q.addOwned(gen, es); err != nil {
+		if err := q.addOwned(gen, es); err != nil {
 			if err == ErrGroupClosed { // Shutdown (and perhaps Init) came between the steps
 				err = fmt.Errorf("%w (before the group's tensors were enqueued)", ErrShutdown)
 			}
 			h.fail(err)
 			return
 		}
-		r.q.signal()
+		q.signal()
 	}()
 	return h, nil
 }
@@ -136,8 +137,9 @@ func groupMismatch(op string, sizes []int64) string {
 // Horovod names them, so the members become ready together; each is then
 // gathered by its own collective (the fusion planner fuses allreduces
 // only).
-func (r *Runtime) GroupedAllgatherAsync(ts []*tensor.Tensor, name string) (*Handle, error) {
-	if err := r.checkRunning(); err != nil {
+func (r *Runtime) GroupedAllgatherAsync(ts []*tensor.Tensor, name string, opts ...CallOption) (*Handle, error) {
+	p, _, err := r.resolve("Allgather", false, opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := r.checkGroup("allgather", ts); err != nil {
@@ -147,14 +149,14 @@ func (r *Runtime) GroupedAllgatherAsync(ts []*tensor.Tensor, name string) (*Hand
 	h := newHandle(len(ts))
 	es := make([]*entry, len(ts))
 	for i, t := range ts {
-		es[i] = r.newEntry(wire.Allgather, groupName(base, i, len(ts)), t, nil, h, i)
+		es[i] = r.newEntry(p, wire.Allgather, groupName(base, i, len(ts)), t, nil, h, i)
 	}
-	return r.enqueueGroup("ALLGATHER", base, es, h)
+	return r.enqueueGroup(p, "ALLGATHER", base, es, h)
 }
 
 // GroupedAllgather is the blocking form of GroupedAllgatherAsync.
-func (r *Runtime) GroupedAllgather(ctx context.Context, ts []*tensor.Tensor, name string) ([]*tensor.Tensor, error) {
-	h, err := r.GroupedAllgatherAsync(ts, name)
+func (r *Runtime) GroupedAllgather(ctx context.Context, ts []*tensor.Tensor, name string, opts ...CallOption) ([]*tensor.Tensor, error) {
+	h, err := r.GroupedAllgatherAsync(ts, name, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -172,24 +174,24 @@ func (r *Runtime) GroupedAllgather(ctx context.Context, ts []*tensor.Tensor, nam
 // the group's size first, and members are named and submitted as in
 // GroupedAllgatherAsync ("reducescatter.<name>_<i+1>of<n>").
 func (r *Runtime) GroupedReducescatterAsync(ts []*tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
-	if err := r.checkRunning(); err != nil {
+	p, o, err := r.resolve("Reducescatter", true, opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := r.checkGroup("reducescatter", ts); err != nil {
 		return nil, err
 	}
 	base := r.opName("reducescatter", name)
-	o := callOpts(opts)
 	h := newHandle(len(ts))
 	es := make([]*entry, len(ts))
 	for i, t := range ts {
-		e, err := r.reducescatterEntry(t, groupName(base, i, len(ts)), op, o, h, i)
+		e, err := r.reducescatterEntry(p, t, groupName(base, i, len(ts)), op, o, h, i)
 		if err != nil {
 			return nil, err
 		}
 		es[i] = e
 	}
-	return r.enqueueGroup("REDUCESCATTER", base, es, h)
+	return r.enqueueGroup(p, "REDUCESCATTER", base, es, h)
 }
 
 // GroupedReducescatter is the blocking form of GroupedReducescatterAsync.

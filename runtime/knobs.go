@@ -8,7 +8,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/config"
-	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // warnUnimplemented logs one warning for each knob that cfg sets but that
@@ -52,38 +51,9 @@ func (l *loop) agree() (err error) {
 	if l.size == 1 {
 		return nil
 	}
-	mine := config.AppendSettings(nil, l.agreedSettings())
-	lens := make([]int64, l.size)
-	ones := make([]int, l.size)
-	for i := range ones {
-		ones[i] = 1
-	}
-	if err := l.com.Allgatherv(tensor.FromInt64([]int64{int64(len(mine))}), tensor.FromInt64(lens), ones); err != nil {
-		return fmt.Errorf("gathering the ranks' settings sizes: %w", err)
-	}
-	counts := make([]int, l.size)
-	total := 0
-	for r, n := range lens {
-		counts[r] = int(n)
-		total += int(n)
-	}
-	all := make([]byte, total)
-	send, err := tensor.FromBytes(tensor.Uint8, mine)
+	encoded, err := gatherBytes(l.com, config.AppendSettings(nil, l.agreedSettings())) // processset.go
 	if err != nil {
-		return err
-	}
-	recv, err := tensor.FromBytes(tensor.Uint8, all)
-	if err != nil {
-		return err
-	}
-	if err := l.com.Allgatherv(send, recv, counts); err != nil {
 		return fmt.Errorf("gathering the ranks' settings: %w", err)
-	}
-	encoded := make([][]byte, l.size)
-	off := 0
-	for r, n := range counts {
-		encoded[r] = all[off : off+n]
-		off += n
 	}
 	return config.CheckAgreement(encoded)
 }

@@ -83,7 +83,6 @@ func TestKnobAgreementAtInit(t *testing.T) {
 				c.StallShutdownTime = time.Duration(r) * time.Hour
 				c.StallCheckDisable = r == 1
 				c.LogLevel = config.LogLevel(r)
-				c.HierarchicalAllreduce = r == 2 // not implemented: no calls change
 				if r == 0 {
 					c.Timeline = filepath.Join(t.TempDir(), "tl.json")
 				}
@@ -190,12 +189,12 @@ func TestUnimplementedKnobWarning(t *testing.T) {
 	}{
 		{"none set", func(*config.Config) {}, nil, nil},
 		{"implemented knobs", func(c *config.Config) { c.FusionThreshold, c.StallCheckDisable = 0, true }, nil, nil},
-		{"autotune and hierarchical", func(c *config.Config) {
-			c.Autotune, c.AutotuneLog, c.HierarchicalAllreduce, c.HierarchicalAllgather = true, "a.csv", true, true
-		}, nil, []string{config.EnvAutotune, config.EnvAutotuneLog, config.EnvHierarchicalAllreduce, config.EnvHierarchicalAllgather}},
+		{"autotune and hierarchical are implemented; MPI threads are not", func(c *config.Config) {
+			c.Autotune, c.HierarchicalAllreduce, c.HierarchicalAllgather, c.MPIThreadsDisable = true, true, true, true
+		}, nil, []string{config.EnvMPIThreadsDisable}},
 		{"placement", func(c *config.Config) { c.Rank, c.Size = 0, 1 }, nil, []string{config.EnvRank, config.EnvSize}},
 		{"from the environment", nil, map[string]string{config.EnvMPIThreadsDisable: "1", config.EnvAutotuneWarmupSamples: "7",
-			config.EnvHierarchicalAllgather: "0"}, []string{config.EnvMPIThreadsDisable, config.EnvAutotuneWarmupSamples}},
+			config.EnvHierarchicalAllgather: "0"}, []string{config.EnvMPIThreadsDisable}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/internal/cache"
 	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
 	"github.com/gohorovod/gohorovod/runtime/internal/fusion"
+	"github.com/gohorovod/gohorovod/runtime/internal/gpuexec"
+	"github.com/gohorovod/gohorovod/runtime/internal/hier"
 	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
 	"github.com/gohorovod/gohorovod/runtime/internal/stall"
 	"github.com/gohorovod/gohorovod/runtime/internal/timeline"
@@ -22,12 +24,24 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// loop is the background goroutine's state: it alone touches the
-// communicator, the cache, the coordinator and the fusion buffer.
+// loop is one process set's controller (Horovod's per-set controller):
+// its communicator, queue, response cache, coordinator and fusion buffer.
+// The background goroutine runs the global set's loop, whose cycle also
+// runs the cycles of the other sets this rank is in (subs), in id order,
+// so that every rank meets every set it shares with another in the same
+// order: a cycle never waits on a set that another member reaches only
+// after a set this one waits in. Only the goroutine touches a loop.
 type loop struct {
 	r          *Runtime
 	com        comm.Communicator
-	rank, size int
+	rank, size int // within the set
+	q          *queue
+	gpu        *gpuexec.Executor // the set's GPU executor (the runtime's for the global set)
+	set        *pset             // the process set (set by initProcessSets and addSet)
+	global     *loop             // a non-global set's loop: the global set's; nil on the global set
+	subs       []*loop           // the global set's loop: the other sets' loops, by id
+	hier       *hier.Comms       // node-aware communicators, when hierarchical collectives are on (nodes.go)
+	tune       *tuning           // the global set's autotuning, or nil (autotune.go)
 	cfg        config.Config
 	log        zerolog.Logger
 	stopReq    <-chan struct{}
@@ -53,9 +67,10 @@ type loop struct {
 	// Reused from cycle to cycle.
 	msgs, back       []*entry
 	items            []cycle.Item
-	respEnts         []*entry // the entry of each response of the cycle, when known
-	sources          []int    // indices in the cycle's responses of the response performed
-	ents             []*entry // the entries taken for the response being performed
+	respEnts         []*entry        // the entry of each response of the cycle, when known
+	sources          []int           // indices in the cycle's responses of the response performed
+	ents             []*entry        // the entries taken for the response being performed
+	gpuEnts          []gpuexec.Entry // ents, as the GPU executor takes them
 	reqList          wire.RequestList
 	sendBuf, recvBuf []byte
 	syncT, invT      *tensor.Tensor
@@ -64,18 +79,22 @@ type loop struct {
 	counts           []int
 }
 
-func newLoop(r *Runtime) (*loop, error) {
+// newLoop makes the loop of the set whose communicator is com and whose
+// queue is q (the global set's: r.com and &r.q).
+func newLoop(r *Runtime, com comm.Communicator, q *queue) (*loop, error) {
+	rank, size := com.Rank(), com.Size()
 	l := &loop{
-		r: r, com: r.com, rank: r.rank, size: r.size, cfg: r.cfg, log: r.log, stopReq: r.stopReq,
+		r: r, com: com, rank: rank, size: size, q: q, gpu: r.gpu, cfg: r.cfg, log: r.log, stopReq: r.stopReq,
 		views:     make(map[viewKey]weak.Pointer[tensor.Tensor]),
 		chunk:     defaultChunkBytes,
 		fuseChunk: defaultFusionChunkBytes,
 		planner:   fusion.Planner{MaxFused: defaultMaxFusedBytes},
 		lenMine:   make([]int64, 1),
-		lens:      make([]int64, r.size),
-		ones:      make([]int, r.size),
-		counts:    make([]int, r.size),
+		lens:      make([]int64, size),
+		ones:      make([]int, size),
+		counts:    make([]int, size),
 	}
+	isGlobal := q == &r.q
 	for i := range l.ones {
 		l.ones[i] = 1
 	}
@@ -91,11 +110,14 @@ func newLoop(r *Runtime) (*loop, error) {
 	}
 	s, warning := stall.New(stall.Config{Disabled: r.cfg.StallCheckDisable, Warn: r.cfg.StallCheckTime,
 		Shutdown: r.cfg.StallShutdownTime})
-	if warning != "" && l.rank == 0 {
+	if warning != "" && l.rank == 0 && isGlobal {
 		l.log.Warn().Msg(warning)
 	}
 	l.stall = s
-	l.st = cycle.New(cache.New(r.cfg.CacheCapacity, r.rank), s)
+	l.st = cycle.New(cache.New(r.cfg.CacheCapacity, rank), s)
+	if !isGlobal {
+		return l, nil
+	}
 	if err := l.openTimeline(); err != nil { // timeline.go
 		return nil, err
 	}
@@ -140,6 +162,17 @@ func (l *loop) run() {
 		err := &shutdownError{cause: cause}
 		l.r.q.close(err)
 		l.failTaken(err)
+		l.closeHier()
+		if l.tune != nil && l.tune.t != nil {
+			l.tune.closeLog(l)
+		}
+		for _, s := range l.subs {
+			s.q.close(err)
+			s.failTaken(err)
+			if cerr := s.closeSet(); cerr != nil {
+				l.log.Debug().Err(cerr).Int("process_set", s.set.id).Msg("closing a process set's communicator")
+			}
+		}
 		close(l.r.stopped)
 	}()
 	timer := time.NewTimer(0)
@@ -148,7 +181,7 @@ func (l *loop) run() {
 	for {
 		// Sleep until the tick unless a caller waits on names still
 		// in flight (see Handle.Wait).
-		if d := time.Until(next); d > 0 && !l.r.q.hot() {
+		if d := time.Until(next); d > 0 && !l.hot() {
 			timer.Reset(d)
 			select {
 			case <-timer.C:
@@ -166,6 +199,10 @@ func (l *loop) run() {
 		// ranks met, so that their cycles stay in phase and no rank waits
 		// in the next agreement for a peer that is still asleep.
 		next = l.syncedAt.Add(l.cfg.CycleTime)
+		for _, s := range l.subs {
+			l.performed = l.performed || s.performed
+			l.slow = l.slow || s.slow
+		}
 		busy := int64(time.Since(t0))
 		st := &l.r.stats
 		st.cycles.Add(1)
@@ -208,10 +245,38 @@ func (l *loop) safeCycle() (stop bool, err error) {
 		(*f)()
 	}
 	stop, err = l.cycle()
-	if err == nil {
-		clear(l.ents)
+	if err != nil || stop {
+		return stop, err
 	}
-	return stop, err
+	clear(l.ents)
+	// The other sets this rank is in, in id order (see loop). A set added
+	// or removed by this cycle's registrations is in l.subs already, or
+	// gone from it, on every rank alike.
+	for i := 0; i < len(l.subs); i++ {
+		s := l.subs[i]
+		s.tl = l.tl
+		if f := s.testPanic.Load(); f != nil {
+			(*f)()
+		}
+		if _, err := s.cycle(); err != nil {
+			return false, fmt.Errorf("process set %d: %w", s.set.id, err)
+		}
+		clear(s.ents)
+	}
+	return false, nil
+}
+
+// hot reports whether a caller waits on any set's names in flight.
+func (l *loop) hot() bool {
+	if l.q.hot() {
+		return true
+	}
+	for _, s := range l.subs {
+		if s.q.hot() {
+			return true
+		}
+	}
+	return false
 }
 
 // fail handles an error that stops this rank's loop, and returns the root
@@ -312,33 +377,9 @@ func (l *loop) farewell() error {
 
 // exchangeFarewell gathers every rank's farewell record on every rank.
 func (l *loop) exchangeFarewell(kind byte, text string) ([][]byte, error) {
-	mine := append([]byte{kind}, text...)
-	l.lenMine[0] = int64(len(mine))
-	if err := l.com.Allgatherv(tensor.FromInt64(l.lenMine), tensor.FromInt64(l.lens), l.ones); err != nil {
-		return nil, fmt.Errorf("gathering farewell sizes: %w", err)
-	}
-	total := 0
-	for r, n := range l.lens {
-		l.counts[r] = int(n)
-		total += int(n)
-	}
-	send, err := tensor.FromBytes(tensor.Uint8, mine)
+	recs, err := gatherBytes(l.com, append([]byte{kind}, text...)) // processset.go
 	if err != nil {
-		return nil, err
-	}
-	all := make([]byte, total)
-	recv, err := tensor.FromBytes(tensor.Uint8, all)
-	if err != nil {
-		return nil, err
-	}
-	if err := l.com.Allgatherv(send, recv, l.counts); err != nil {
 		return nil, fmt.Errorf("gathering farewells: %w", err)
-	}
-	recs := make([][]byte, l.size)
-	off := 0
-	for r := range recs {
-		recs[r] = all[off : off+l.counts[r]]
-		off += l.counts[r]
 	}
 	return recs, nil
 }
@@ -365,18 +406,23 @@ func wordsTensor(t **tensor.Tensor, w []uint64) *tensor.Tensor {
 // does the I/O between them.
 func (l *loop) cycle() (bool, error) {
 	now := time.Now()
-	l.applyTimeline(now) // StartTimeline, StopTimeline (timeline.go)
-	if l.tl != nil {
-		l.tl.MarkCycle(now)
+	isGlobal := l.global == nil
+	if isGlobal {
+		l.applyTimeline(now) // StartTimeline, StopTimeline (timeline.go)
+		if l.tl != nil {
+			l.tl.MarkCycle(now)
+		}
 	}
 	l.performed, l.slow = false, false
 	defer l.forget()
-	l.msgs = l.r.q.pop(l.msgs[:0])
+	l.msgs = l.q.pop(l.msgs[:0])
 	l.items = l.items[:0]
 	for _, e := range l.msgs {
 		l.items = append(l.items, cycle.Item{Req: &e.req, Bit: e.bit})
 	}
-	stopping := l.shutdownRequested() || l.stallErr != nil || l.failing != nil
+	// Only the global set decides to stop; the other sets' cycles run
+	// after its cycle, and not at all once it has stopped.
+	stopping := isGlobal && (l.shutdownRequested() || l.stallErr != nil || l.failing != nil)
 	words := l.st.Begin(l.items, stopping)
 	if len(l.msgs) > 0 && l.log.Trace().Enabled() {
 		l.traceStart(words)
@@ -388,13 +434,23 @@ func (l *loop) cycle() (bool, error) {
 		l.st.StaleCached(now)
 		if l.coord != nil && l.stall.Due(now) {
 			if rep, ok := l.stall.Check(now, l.size, l.coord.Pending(), l.coord.LastSubmitted()); ok {
-				if rep.Shutdown {
-					l.log.Error().Msg(rep.Message)
-					l.stallErr = &StallError{Message: rep.Message}
+				msg := rep.Message
+				if !isGlobal {
+					msg = fmt.Sprintf("process set %d: %s", l.set.id, msg)
+				}
+				switch {
+				case rep.Shutdown && isGlobal:
+					l.log.Error().Msg(msg)
+					l.stallErr = &StallError{Message: msg}
 					dumpStacks(l.log, "the stall inspector is shutting the job down")
 					l.st.Stop()
-				} else {
-					l.log.Warn().Msg(rep.Message)
+				case rep.Shutdown:
+					// The global set's next cycle stops every rank.
+					l.log.Error().Msg(msg)
+					l.global.stallErr = &StallError{Message: msg}
+					dumpStacks(l.log, "the stall inspector is shutting the job down")
+				default:
+					l.log.Warn().Msg(msg)
 				}
 			}
 		}
@@ -407,6 +463,11 @@ func (l *loop) cycle() (bool, error) {
 	// fail). Once in a collective, a transport error leaves the ranks'
 	// states unknown: no more collectives are tried.
 	l.aligned = false
+	if isGlobal {
+		if err := l.syncTuning(); err != nil { // autotune.go
+			return false, err
+		}
+	}
 	if err := l.com.Allreduce(wordsTensor(&l.syncT, words), tensor.BitAnd); err != nil {
 		return false, fmt.Errorf("cache agreement: %w", err)
 	}
@@ -456,7 +517,7 @@ func (l *loop) cycle() (bool, error) {
 			l.respEnts = append(l.respEnts, nil)
 		}
 	}
-	l.r.q.pushFront(l.back)
+	l.q.pushFront(l.back)
 	if d.Shutdown {
 		// Every rank stops; pending operations fail with the cause that
 		// the farewell exchange finds.
@@ -473,6 +534,9 @@ func (l *loop) cycle() (bool, error) {
 		if err := l.perform(&resp); err != nil {
 			return false, err
 		}
+	}
+	if isGlobal {
+		l.observeTuning(d.Responses)
 	}
 	if l.tl != nil {
 		if err := l.tl.Flush(); err != nil {
@@ -505,7 +569,7 @@ func (l *loop) negotiate(uncached []int) (wire.ResponseList, error) {
 	for _, i := range uncached {
 		l.reqList.Requests = append(l.reqList.Requests, l.msgs[i].req)
 	}
-	l.reqList.Shutdown = l.shutdownRequested() || l.stallErr != nil || l.failing != nil
+	l.reqList.Shutdown = l.global == nil && (l.shutdownRequested() || l.stallErr != nil || l.failing != nil)
 	l.sendBuf = wire.AppendRequestList(l.sendBuf[:0], &l.reqList)
 	l.lenMine[0] = int64(len(l.sendBuf))
 	if err := l.com.Allgatherv(tensor.FromInt64(l.lenMine), tensor.FromInt64(l.lens), l.ones); err != nil {

@@ -17,6 +17,7 @@ type CallOption func(*callOptions)
 
 type callOptions struct {
 	prescale, postscale float64
+	set                 *ProcessSet // InProcessSet; nil: the global set
 }
 
 // Prescale multiplies the input by f before the reduction.
@@ -64,20 +65,38 @@ func deviceOf(t *tensor.Tensor) int32 {
 	return int32(d.Index)
 }
 
-func (r *Runtime) newEntry(typ wire.RequestType, name string, in, out *tensor.Tensor, h *Handle, idx int) *entry {
+// resolve returns the process set of a call (InProcessSet; the global set
+// by default) and its options, refusing scale factors on operations that do
+// not reduce.
+func (r *Runtime) resolve(op string, reduces bool, opts []CallOption) (*pset, callOptions, error) {
+	o := callOpts(opts)
+	if !reduces && (o.prescale != 1 || o.postscale != 1) {
+		return nil, o, invalid("%s takes no Prescale or Postscale: they apply to reductions only", op)
+	}
+	if err := r.checkRunning(); err != nil {
+		return nil, o, err
+	}
+	p, err := r.setFor(op, o.set)
+	return p, o, err
+}
+
+func (r *Runtime) newEntry(p *pset, typ wire.RequestType, name string, in, out *tensor.Tensor, h *Handle, idx int) *entry {
 	return &entry{
-		req: wire.Request{Rank: int32(r.rank), Type: typ, DType: in.DType(), Name: name, Device: deviceOf(in),
+		req: wire.Request{Rank: int32(p.rank), Type: typ, DType: in.DType(), Name: name, Device: deviceOf(in),
 			Shape: shapeOf(in), Prescale: 1, Postscale: 1},
 		in: in, out: out, h: h, idx: idx, enqueued: time.Now(), bit: -1,
 	}
 }
 
-func (r *Runtime) checkReduce(op ReduceOp, dt tensor.DType) error {
+func (r *Runtime) checkReduce(p *pset, op ReduceOp, dt tensor.DType) error {
 	if !op.Valid() {
 		return invalid("unknown reduction %v", op)
 	}
 	if op == Adasum {
-		if r.size&(r.size-1) != 0 || bits.OnesCount(uint(r.size)) != 1 {
+		if p.id != 0 {
+			return invalid("Adasum is supported on the global process set only, not on process set %d", p.id)
+		}
+		if p.size&(p.size-1) != 0 || bits.OnesCount(uint(p.size)) != 1 {
 			return fmt.Errorf("%w: %s", ErrInvalidArgument, adasumPow2Text)
 		}
 		if !dt.IsFloat() {
@@ -90,18 +109,22 @@ func (r *Runtime) checkReduce(op ReduceOp, dt tensor.DType) error {
 	return nil
 }
 
-func (r *Runtime) enqueue(es ...*entry) error {
+func (r *Runtime) enqueue(p *pset, es ...*entry) error {
 	if err := r.checkRunning(); err != nil {
 		return err
 	}
-	return r.q.add(es...)
+	if err := p.q.add(es...); err != nil {
+		return err
+	}
+	r.stats.requests.Add(int64(len(es)))
+	return nil
 }
 
 func (r *Runtime) allreduceAsync(ts []*tensor.Tensor, name string, op ReduceOp, inPlace bool, opts []CallOption) (*Handle, error) {
-	if err := r.checkRunning(); err != nil {
+	p, o, err := r.resolve("Allreduce", true, opts)
+	if err != nil {
 		return nil, err
 	}
-	o := callOpts(opts)
 	h := newHandle(len(ts))
 	es := make([]*entry, len(ts))
 	base := r.opName("allreduce", name)
@@ -109,7 +132,7 @@ func (r *Runtime) allreduceAsync(ts []*tensor.Tensor, name string, op ReduceOp, 
 		if err := r.checkTensor(t); err != nil {
 			return nil, err
 		}
-		if err := r.checkReduce(op, t.DType()); err != nil {
+		if err := r.checkReduce(p, op, t.DType()); err != nil {
 			return nil, err
 		}
 		out := t
@@ -124,15 +147,15 @@ func (r *Runtime) allreduceAsync(ts []*tensor.Tensor, name string, op ReduceOp, 
 		if op == Adasum {
 			typ = wire.Adasum
 		}
-		e := r.newEntry(typ, n, t, out, h, i)
+		e := r.newEntry(p, typ, n, t, out, h, i)
 		e.req.Op, e.req.Prescale, e.req.Postscale = op, o.prescale, o.postscale
 		es[i] = e
 	}
-	if err := r.enqueue(es...); err != nil {
+	if err := r.enqueue(p, es...); err != nil {
 		return nil, err
 	}
 	if len(es) > 1 {
-		r.q.signal()
+		p.q.signal()
 	}
 	return h, nil
 }
@@ -205,23 +228,24 @@ func (r *Runtime) GroupedAllreduce(ctx context.Context, ts []*tensor.Tensor, nam
 // AllgatherAsync enqueues an allgather: the result concatenates every
 // rank's t along the first dimension, in rank order. The first dimension may
 // differ across ranks; the others must agree.
-func (r *Runtime) AllgatherAsync(t *tensor.Tensor, name string) (*Handle, error) {
-	if err := r.checkRunning(); err != nil {
+func (r *Runtime) AllgatherAsync(t *tensor.Tensor, name string, opts ...CallOption) (*Handle, error) {
+	p, _, err := r.resolve("Allgather", false, opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := r.checkTensor(t); err != nil {
 		return nil, err
 	}
 	h := newHandle(1)
-	if err := r.enqueue(r.newEntry(wire.Allgather, r.opName("allgather", name), t, nil, h, 0)); err != nil {
+	if err := r.enqueue(p, r.newEntry(p, wire.Allgather, r.opName("allgather", name), t, nil, h, 0)); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
 // Allgather is the blocking form of AllgatherAsync.
-func (r *Runtime) Allgather(ctx context.Context, t *tensor.Tensor, name string) (*tensor.Tensor, error) {
-	h, err := r.AllgatherAsync(t, name)
+func (r *Runtime) Allgather(ctx context.Context, t *tensor.Tensor, name string, opts ...CallOption) (*tensor.Tensor, error) {
+	h, err := r.AllgatherAsync(t, name, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -231,24 +255,26 @@ func (r *Runtime) Allgather(ctx context.Context, t *tensor.Tensor, name string) 
 	return h.Output(), nil
 }
 
-func (r *Runtime) broadcastAsync(t *tensor.Tensor, root int, name string, inPlace bool) (*Handle, error) {
-	if err := r.checkRunning(); err != nil {
+func (r *Runtime) broadcastAsync(t *tensor.Tensor, root int, name string, inPlace bool, opts []CallOption) (*Handle, error) {
+	p, _, err := r.resolve("Broadcast", false, opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := r.checkTensor(t); err != nil {
 		return nil, err
 	}
-	if root < 0 || root >= r.size {
-		return nil, invalid("broadcast received invalid root rank %d for provided process set", root)
+	setRoot, err := p.rootInSet(root)
+	if err != nil {
+		return nil, err
 	}
 	out := t
 	if !inPlace {
 		out = newOutput(t, t.Shape())
 	}
 	h := newHandle(1)
-	e := r.newEntry(wire.Broadcast, r.opName("broadcast", name), t, out, h, 0)
-	e.req.Root = int32(root)
-	if err := r.enqueue(e); err != nil {
+	e := r.newEntry(p, wire.Broadcast, r.opName("broadcast", name), t, out, h, 0)
+	e.req.Root = int32(setRoot)
+	if err := r.enqueue(p, e); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -256,18 +282,18 @@ func (r *Runtime) broadcastAsync(t *tensor.Tensor, root int, name string, inPlac
 
 // BroadcastAsync enqueues a broadcast of root's t; the result is a new
 // tensor on every rank (t is not modified).
-func (r *Runtime) BroadcastAsync(t *tensor.Tensor, root int, name string) (*Handle, error) {
-	return r.broadcastAsync(t, root, name, false)
+func (r *Runtime) BroadcastAsync(t *tensor.Tensor, root int, name string, opts ...CallOption) (*Handle, error) {
+	return r.broadcastAsync(t, root, name, false, opts)
 }
 
 // BroadcastAsyncInPlace enqueues a broadcast that overwrites t with root's.
-func (r *Runtime) BroadcastAsyncInPlace(t *tensor.Tensor, root int, name string) (*Handle, error) {
-	return r.broadcastAsync(t, root, name, true)
+func (r *Runtime) BroadcastAsyncInPlace(t *tensor.Tensor, root int, name string, opts ...CallOption) (*Handle, error) {
+	return r.broadcastAsync(t, root, name, true, opts)
 }
 
 // Broadcast returns root's t on every rank, in a new tensor.
-func (r *Runtime) Broadcast(ctx context.Context, t *tensor.Tensor, root int, name string) (*tensor.Tensor, error) {
-	h, err := r.BroadcastAsync(t, root, name)
+func (r *Runtime) Broadcast(ctx context.Context, t *tensor.Tensor, root int, name string, opts ...CallOption) (*tensor.Tensor, error) {
+	h, err := r.BroadcastAsync(t, root, name, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -278,8 +304,8 @@ func (r *Runtime) Broadcast(ctx context.Context, t *tensor.Tensor, root int, nam
 }
 
 // BroadcastInPlace overwrites t with root's t.
-func (r *Runtime) BroadcastInPlace(ctx context.Context, t *tensor.Tensor, root int, name string) error {
-	h, err := r.BroadcastAsyncInPlace(t, root, name)
+func (r *Runtime) BroadcastInPlace(ctx context.Context, t *tensor.Tensor, root int, name string, opts ...CallOption) error {
+	h, err := r.BroadcastAsyncInPlace(t, root, name, opts...)
 	if err != nil {
 		return err
 	}
@@ -290,8 +316,9 @@ func (r *Runtime) BroadcastInPlace(ctx context.Context, t *tensor.Tensor, root i
 // the first dimension) go to rank i; with nil splits the first dimension is
 // divided equally. The result concatenates the rows received from each
 // rank, in rank order; Handle.ReceivedSplits says how many came from each.
-func (r *Runtime) AlltoallAsync(t *tensor.Tensor, splits []int, name string) (*Handle, error) {
-	if err := r.checkRunning(); err != nil {
+func (r *Runtime) AlltoallAsync(t *tensor.Tensor, splits []int, name string, opts ...CallOption) (*Handle, error) {
+	p, _, err := r.resolve("Alltoall", false, opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := r.checkTensor(t); err != nil {
@@ -302,15 +329,15 @@ func (r *Runtime) AlltoallAsync(t *tensor.Tensor, splits []int, name string) (*H
 	}
 	rows := t.Shape()[0]
 	if splits == nil {
-		if rows%r.size != 0 {
+		if rows%p.size != 0 {
 			return nil, invalid("splits not provided, but first dimension of tensor is not an even multiple of the number of workers.")
 		}
-		splits = make([]int, r.size)
+		splits = make([]int, p.size)
 		for i := range splits {
-			splits[i] = rows / r.size
+			splits[i] = rows / p.size
 		}
 	} else {
-		if len(splits) != r.size {
+		if len(splits) != p.size {
 			return nil, invalid("Number of entries in splits does not equal number of workers.")
 		}
 		sum := 0
@@ -326,9 +353,9 @@ func (r *Runtime) AlltoallAsync(t *tensor.Tensor, splits []int, name string) (*H
 		splits = append([]int(nil), splits...)
 	}
 	h := newHandle(1)
-	e := r.newEntry(wire.Alltoall, r.opName("alltoall", name), t, nil, h, 0)
+	e := r.newEntry(p, wire.Alltoall, r.opName("alltoall", name), t, nil, h, 0)
 	e.splits = splits
-	if err := r.enqueue(e); err != nil {
+	if err := r.enqueue(p, e); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -336,8 +363,8 @@ func (r *Runtime) AlltoallAsync(t *tensor.Tensor, splits []int, name string) (*H
 
 // Alltoall is the blocking form of AlltoallAsync; it returns the received
 // tensor and the received splits.
-func (r *Runtime) Alltoall(ctx context.Context, t *tensor.Tensor, splits []int, name string) (*tensor.Tensor, []int, error) {
-	h, err := r.AlltoallAsync(t, splits, name)
+func (r *Runtime) Alltoall(ctx context.Context, t *tensor.Tensor, splits []int, name string, opts ...CallOption) (*tensor.Tensor, []int, error) {
+	h, err := r.AlltoallAsync(t, splits, name, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -362,15 +389,16 @@ func ReducescatterRows(dim0, size, rank int) int {
 // (Sum or Average) and each rank receives its share of the first dimension
 // (see ReducescatterRows) in a new tensor.
 func (r *Runtime) ReducescatterAsync(t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*Handle, error) {
-	if err := r.checkRunning(); err != nil {
-		return nil, err
-	}
-	h := newHandle(1)
-	e, err := r.reducescatterEntry(t, r.opName("reducescatter", name), op, callOpts(opts), h, 0)
+	p, o, err := r.resolve("Reducescatter", true, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.enqueue(e); err != nil {
+	h := newHandle(1)
+	e, err := r.reducescatterEntry(p, t, r.opName("reducescatter", name), op, o, h, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.enqueue(p, e); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -378,26 +406,26 @@ func (r *Runtime) ReducescatterAsync(t *tensor.Tensor, name string, op ReduceOp,
 
 // reducescatterEntry checks a reducescatter of t and makes its entry, result
 // idx of h.
-func (r *Runtime) reducescatterEntry(t *tensor.Tensor, name string, op ReduceOp, o callOptions, h *Handle, idx int) (*entry, error) {
+func (r *Runtime) reducescatterEntry(p *pset, t *tensor.Tensor, name string, op ReduceOp, o callOptions, h *Handle, idx int) (*entry, error) {
 	if err := r.checkTensor(t); err != nil {
 		return nil, err
 	}
 	if op != Sum && op != Average {
 		return nil, fmt.Errorf("%w: %s", ErrInvalidArgument, reducescatterText)
 	}
-	if err := r.checkReduce(op, t.DType()); err != nil {
+	if err := r.checkReduce(p, op, t.DType()); err != nil {
 		return nil, err
 	}
 	if op == Average {
-		o.postscale /= float64(r.size)
+		o.postscale /= float64(p.size)
 	}
 	var out *tensor.Tensor
 	if s := t.Shape(); len(s) > 0 {
 		shape := append([]int(nil), s...)
-		shape[0] = ReducescatterRows(s[0], r.size, r.rank)
+		shape[0] = ReducescatterRows(s[0], p.size, p.rank)
 		out = newOutput(t, shape)
 	}
-	e := r.newEntry(wire.Reducescatter, name, t, out, h, idx)
+	e := r.newEntry(p, wire.Reducescatter, name, t, out, h, idx)
 	e.req.Op, e.req.Prescale, e.req.Postscale = op, o.prescale, o.postscale
 	return e, nil
 }
@@ -414,22 +442,24 @@ func (r *Runtime) Reducescatter(ctx context.Context, t *tensor.Tensor, name stri
 	return h.Output(), nil
 }
 
-func (r *Runtime) control(typ wire.RequestType, name string) (*Handle, error) {
-	if err := r.checkRunning(); err != nil {
+func (r *Runtime) control(op string, typ wire.RequestType, name string, opts []CallOption) (*Handle, error) {
+	p, _, err := r.resolve(op, false, opts)
+	if err != nil {
 		return nil, err
 	}
 	h := newHandle(1)
-	e := &entry{req: wire.Request{Rank: int32(r.rank), Type: typ, Name: name, Device: wire.CPU, Prescale: 1, Postscale: 1},
+	e := &entry{req: wire.Request{Rank: int32(p.rank), Type: typ, Name: name, Device: wire.CPU, Prescale: 1, Postscale: 1},
 		h: h, enqueued: time.Now()}
-	if err := r.enqueue(e); err != nil {
+	if err := r.enqueue(p, e); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
-// Barrier returns once every rank has called it.
-func (r *Runtime) Barrier(ctx context.Context) error {
-	h, err := r.control(wire.Barrier, negotiate.BarrierName)
+// Barrier returns once every rank (of the process set, with InProcessSet)
+// has called it.
+func (r *Runtime) Barrier(ctx context.Context, opts ...CallOption) error {
+	h, err := r.control("Barrier", wire.Barrier, negotiate.BarrierName, opts)
 	if err != nil {
 		return err
 	}
@@ -438,14 +468,17 @@ func (r *Runtime) Barrier(ctx context.Context) error {
 
 // JoinAsync is the asynchronous form of Join; Handle.LastJoinedRank gives
 // the result.
-func (r *Runtime) JoinAsync() (*Handle, error) { return r.control(wire.Join, negotiate.JoinName) }
+func (r *Runtime) JoinAsync(opts ...CallOption) (*Handle, error) {
+	return r.control("Join", wire.Join, negotiate.JoinName, opts)
+}
 
 // Join tells the other ranks that this rank has run out of data: until every
 // rank has joined, their allreduces complete with zeros from this rank, and
 // allgather, broadcast, alltoall and reducescatter fail. It returns, on
-// every rank, the rank that joined last.
-func (r *Runtime) Join(ctx context.Context) (int, error) {
-	h, err := r.JoinAsync()
+// every rank, the rank that joined last. With InProcessSet, the join state
+// is the set's own, and the rank returned is still a global rank.
+func (r *Runtime) Join(ctx context.Context, opts ...CallOption) (int, error) {
+	h, err := r.JoinAsync(opts...)
 	if err != nil {
 		return -1, err
 	}

@@ -8,42 +8,23 @@ import (
 	"weak"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/internal/timeline"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// Timeline activity names (Horovod's).
+// Timeline activity names (Horovod's; see timeline/acts.go).
 const (
-	actMemcpyIn   = "MEMCPY_IN_FUSION_BUFFER"
-	actMemcpyOut  = "MEMCPY_OUT_FUSION_BUFFER"
-	actAllreduce  = "MPI_ALLREDUCE"
-	actAllgather  = "MPI_ALLGATHER"
-	actBcast      = "MPI_BCAST"
-	actAlltoall   = "MPI_ALLTOALL"
-	actReduceScat = "MPI_REDUCESCATTER"
-	actBarrier    = "MPI_BARRIER"
-	actAdasum     = "MPI_ADASUM"
+	actMemcpyIn   = timeline.MemcpyInFusion
+	actMemcpyOut  = timeline.MemcpyOutFusion
+	actAllreduce  = timeline.MPIAllreduce
+	actAllgather  = timeline.MPIAllgather
+	actBcast      = timeline.MPIBcast
+	actAlltoall   = timeline.MPIAlltoall
+	actReduceScat = timeline.MPIReduceScat
+	actBarrier    = timeline.MPIBarrier
+	actAdasum     = timeline.MPIAdasum
 )
-
-func toTensorOp(op wire.ReduceOp) tensor.ReduceOp {
-	switch op {
-	case wire.Min:
-		return tensor.Min
-	case wire.Max:
-		return tensor.Max
-	case wire.Product:
-		return tensor.Product
-	}
-	return tensor.Sum
-}
-
-func intShape(s []int64) []int {
-	out := make([]int, len(s))
-	for i, d := range s {
-		out[i] = int(d)
-	}
-	return out
-}
 
 func rowElems(shape []int64) int {
 	n := 1
@@ -141,17 +122,26 @@ func (l *loop) perform(resp *wire.Response) error {
 	}
 	if resp.Type == wire.Error {
 		for _, name := range resp.Names {
-			if e := l.r.q.take(name); e != nil {
+			if e := l.q.take(name); e != nil {
 				e.h.fail(&OpError{Name: name, Message: resp.Error})
 			}
 		}
 		return nil
 	}
-	e := l.r.q.take(resp.Names[0])
+	e := l.q.take(resp.Names[0])
 	if e == nil {
 		return fmt.Errorf("internal: response %v for %q, which this rank did not submit", resp.Type, resp.Names[0])
 	}
 	l.ents = append(l.ents[:0], e)
+	if e.setOp != nil {
+		// A process set registration (processset.go); it completes
+		// the handle itself.
+		if err := l.performSetOp(e); err != nil {
+			return collectiveErr(l.ents, err)
+		}
+		l.ents = l.ents[:0]
+		return nil
+	}
 	start := time.Now()
 	l.tlStart(l.ents, resp.Type.String(), start)
 	var err error
@@ -177,7 +167,7 @@ func (l *loop) perform(resp *wire.Response) error {
 		err = l.com.Barrier()
 	case wire.Join:
 		l.st.Unjoin()
-		e.h.joinRank = int(resp.LastJoinedRank)
+		e.h.joinRank = l.set.globalRank(int(resp.LastJoinedRank)) // Join reports a global rank
 	default:
 		err = fmt.Errorf("internal: unknown response type %v", resp.Type)
 	}
@@ -202,7 +192,7 @@ func (l *loop) entries(resp *wire.Response) error {
 	// source response: no name is looked up then.
 	src := l.sources
 	known := len(src) == len(resp.Names)
-	q := &l.r.q
+	q := l.q
 	q.mu.Lock()
 	for i, name := range resp.Names {
 		var e *entry
@@ -230,20 +220,12 @@ func (l *loop) entries(resp *wire.Response) error {
 			if !l.st.Joined() {
 				return fmt.Errorf("internal: response for %q, which this rank did not submit", name)
 			}
-			z := tensor.New(resp.DType, intShape(resp.Shapes[i])...)
+			z := tensor.New(resp.DType, wire.IntShape(resp.Shapes[i])...)
 			l.ents[i] = &entry{req: wire.Request{Name: name, Type: wire.RequestType(resp.Type), DType: resp.DType, Shape: resp.Shapes[i]},
 				in: z, out: z}
 		}
 	}
 	return nil
-}
-
-func (l *loop) postscale(resp *wire.Response) float64 {
-	post := resp.Postscale
-	if resp.Op == wire.Average {
-		post /= float64(l.size)
-	}
-	return post
 }
 
 // reduceBytes allreduces b (elements of dt) in place, in chunks of at most
@@ -259,7 +241,12 @@ func (l *loop) reduceBytes(b []byte, dt tensor.DType, op tensor.ReduceOp) error 
 		if err != nil {
 			return err
 		}
-		if err := l.com.Allreduce(t, op); err != nil {
+		if l.hier != nil && l.cfg.HierarchicalAllreduce {
+			err = l.hier.Allreduce(t, op) // reduce-scatter in the node, allreduce across, allgather in the node
+		} else {
+			err = l.com.Allreduce(t, op)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -326,8 +313,8 @@ func (l *loop) allreduce(resp *wire.Response) error {
 	if err := l.entries(resp); err != nil {
 		return err
 	}
-	dt, op := resp.DType, toTensorOp(resp.Op)
-	pre, post := resp.Prescale, l.postscale(resp)
+	dt, op := resp.DType, resp.Op.Kernel()
+	pre, post := resp.Prescale, resp.PostscaleOver(l.size)
 	start := time.Now()
 	l.tlStart(l.ents, "ALLREDUCE", start)
 	if len(l.ents) == 1 {
@@ -499,9 +486,12 @@ func (l *loop) allgather(e *entry, resp *wire.Response) error {
 		l.counts[r] = int(resp.Sizes[r]) * row
 		rows += int(resp.Sizes[r])
 	}
-	shape := intShape(e.req.Shape)
+	shape := wire.IntShape(e.req.Shape)
 	shape[0] = rows
 	e.out = tensor.New(e.req.DType, shape...)
+	if l.hier != nil && l.cfg.HierarchicalAllgather {
+		return l.hier.Allgatherv(e.in, e.out, l.counts) // gather in the node, allgather across, broadcast in the node
+	}
 	return l.com.Allgatherv(e.in, e.out, l.counts)
 }
 
@@ -541,7 +531,7 @@ func (l *loop) planAlltoall(e *entry) (alltoallPlan, error) {
 		p.sendCounts[r] = e.splits[r] * row
 		p.recvCounts[r] = p.recvSplits[r] * row
 	}
-	p.shape = intShape(e.req.Shape)
+	p.shape = wire.IntShape(e.req.Shape)
 	p.shape[0] = rows
 	return p, nil
 }

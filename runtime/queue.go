@@ -22,6 +22,9 @@ type entry struct {
 	// (a hint, checked before use: see cache.LookupHint); -1 when none.
 	// Only the loop touches it.
 	bit int
+	// setOp is the registration a control entry of the global set
+	// carries (AddProcessSet, RemoveProcessSet), or nil.
+	setOp *setOp
 	// owned entries belong to an AllreduceGroup: they stay in the table
 	// from the group's creation to its Close, and idle says whether they
 	// are out of flight. Guarded by queue.mu.
@@ -55,6 +58,15 @@ func (q *queue) reset() {
 	q.fifo = nil
 	q.closed = nil
 	q.wake = make(chan struct{}, 1)
+	q.mu.Unlock()
+}
+
+// resetShared resets q for a process set's queue, which wakes the loop
+// through the global queue's channel.
+func (q *queue) resetShared(wake chan struct{}) {
+	q.reset()
+	q.mu.Lock()
+	q.wake = wake
 	q.mu.Unlock()
 }
 

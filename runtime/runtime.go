@@ -12,6 +12,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/gpuexec"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
 
@@ -42,7 +43,9 @@ type options struct {
 	chunk   *int
 	maxFuse *int64
 	fuseChk *int
-	gpu     gpuOptions
+	gpu     gpuexec.Options
+	sets    []*ProcessSet // WithProcessSets
+	dynamic bool          // WithDynamicProcessSets
 }
 
 // WithChunkBytes sets the largest buffer handed to one transport collective:
@@ -118,8 +121,8 @@ type Runtime struct {
 	loop    *loop
 	counter uint64 // for automatic names
 	stats   stats
-	gpu     *gpuState       // GPU device, NCCL and buffers (gpu.go)
-	tlc     timelineControl // StartTimeline and StopTimeline requests (timeline.go)
+	gpu     *gpuexec.Executor // GPU device, NCCL and buffers (gpu.go, runtime/internal/gpuexec)
+	tlc     timelineControl   // StartTimeline and StopTimeline requests (timeline.go)
 
 	// initOpts are the options of the last successful Init, for Restart.
 	initOpts []Option
@@ -127,6 +130,20 @@ type Runtime struct {
 	// of (0: none, or not elastic); it outlives Shutdown, so that the next
 	// Init asks for the round after it.
 	round int
+
+	// The process sets (processset.go), guarded by psMu: registered by
+	// Init and, when dynamic, by the loop; read by the callers.
+	psMu    sync.Mutex
+	psets   map[int]*pset // by id; 0 is the global set
+	freeIDs []int         // ids of removed sets, reused first, in order
+	nextID  int
+	dynamic bool   // AddProcessSet and RemoveProcessSet are allowed
+	psSeq   uint64 // numbers this process's registrations
+	initGen uint64 // counts Inits: a ProcessSet belongs to one
+
+	// nodes holds each rank's node (its lowest rank), fixed at Init, for
+	// the hierarchical collectives of every process set (nodes.go).
+	nodes []int
 }
 
 // Init starts the runtime: it reads the configuration (once), opens the
@@ -168,6 +185,9 @@ func (r *Runtime) Init(opts ...Option) error {
 		}
 		cfg = c
 	}
+	if o.dynamic {
+		cfg.DynamicProcessSets = true
+	}
 	com, owns, transport := o.comm, false, transportGiven
 	if com == nil {
 		c, t, err := openDefault(cfg, r.round) // mpi.go: MPI, or one rank without a launcher
@@ -187,10 +207,11 @@ func (r *Runtime) Init(opts ...Option) error {
 		log = consoleLogger(os.Stderr, cfg, rank) // logging.go
 	}
 	warnUnimplemented(log, cfg)
-	local, err := com.SplitLocal()
+	local, nodes, err := splitNodes(com, cfg, transport) // nodes.go
 	if err != nil {
 		return r.initFailed(com, owns, fmt.Errorf("local communicator: %w", err))
 	}
+	r.nodes = nodes
 	cross, err := com.Split(local.Rank(), rank)
 	if err != nil {
 		local.Close()
@@ -207,7 +228,8 @@ func (r *Runtime) Init(opts ...Option) error {
 	r.q.reset()
 	r.stopReq = make(chan struct{})
 	r.stopped = make(chan struct{})
-	l, err := newLoop(r)
+	r.gpu = gpuexec.New(o.gpu, log)
+	l, err := newLoop(r, com, &r.q)
 	if err != nil {
 		return r.initFailed(com, owns, err)
 	}
@@ -223,8 +245,29 @@ func (r *Runtime) Init(opts ...Option) error {
 	if err := l.agree(); err != nil {
 		return r.initFailed(com, owns, err)
 	}
+	all := make([]int, size)
+	for i := range all {
+		all[i] = i
+	}
+	err = l.openHier(all) // nodes.go
+	if err == nil {
+		err = l.openTuning() // autotune.go
+	}
+	if err == nil {
+		err = r.initProcessSets(l, o.sets, cfg.DynamicProcessSets)
+	}
+	if err != nil {
+		l.closeHier()
+		l.closeTimeline(time.Now())
+		for _, s := range l.subs {
+			s.closeSet()
+		}
+		r.psMu.Lock()
+		r.psets = nil
+		r.psMu.Unlock()
+		return r.initFailed(com, owns, err)
+	}
 	r.loop = l
-	r.gpu = newGPUState(o.gpu, log)
 	r.st = stateRunning
 	r.initOpts = append([]Option(nil), opts...)
 	running.Add(1)
@@ -281,7 +324,7 @@ func (r *Runtime) Shutdown() error {
 	}
 	r.q.signal() // do not wait for the next tick to tell the other ranks
 	<-stopped
-	if err := r.gpu.close(); err != nil {
+	if err := r.gpu.Close(); err != nil {
 		r.log.Error().Err(err).Msg("releasing GPU resources")
 	}
 	r.mu.Lock()

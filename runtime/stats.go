@@ -7,7 +7,10 @@ import (
 
 // Stats counts the background loop's work since Init.
 type Stats struct {
-	Cycles       int64         // cycles run
+	Cycles int64 // cycles run
+	// Requests counts the operations enqueued (each tensor of a grouped
+	// call is one), counted when enqueued rather than when performed.
+	Requests     int64
 	ActiveCycles int64         // cycles that performed at least one operation
 	ActiveBusy   time.Duration // time spent inside active cycles (not sleeping)
 	IdleBusy     time.Duration // time spent inside cycles that performed nothing
@@ -22,13 +25,19 @@ type Stats struct {
 	// reduced where they lie, because the tensors they span follow one
 	// another in one allocation (tensor.NewFlat; see tensor.Follows).
 	FusedCopied, FusedInPlace int64
+	// Tuning reports that autotuning (HOROVOD_AUTOTUNE) is on and has
+	// not finished: the settings may still change. Every rank turns it
+	// off at the same cycle.
+	Tuning bool
 }
 
 type stats struct {
 	cycles, active, slow atomic.Int64
+	requests             atomic.Int64
 	activeNs, idleNs     atomic.Int64
 	cached, cachedNs     atomic.Int64
 	copied, inPlace      atomic.Int64
+	tuning               atomic.Bool
 }
 
 // Stats returns the loop's counters.
@@ -36,6 +45,7 @@ func (r *Runtime) Stats() Stats {
 	s := &r.stats
 	return Stats{
 		Cycles:       s.cycles.Load(),
+		Requests:     s.requests.Load(),
 		ActiveCycles: s.active.Load(),
 		ActiveBusy:   time.Duration(s.activeNs.Load()),
 		IdleBusy:     time.Duration(s.idleNs.Load()),
@@ -44,5 +54,6 @@ func (r *Runtime) Stats() Stats {
 		CachedBusy:   time.Duration(s.cachedNs.Load()),
 		FusedCopied:  s.copied.Load(),
 		FusedInPlace: s.inPlace.Load(),
+		Tuning:       s.tuning.Load(),
 	}
 }

@@ -19,6 +19,25 @@ transports=${TRANSPORTS:-mpi gloo}
 gloo_run=${GLOO_RUN:-^Test(MPI.*|InitAloneMPIBuild)$}
 mkdir -p bin/mpitest
 
+# Node layouts (NODES, default "2x2 3x2": nodes x ranks per node) that make
+# this one machine several nodes, for the runtime's hierarchical collectives
+# and process sets across nodes (TestMPINodes*, which skip on one node):
+# under mpirun each node's ranks get HOROVOD_HOSTNAME=nN, under gohorovodrun
+# --gloo the hosts are -H n0.localhost:R,n1.localhost:R,...
+nodes=${NODES:-2x2 3x2}
+nodes_run=${NODES_RUN:-^TestMPI(Nodes.*|ProcessSet.*|Placement)$}
+# optim's tests on those layouts (NODES_RUN_OPTIM): hierarchical model
+# averaging, within each node and across nodes.
+nodes_run_optim=${NODES_RUN_OPTIM:-^TestMPILocalSGDHierarchical$}
+
+# nodes_run_for PKG: the tests PKG runs on the node layouts, or nothing.
+nodes_run_for() {
+	case $1 in
+	"$(go list ./runtime)") echo "$nodes_run" ;;
+	"$(go list ./optim)") echo "$nodes_run_optim" ;;
+	esac
+}
+
 # mpitest_pkgs ENV... -- GO-LIST-FLAGS...: the packages with an
 # *_mpi_test.go file in that build.
 mpitest_pkgs() {
@@ -49,6 +68,17 @@ for transport in $transports; do
 			for np in $nps; do
 				run_np mpirun "$pkg" "$np" scripts/mpirun.sh "$np" "$bin" -test.timeout 300s ${MPITEST_FLAGS:-}
 			done
+			run=$(nodes_run_for "$pkg")
+			if [ -n "$run" ]; then
+				for layout in $nodes; do
+					n=${layout%x*} per=${layout#*x} apps=()
+					for ((k = 0; k < n; k++)); do
+						[ $k -gt 0 ] && apps+=(:)
+						apps+=(-np "$per" env HOROVOD_HOSTNAME=n$k "$bin" -test.run "$run" -test.timeout 300s)
+					done
+					run_np "mpirun nodes $layout" "$pkg" $((n * per)) scripts/mpirun.sh "${apps[@]:1}"
+				done
+			fi
 		done
 		;;
 	gloo)
@@ -61,6 +91,15 @@ for transport in $transports; do
 				run_np "gohorovodrun --gloo" "$pkg" "$np" bin/mpitest/gohorovodrun --gloo -np "$np" \
 					"$bin" -test.run "$gloo_run" -test.timeout 300s ${MPITEST_FLAGS:-}
 			done
+			run=$(nodes_run_for "$pkg")
+			if [ -n "$run" ]; then
+				for layout in $nodes; do
+					n=${layout%x*} per=${layout#*x} hosts=""
+					for ((k = 0; k < n; k++)); do hosts+=${hosts:+,}n$k.localhost:$per; done
+					run_np "gohorovodrun --gloo nodes $layout" "$pkg" $((n * per)) bin/mpitest/gohorovodrun --gloo \
+						-np $((n * per)) -H "$hosts" "$bin" -test.run "$run" -test.timeout 300s
+				done
+			fi
 		done
 		;;
 	*)

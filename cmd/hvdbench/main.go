@@ -18,14 +18,15 @@ func main() {
 	chunks := flag.String("chunk", "", "comma-separated transport chunk sizes in bytes (0: none; default: the runtime's)")
 	fchunks := flag.String("fchunk", "", "comma-separated fusion piece sizes in bytes (0: whole response; default: the runtime's)")
 	maxFused := flag.String("maxfused", "", "comma-separated largest fused tensor sizes in bytes (0: no limit; default: the runtime's)")
-	cases := flag.String("cases", "resnet50,64MiB,4KiBx1000,4KiBx1000flat,tinyx161,tinyx1000", "cases to run")
+	cases := flag.String("cases", "resnet50,optimizer,64MiB,4KiBx1000,4KiBx1000flat,tinyx161,tinyx1000", "cases to run")
 	rounds := flag.Int("rounds", 1, "yardstick-then-runtime rounds; more than one prints summary lines with the medians over rounds")
 	rawFusion := flag.Int64("raw-fusion", 4<<20, "the yardstick's fused-mode buffer in bytes")
 	cpuProfile := flag.String("cpuprofile", "", "write rank 0's CPU profile of the runtime cases to this file")
+	hierarchical := flag.Bool("hierarchical", false, "hierarchical allreduce (HOROVOD_HIERARCHICAL_ALLREDUCE); the nodes are the launcher's hosts, or HOROVOD_HOSTNAME per rank under mpirun")
 	flag.Parse()
 	if *isWorker || os.Getenv("OMPI_COMM_WORLD_SIZE") != "" || os.Getenv("PMI_SIZE") != "" {
 		a := workerArgs{shapes: *benchDir + "/resnet50_shapes.txt", iters: *iters, warmup: *warmup,
-			cases: strings.Split(*cases, ","), cpuProfile: *cpuProfile}
+			cases: strings.Split(*cases, ","), cpuProfile: *cpuProfile, hierarchical: *hierarchical}
 		var err error
 		if a.thresholds, err = int64s(*thresholds); err != nil {
 			fail(err)
@@ -63,7 +64,7 @@ func main() {
 	var extra []string
 	flag.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "fusion", "chunk", "fchunk", "maxfused", "cases", "warmup", "bench-dir", "cpuprofile":
+		case "fusion", "chunk", "fchunk", "maxfused", "cases", "warmup", "bench-dir", "cpuprofile", "hierarchical":
 			extra = append(extra, "-"+f.Name, f.Value.String())
 		}
 	})

@@ -129,6 +129,10 @@ func orchestrate(a orchArgs) error {
 	// medians over rounds.
 	sum := map[string]*summary{}
 	var order []string
+	// The optimizer case's, beside the allreduce's (best holds the
+	// allreduce's times, ratio optimizer/allreduce).
+	optSum := map[string]*summary{}
+	var optOrder []string
 	for round := 1; round <= max(a.rounds, 1); round++ {
 		raw := map[string][]record{}
 		for _, c := range yardsticks {
@@ -149,7 +153,40 @@ func orchestrate(a orchArgs) error {
 		if err != nil {
 			return fmt.Errorf("runtime worker: %w", err)
 		}
-		for _, rec := range parseLines(bytes.NewReader(b)) {
+		recs := parseLines(bytes.NewReader(b))
+		// The yardstick has no optimizer case: its figures go beside the
+		// runtime's allreduce of the same gradients (resnet50) under the
+		// same knobs.
+		for _, rec := range recs {
+			if rec["case"] != optimizerCase {
+				continue
+			}
+			knobs := []string{rec["fusion"], rec["chunk"], rec["fchunk"], rec["maxfused"]}
+			var ar record
+			for _, r := range recs {
+				if r["case"] == "resnet50" && slices.Equal(knobs, []string{r["fusion"], r["chunk"], r["fchunk"], r["maxfused"]}) {
+					ar = r
+				}
+			}
+			line := fmt.Sprintf("optimizer case=%s fusion=%s chunk=%s fchunk=%s maxfused=%s runtime_ms=%s",
+				rec["case"], rec["fusion"], rec["chunk"], rec["fchunk"], rec["maxfused"], rec["median_ms"])
+			if ar != nil && ar.num("median_ms") > 0 {
+				over := rec.num("median_ms") / ar.num("median_ms")
+				line += fmt.Sprintf(" allreduce_ms=%s optimizer_over_allreduce=%.3f", ar["median_ms"], over)
+				key := strings.Join(append([]string{rec["case"]}, knobs...), " ")
+				s := optSum[key]
+				if s == nil {
+					s = &summary{rec: rec}
+					optSum[key] = s
+					optOrder = append(optOrder, key)
+				}
+				s.runtime = append(s.runtime, rec.num("median_ms"))
+				s.best = append(s.best, ar.num("median_ms"))
+				s.ratio = append(s.ratio, over)
+			}
+			fmt.Println(line)
+		}
+		for _, rec := range recs {
 			c := rec["case"]
 			best, bestMode, perTensor := 0.0, "", 0.0
 			for _, r := range raw[strings.TrimSuffix(c, flatSuffix)] {
@@ -195,6 +232,12 @@ func orchestrate(a orchArgs) error {
 				line += fmt.Sprintf(" raw_per_tensor_ms=%.4f speedup_vs_per_tensor=%.2f", median(s.perTensor), median(s.speedup))
 			}
 			fmt.Println(line)
+		}
+		for _, key := range optOrder {
+			s := optSum[key]
+			fmt.Printf("summary case=%s fusion=%s chunk=%s fchunk=%s maxfused=%s rounds=%d runtime_ms=%.4f allreduce_ms=%.4f optimizer_over_allreduce=%.3f\n",
+				s.rec["case"], s.rec["fusion"], s.rec["chunk"], s.rec["fchunk"], s.rec["maxfused"], len(s.ratio),
+				median(s.runtime), median(s.best), median(s.ratio))
 		}
 	}
 	return nil

@@ -60,6 +60,9 @@ type workerArgs struct {
 	fchunks    []int64
 	cases      []string
 	cpuProfile string // rank 0 writes its CPU profile here when set
+	// hierarchical turns on the hierarchical allreduce; the nodes come from
+	// HOROVOD_HOSTNAME under mpirun, from the launcher's hosts under --gloo.
+	hierarchical bool
 }
 
 // worker runs under mpirun: every rank runs it.
@@ -103,9 +106,12 @@ func worker(a workerArgs) error {
 		defer pprof.StopCPUProfile()
 	}
 	sets := map[string][]int{
-		"resnet50":  resnet,
-		"64MiB":     {16 << 20},
-		"4KiBx1000": slices.Repeat([]int{1024}, 1000),
+		"resnet50": resnet,
+		// ResNet-50's parameters, trained through the
+		// DistributedOptimizer's own path.
+		optimizerCase: resnet,
+		"64MiB":       {16 << 20},
+		"4KiBx1000":   slices.Repeat([]int{1024}, 1000),
 		// The same tensors as views of one flat buffer: fused pieces
 		// are reduced in place, with no copies.
 		"4KiBx1000" + flatSuffix: slices.Repeat([]int{1024}, 1000),
@@ -174,6 +180,8 @@ func (c *rtControl) Allreduce(t *tensor.Tensor, op tensor.ReduceOp) error {
 func runConfig(ctl control, sets map[string][]int, k knobs, a workerArgs) error {
 	cfg := config.Default()
 	cfg.FusionThreshold = k.thr
+	cfg.HierarchicalAllreduce = a.hierarchical
+	cfg.Hostname = os.Getenv(config.EnvHostname)
 	// One runtime serves every case: cache every case's names, as a
 	// training job caches its model's, rather than measure evictions.
 	names := 1 // the per-step barrier
@@ -221,7 +229,35 @@ func runConfig(ctl control, sets map[string][]int, k knobs, a workerArgs) error 
 	return nil
 }
 
+// benchCase is one case set up on a runtime: its timed step, and its
+// check, run once after the timed steps (outside them).
+type benchCase struct {
+	tensors int
+	bytes   float64
+	step    func() error
+	close   func()
+	// check re-fills the inputs, runs one untimed step and checks every
+	// element; it returns the number of elements checked.
+	check func() (int, error)
+}
+
 func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a workerArgs) error {
+	var c benchCase
+	var err error
+	if name == optimizerCase {
+		c, err = optimizerBench(rt, ctl, name, counts)
+	} else {
+		c, err = allreduceBench(rt, name, counts)
+	}
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	return measure(rt, ctl, name, c, k, a)
+}
+
+// allreduceBench is a case of tensors allreduced (Sum) as one group.
+func allreduceBench(rt *hvd.Runtime, name string, counts []int) (benchCase, error) {
 	ts := make([]*tensor.Tensor, len(counts))
 	names := make([]string, len(counts))
 	total := 0
@@ -234,24 +270,19 @@ func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a
 		}
 		_, ts = tensor.NewFlat(tensor.Float32, shapes...)
 	}
-	for i, n := range counts {
+	rank, n := rt.Rank(), rt.Size()
+	for i, cnt := range counts {
 		if ts[i] == nil {
-			ts[i] = tensor.New(tensor.Float32, n)
-		}
-		for j, v := 0, ts[i].Float32s(); j < len(v); j++ {
-			v[j] = 1
+			ts[i] = tensor.New(tensor.Float32, cnt)
 		}
 		names[i] = fmt.Sprintf("%s.%d", name, i)
-		total += n
+		total += cnt
 	}
+	fillRanked(ts, rank)
 	g, err := rt.NewAllreduceGroup(ts, names, hvd.Sum)
 	if err != nil {
-		return err
+		return benchCase{}, err
 	}
-	defer g.Close()
-	// Collect the previous cases' tensors now, not in the middle of this
-	// case's timed steps (the yardstick has no collector to pay for).
-	goruntime.GC()
 	ctx := context.Background()
 	step := func() error {
 		h, err := g.Start()
@@ -260,6 +291,27 @@ func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a
 		}
 		return h.Wait(ctx)
 	}
+	check := func() (int, error) {
+		// The timed steps summed in place over and over: start again
+		// from the known inputs.
+		fillRanked(ts, rank)
+		if err := step(); err != nil {
+			return 0, err
+		}
+		return verify(name, ts, func(i, j int) float64 { return expectedSum(i, j, n) }, 0)
+	}
+	return benchCase{tensors: len(counts), bytes: float64(total * 4), step: step, check: check,
+		close: func() { g.Close() }}, nil
+}
+
+// measure times c's steps, checks c once after them and prints the case's
+// line on rank 0.
+func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a workerArgs) error {
+	// Collect the previous cases' tensors now, not in the middle of this
+	// case's timed steps (the yardstick has no collector to pay for).
+	goruntime.GC()
+	ctx := context.Background()
+	step := c.step
 	local := tensor.New(tensor.Float64, a.iters)
 	// The cost of each step's cycle when it ran from the cache alone (0
 	// when it did not), read from the stats once the next barrier has
@@ -295,6 +347,22 @@ func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a
 	}
 	goruntime.ReadMemStats(&after)
 	s1 = rt.Stats()
+	// Check every element once, outside the timed steps; every rank
+	// learns whether any rank failed, so that none waits on the others.
+	verified, verr := c.check()
+	bad := tensor.New(tensor.Float64, 1)
+	if verr != nil {
+		bad.Float64s()[0] = 1
+	}
+	if err := ctl.Allreduce(bad, tensor.Max); err != nil {
+		return err
+	}
+	if verr != nil {
+		return fmt.Errorf("rank %d: %w", ctl.Rank(), verr)
+	}
+	if bad.Float64s()[0] != 0 {
+		return fmt.Errorf("case %s: the check failed on another rank", name)
+	}
 	// The step time is the slowest rank's, and so is the cycle cost.
 	if err := ctl.Allreduce(local, tensor.Max); err != nil {
 		return err
@@ -308,7 +376,7 @@ func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a
 	times := slices.Clone(local.Float64s())
 	slices.Sort(times)
 	med := times[len(times)/2]
-	bytes := float64(total * 4)
+	bytes := c.bytes
 	alg := bytes / med / 1e9
 	n := float64(ctl.Size())
 	active := s1.ActiveCycles - s0.ActiveCycles
@@ -337,9 +405,9 @@ func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a
 	if rt.MPIEnabled() {
 		transport = "mpi"
 	}
-	fmt.Printf("impl=runtime transport=%s case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d fchunk=%d maxfused=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
+	fmt.Printf("impl=runtime transport=%s case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d fchunk=%d maxfused=%d hierarchical=%v nodes=%d verified=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
 		"us_per_cached_cycle=%.1f cached_cycles_per_step=%.2f us_per_active_cycle=%.1f active_cycles_per_step=%.2f us_per_idle_cycle=%.1f slow_cycles=%d allocs_per_step=%.1f\n",
-		transport, name, len(counts), bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
+		transport, name, c.tensors, bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, a.hierarchical, rt.Size()/rt.LocalSize(), verified, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
 		usCached, float64(cached)/float64(a.iters), usPerCycle, float64(active)/float64(a.iters), idleUs, s1.SlowCycles-s0.SlowCycles,
 		float64(after.Mallocs-before.Mallocs)/float64(a.iters))
 	return nil

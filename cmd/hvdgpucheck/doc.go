@@ -6,6 +6,6 @@
 // bandwidth are measured by cuda/cmd/gpucheck. Build it here and copy the
 // binary over (the GPU machine needs only the driver and the libraries):
 //
-//	go build -o hvdgpucheck ./cmd/hvdgpucheck
+//	CGO_ENABLED=0 go build -o hvdgpucheck ./cmd/hvdgpucheck
 //	./hvdgpucheck -device 0
 package main

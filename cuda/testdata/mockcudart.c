@@ -10,6 +10,18 @@
 #include <string.h>
 
 #define NDEV 2
+// The version the mock reports, and which cudaMemcpyBatchAsync it has:
+// MOCK_BATCH=12 the CUDA 12.8 signature (with failIdx), MOCK_BATCH=13 the
+// CUDA 13.0 one (without); none before 12.8. The tests build each variant.
+#ifndef MOCK_VERSION
+#define MOCK_VERSION 12040
+#endif
+
+// Counters the tests read with mockCounts: cudaMemcpyAsync calls,
+// cudaMemcpyBatchAsync calls, copies in those batches, cudaStreamWaitEvent
+// calls, streams created.
+static long counts[5];
+void mockCounts(long *out) { memcpy(out, counts, sizeof counts); }
 // The current device is per thread, as in CUDA. Stricter than CUDA, every
 // call that uses it also forgets it, as if the next call might come from
 // another thread (a goroutine may move): so the package must make the
@@ -19,7 +31,7 @@ static int take(void) { int d = cur; cur = -1; return d; }
 
 int cudaGetDeviceCount(int *n) { *n = NDEV; return 0; }
 int cudaSetDevice(int d) { if (d < 0 || d >= NDEV) return 101; cur = d; return 0; }
-int cudaRuntimeGetVersion(int *v) { *v = 12040; return 0; }
+int cudaRuntimeGetVersion(int *v) { *v = MOCK_VERSION; return 0; }
 int cudaDriverGetVersion(int *v) { *v = 12060; return 0; }
 const char *cudaGetErrorString(int e) {
 	switch (e) {
@@ -124,10 +136,61 @@ int cudaMemcpy(void *dst, const void *src, size_t n, int kind) {
 	return 0;
 }
 
+// Streams are recorded, so that a call can check that it was handed one.
+#define MAXS 256
+static void *streams[MAXS];
+static int known(void *s) {
+	int ok = 0;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAXS && !ok; i++) ok = s && streams[i] == s;
+	pthread_mutex_unlock(&mu);
+	return ok;
+}
+
 int cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *stream) {
-	if (!stream) return 1; // the package always passes its own stream
+	if (!known(stream)) return 1; // the package always passes its own stream
+	__sync_fetch_and_add(&counts[0], 1);
 	return cudaMemcpy(dst, src, n, kind);
 }
+
+#ifdef MOCK_BATCH
+// cudaMemcpyAttributes.
+typedef struct { int srcAccessOrder, srcType, srcId, dstType, dstId; unsigned flags; } attrs_t;
+
+static int batch(void **dsts, void **srcs, size_t *sizes, size_t count, attrs_t *attrs, size_t *idxs,
+	size_t nattrs, size_t *failIdx, void *stream) {
+	int cur = take();
+	if (failIdx) *failIdx = (size_t)-1;
+	if (cur < 0) return 900;
+	if (!known(stream) || count == 0 || !attrs || !idxs || nattrs == 0 || idxs[0] != 0) return 1;
+	for (size_t a = 0; a < nattrs; a++)
+		if (attrs[a].srcAccessOrder < 1 || attrs[a].srcAccessOrder > 3) return 1;
+	for (size_t i = 0; i < count; i++) {
+		int d = find(dsts[i], sizes[i]), e = find(srcs[i], sizes[i]);
+		if (d < 0 || e < 0 || d != cur || e != cur) {
+			if (failIdx) *failIdx = i;
+			return d < 0 || e < 0 ? 1 : 900;
+		}
+	}
+	for (size_t i = 0; i < count; i++) memmove(dsts[i], srcs[i], sizes[i]);
+	__sync_fetch_and_add(&counts[1], 1);
+	__sync_fetch_and_add(&counts[2], (long)count);
+	return 0;
+}
+
+#if MOCK_BATCH == 12
+int cudaMemcpyBatchAsync(void **dsts, void **srcs, size_t *sizes, size_t count, attrs_t *attrs, size_t *idxs,
+	size_t nattrs, size_t *failIdx, void *stream) {
+	if (!failIdx) { take(); return 1; }
+	return batch(dsts, srcs, sizes, count, attrs, idxs, nattrs, failIdx, stream);
+}
+#else
+int cudaMemcpyBatchAsync(void **dsts, void **srcs, size_t *sizes, size_t count, attrs_t *attrs, size_t *idxs,
+	size_t nattrs, void *stream) {
+	return batch(dsts, srcs, sizes, count, attrs, idxs, nattrs, NULL, stream);
+}
+#endif
+#endif
 
 int cudaMemset(void *dst, int v, size_t n) {
 	int cur = take();
@@ -144,10 +207,29 @@ int cudaStreamCreateWithFlags(void **s, unsigned flags) {
 	if (take() < 0) return 900;
 	if (flags != 1) return 1;
 	*s = malloc(16);
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAXS; i++)
+		if (!streams[i]) { streams[i] = *s; break; }
+	pthread_mutex_unlock(&mu);
+	__sync_fetch_and_add(&counts[4], 1);
 	return 0;
 }
-int cudaStreamSynchronize(void *s) { return s ? 0 : 1; }
-int cudaStreamDestroy(void *s) { free(s); return 0; }
+int cudaStreamSynchronize(void *s) { take(); return known(s) ? 0 : 1; }
+int cudaStreamDestroy(void *s) {
+	take();
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAXS; i++)
+		if (streams[i] == s) streams[i] = NULL;
+	pthread_mutex_unlock(&mu);
+	free(s);
+	return 0;
+}
+int cudaStreamWaitEvent(void *s, void *e, unsigned flags) {
+	take();
+	if (!known(s) || !e || flags != 0) return 1;
+	__sync_fetch_and_add(&counts[3], 1);
+	return 0;
+}
 int cudaEventCreateWithFlags(void **e, unsigned flags) { *e = calloc(1, 16); return 0; }
 int cudaEventRecord(void *e, void *s) { ((int *)e)[0]++; return 0; }
 int cudaEventSynchronize(void *e) { return 0; }

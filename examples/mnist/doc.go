@@ -6,8 +6,10 @@
 //	go run ./examples/mnist [--epochs 3] [--batch 64] [--lr 0.05] ...
 //	go build -tags mpi -o bin/ ./examples/mnist && gohorovodrun -np 2 bin/mnist
 //
-// Each epoch, rank 0 prints the mean training loss, the test accuracy and
-// the training throughput in samples per second over all ranks.
+// Each epoch, rank 0 prints the mean training loss, the test accuracy,
+// the training throughput in samples per second over all ranks, and the
+// bytes each rank allreduced per step on average (the gradients', or with
+// post-local SGD the parameters' when they were averaged).
 //
 // The DistributedOptimizer holds the gradients in one flat buffer, in
 // backward order, and reduces them in buckets of up to --bucket-bytes
@@ -19,6 +21,32 @@
 // all its members are ready; --groups 1 gives up the overlap. The last
 // epoch prints lr 0: the rate decays along a cosine to zero by the end of
 // training.
+//
+// --batchnorm local puts a batch normalisation (optim/nn) between each
+// hidden layer and its ReLU, over each rank's own batch; --batchnorm sync
+// normalises over the batch of all ranks (SyncBatchNorm), with one small
+// allreduce per layer in forward and one in backward, every step (post-local
+// SGD's local steps too), on the optimizer's Collectives; the KiB
+// allreduced per step include them. Either drops each epoch's short last batch (a batch norm
+// cannot train on one row) and evaluates with the running statistics;
+// with local, each rank's running statistics are its own (the evaluation
+// averages the ranks' accuracies), with sync they are equal on every rank.
+// It does not combine with --elastic. The default, none, trains the plain
+// MLP.
+//
+// # Post-local SGD
+//
+// --local-sgd-start N trains the first N steps synchronously, then each
+// rank steps on its own gradients, without any gradient allreduce, and the
+// ranks average their parameters every --averaging-period K steps
+// (optim.PostLocalSGD): the parameters' bytes travel once per K steps
+// instead of the gradients' every step. --hierarchical-period K1 also
+// averages within each node every K1 steps (K divisible by K1). Each epoch
+// ends with an averaging if its last step had none, so that every rank
+// evaluates, and ends with, the same model. -1 (the default) keeps
+// synchronous SGD throughout; 0 is local SGD from the first step.
+//
+//	scripts/mpirun.sh 2 bin/mnist --epochs 3 --local-sgd-start 100 --averaging-period 4
 //
 // # Elastic training
 //

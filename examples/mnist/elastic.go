@@ -164,7 +164,10 @@ func runElastic(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (
 				return err
 			}
 			elapsed += time.Since(t0)
-			correct, count := evaluate(model, test, rank, size)
+			correct, count, err := evaluate(model, test, rank, size)
+			if err != nil {
+				return err
+			}
 			acc := optim.Metric{Name: "accuracy"}
 			acc.Add(float64(correct)/float64(count), float64(count))
 			v, err := optim.AverageMetrics(ctx, coll, &acc)
@@ -237,7 +240,9 @@ func step(model *mlp.MLP, opt *optim.DistributedOptimizer, set *mnist.Set, idx [
 			copy(x[i*mnist.Pixels:(i+1)*mnist.Pixels], set.Image(s))
 			y[i] = set.Labels[s]
 		}
-		model.Forward(x, n)
+		if _, err := model.Forward(x, n); err != nil {
+			return 0, err
+		}
 		l, _ = model.Loss(y[:n])
 		if err := model.Backward(opt.Ready); err != nil {
 			return 0, err

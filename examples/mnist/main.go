@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"os"
 	goruntime "runtime"
 	"runtime/pprof"
@@ -19,6 +21,7 @@ import (
 	"github.com/gohorovod/gohorovod/internal/mlp"
 	"github.com/gohorovod/gohorovod/optim"
 	"github.com/gohorovod/gohorovod/optim/data"
+	"github.com/gohorovod/gohorovod/optim/nn"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 )
 
@@ -36,10 +39,17 @@ type options struct {
 	limit    int    // use only the first limit training images (0: all)
 	profile  string // CPU profile file (each rank appends .rank)
 	compress string // gradient compression: none, fp16, bf16
+	psgdRank int    // PowerSGD's rank (0: off)
+	psgdFrom int    // PowerSGD's start iteration: steps of plain averaging first
 	groups   int    // parameter groups (0: buckets of bucket bytes)
 	bucket   int    // the DistributedOptimizer's BucketBytes
 	elastic  bool   // elastic training (runtime/elastic)
 	every    int    // elastic: commit every this many steps (and at each epoch's end)
+	norm     string // batch normalisation after each hidden layer: none, local, sync
+	// Post-local SGD: synchronous steps before local SGD (-1: off), the
+	// global averaging period, and the period of averaging within each
+	// node (0: none).
+	localStart, period, nodePeriod int
 }
 
 func parse(args []string) (options, error) {
@@ -56,11 +66,17 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.dataDir, "data", "", "directory of the MNIST gzip files (default: the GoMNIST module's)")
 	fs.IntVar(&o.limit, "train-limit", 0, "train on the first N images only (0: all 60000)")
 	fs.StringVar(&o.compress, "compression", "none", "gradient compression: none, fp16 or bf16")
+	fs.IntVar(&o.psgdRank, "powersgd-rank", 0, "compress the gradient matrices with PowerSGD at this rank (0: off)")
+	fs.IntVar(&o.psgdFrom, "powersgd-start", 0, "with --powersgd-rank: average the gradients uncompressed for the first N steps")
 	fs.IntVar(&o.groups, "groups", 0, "reduce the parameters in this many groups (0: in buckets of --bucket-bytes, overlapping backward)")
 	fs.IntVar(&o.bucket, "bucket-bytes", optim.DefaultBucketBytes, "gradients per reduction bucket, in bytes (0: one bucket per gradient)")
 	fs.BoolVar(&o.elastic, "elastic", false, "elastic training: survive lost workers and follow added or removed hosts (launch with gohorovodrun's --min-np, --max-np or --host-discovery-script)")
 	fs.IntVar(&o.every, "commit-every", 10, "with --elastic: commit the training state every N steps (and at the end of each epoch)")
+	fs.StringVar(&o.norm, "batchnorm", "none", "batch normalisation after each hidden layer (before its ReLU): none, local (each rank's batch) or sync (the batch of all ranks, over the optimizer's collectives)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the training to `file`.RANK")
+	fs.IntVar(&o.localStart, "local-sgd-start", -1, "post-local SGD: after N synchronous steps, step on each rank's own gradients and average the parameters every --averaging-period steps (-1: off, always synchronous; 0: local from the first step)")
+	fs.IntVar(&o.period, "averaging-period", 4, "with --local-sgd-start: average the parameters across all ranks every K local steps")
+	fs.IntVar(&o.nodePeriod, "hierarchical-period", 0, "with --local-sgd-start: also average within each node every K1 local steps (K1 divides --averaging-period; 0: off)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -70,14 +86,79 @@ func parse(args []string) (options, error) {
 	if _, err := o.compression(); err != nil {
 		return o, err
 	}
+	switch {
+	case o.psgdRank < 0 || o.psgdFrom < 0:
+		return o, errors.New("mnist: --powersgd-rank and --powersgd-start must not be negative")
+	case o.psgdRank > 0 && o.compress != "none":
+		return o, errors.New("mnist: --powersgd-rank and --compression are two gradient compressions: choose one")
+	}
 	if o.groups < 0 || o.bucket < 0 {
 		return o, errors.New("mnist: --groups and --bucket-bytes must not be negative")
 	}
 	if o.every < 1 {
 		return o, errors.New("mnist: --commit-every must be positive")
 	}
+	switch o.norm {
+	case "none":
+	case "local", "sync":
+		if o.elastic {
+			// The elastic state holds the parameters, not the running
+			// statistics, and its last step skips ranks without rows.
+			return o, errors.New("mnist: --batchnorm does not work with --elastic")
+		}
+	default:
+		return o, fmt.Errorf("mnist: unknown --batchnorm %q (none, local, sync)", o.norm)
+	}
+	if err := o.checkLocalSGD(); err != nil {
+		return o, err
+	}
 	return o, nil
 }
+
+// newModel returns the MLP, with batch normalisation after each hidden
+// layer as --batchnorm says (local, or synchronised over coll), and the
+// batch norm layers.
+func (o options) newModel(widths []int, coll optim.Collectives) (*mlp.MLP, []*nn.BatchNorm[float32], error) {
+	if o.norm == "none" {
+		return mlp.New(widths, o.seed), nil, nil
+	}
+	var bnOpts []nn.Option
+	if o.norm == "sync" {
+		bnOpts = append(bnOpts, nn.Sync(coll))
+	}
+	var bns []*nn.BatchNorm[float32]
+	var norms []mlp.Norm
+	for l, w := range widths[1 : len(widths)-1] {
+		bn, err := nn.NewBatchNorm[float32](fmt.Sprintf("bn%d", l+1), w, bnOpts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		bns, norms = append(bns, bn), append(norms, bn)
+	}
+	return mlp.New(widths, o.seed, mlp.WithNorms(norms...)), bns, nil
+}
+
+// checkLocalSGD checks the post-local SGD flags.
+func (o options) checkLocalSGD() error {
+	switch {
+	case o.localStart < -1:
+		return fmt.Errorf("mnist: --local-sgd-start %d: -1 (off) or the number of synchronous steps", o.localStart)
+	case o.period < 1:
+		return fmt.Errorf("mnist: --averaging-period %d must be positive", o.period)
+	case o.nodePeriod < 0:
+		return fmt.Errorf("mnist: --hierarchical-period %d must not be negative", o.nodePeriod)
+	case o.nodePeriod > 0 && (o.nodePeriod >= o.period || o.period%o.nodePeriod != 0):
+		return fmt.Errorf("mnist: --averaging-period %d must be a larger multiple of --hierarchical-period %d", o.period, o.nodePeriod)
+	case o.localStart < 0 && o.nodePeriod > 0:
+		return errors.New("mnist: --hierarchical-period needs --local-sgd-start")
+	case o.localStart >= 0 && o.elastic:
+		return errors.New("mnist: --local-sgd-start is not supported with --elastic")
+	}
+	return nil
+}
+
+// localSGD reports whether post-local SGD is on.
+func (o options) localSGD() bool { return o.localStart >= 0 }
 
 func (o options) compression() (optim.Compression, error) {
 	for _, c := range []optim.Compression{optim.NoCompression, optim.FP16, optim.BF16} {
@@ -103,7 +184,11 @@ func (o options) widths() ([]int, error) {
 func main() {
 	o, err := parse(os.Args[1:])
 	if err == nil {
-		err = hvd.Init() // over MPI under mpirun or gohorovodrun, else one rank
+		var opts []hvd.Option
+		if o.nodePeriod > 0 {
+			opts = append(opts, hvd.WithDynamicProcessSets()) // for the node sets
+		}
+		err = hvd.Init(opts...) // over MPI under mpirun or gohorovodrun, else one rank
 		if err == nil {
 			var stop func() error
 			if stop, err = setup(o, hvd.Default()); err == nil {
@@ -171,6 +256,7 @@ func coreShare(cpus, local int) int {
 type result struct {
 	loss, accuracy float64 // of the last epoch: mean training loss, test accuracy
 	checksum       uint64  // FNV-1a of the final parameters: equal on every rank
+	running        uint64  // FNV-1a of the batch norms' running statistics: equal on every rank with sync
 
 	// With --elastic only: this process's commits, the time they took, and
 	// the time it spent in the training loops (commits included, evaluation
@@ -194,14 +280,26 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 	if err != nil {
 		return res, err
 	}
-	model := mlp.New(widths, o.seed)
+	model, bns, err := o.newModel(widths, coll)
+	if err != nil {
+		return res, err
+	}
 	// Every rank starts from rank 0's weights.
 	if err := optim.BroadcastParameters(ctx, coll, model.Params(), 0); err != nil {
 		return res, err
 	}
-	opt, err := newOptimizer(o, model, coll)
+	dist, err := newOptimizer(o, model, coll)
 	if err != nil {
 		return res, err
+	}
+	var opt trainer = dist
+	var local *optim.PostLocalSGD
+	if o.localSGD() {
+		if local, err = newLocalSGD(ctx, o, r, dist); err != nil {
+			dist.Close()
+			return res, err
+		}
+		opt = local
 	}
 	defer func() {
 		if cerr := opt.Close(); err == nil {
@@ -213,17 +311,37 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 	if err != nil {
 		return res, err
 	}
+	bytes := 0 // of the parameters, and of the gradients
+	for _, p := range model.Params() {
+		bytes += p.Value.NumBytes()
+	}
+	normBytes := 0 // per step: each sync batch norm's two allreduces of 1+2C float64s
+	if o.norm == "sync" {
+		for _, bn := range bns {
+			normBytes += 2 * (1 + 2*bn.Features()) * 8
+		}
+	}
 	if rank == 0 {
-		fmt.Fprintf(out, "mnist: %d ranks, MLP %v, batch %d per rank, lr %g·%d, %d epochs\n", size, widths, o.batch, o.lr, size, o.epochs)
+		fmt.Fprintf(out, "mnist: %d ranks, MLP %v, batch norm %s, batch %d per rank, lr %g·%d, %d epochs\n", size, widths, o.norm, o.batch, o.lr, size, o.epochs)
+		if local != nil {
+			fmt.Fprintf(out, "post-local SGD: %d synchronous steps, then the parameters (%d bytes) averaged every %d steps%s, the gradients (%d bytes) allreduced every step before\n",
+				o.localStart, bytes, o.period, o.nodePeriodText(), bytes)
+		} else {
+			fmt.Fprintf(out, "synchronous SGD: the gradients (%d bytes) allreduced every step\n", bytes)
+		}
 	}
 	x := make([]float32, o.batch*mnist.Pixels)
 	y := make([]uint8, o.batch)
 	for epoch := range o.epochs {
 		sampler.SetEpoch(epoch)
-		batches := sampler.Batches(o.batch, false)
+		// Batch norm cannot train on a last batch of one row: drop the
+		// short last batch then (every rank has the same batches).
+		batches := sampler.Batches(o.batch, o.norm != "none")
 		start := time.Now()
+		tuning := r.Stats().Tuning // autotuning still moves the settings during this epoch
 		loss := optim.Metric{Name: "loss"}
 		var stepTime time.Duration // in Step: waiting for the reductions, then the update
+		var moved int              // bytes this rank allreduced in the epoch's steps (within its node too)
 		for b, idx := range batches {
 			opt.SetLR(sched.LR(float64(epoch) + float64(b+1)/float64(len(batches))))
 			for i, s := range idx {
@@ -234,20 +352,35 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 			if err := opt.ZeroGrad(); err != nil {
 				return res, err
 			}
-			model.Forward(x, n)
+			if _, err := model.Forward(x, n); err != nil {
+				return res, err
+			}
 			l, _ := model.Loss(y[:n])
 			if err := model.Backward(opt.Ready); err != nil {
 				return res, err
 			}
+			synchronous := local == nil || !local.Local()
 			t0 := time.Now()
 			if err := opt.Step(); err != nil {
 				return res, err
 			}
 			stepTime += time.Since(t0)
+			moved += stepBytes(local, synchronous, bytes) + normBytes
 			loss.Add(l, float64(n))
 		}
+		if local != nil && !local.Averaged() {
+			moved += bytes
+			// Evaluate (and end with) one model: the replicas differ
+			// between averagings.
+			if err := local.AverageNow(ctx); err != nil {
+				return res, err
+			}
+		}
 		elapsed := time.Since(start)
-		correct, count := evaluate(model, test, rank, size)
+		correct, count, err := evaluate(model, test, rank, size)
+		if err != nil {
+			return res, err
+		}
 		acc := optim.Metric{Name: "accuracy"}
 		acc.Add(float64(correct)/float64(count), float64(count))
 		// Means over every rank's samples.
@@ -257,13 +390,35 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 		}
 		res = result{loss: v[0], accuracy: v[1]}
 		if rank == 0 {
-			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.0f%% in Step)  %.0f samples/s  lr %.4g\n",
+			note := ""
+			if tuning {
+				note = "  (autotuning)"
+			}
+			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.0f%% in Step)  %.0f samples/s  %.0f KiB allreduced/step  lr %.4g%s\n",
 				epoch+1, res.loss, 100*res.accuracy, elapsed.Seconds(), 100*stepTime.Seconds()/elapsed.Seconds(),
-				float64(size)*loss.Weight/elapsed.Seconds(), opt.LR())
+				float64(size)*loss.Weight/elapsed.Seconds(), float64(moved)/1024/float64(len(batches)), opt.LR(), note)
 		}
 	}
 	res.checksum = checksum(model)
+	res.running = runningChecksum(bns)
 	return res, nil
+}
+
+// runningChecksum is the FNV-1a hash of the batch norms' running
+// statistics (0 without).
+func runningChecksum(bns []*nn.BatchNorm[float32]) uint64 {
+	if len(bns) == 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	for _, bn := range bns {
+		for _, s := range [][]float32{bn.RunningMean(), bn.RunningVar()} {
+			for _, v := range s {
+				h.Write(binary.LittleEndian.AppendUint32(nil, math.Float32bits(v)))
+			}
+		}
+	}
+	return h.Sum64()
 }
 
 // checksum is the FNV-1a hash of the model's parameters.
@@ -306,10 +461,63 @@ func newOptimizer(o options, model *mlp.MLP, coll optim.Collectives) (*optim.Dis
 	}
 	comp, _ := o.compression()
 	dopts := []optim.DistOption{optim.WithCompression(comp), optim.BucketBytes(o.bucket)}
+	if o.psgdRank > 0 {
+		h, err := optim.NewPowerSGD(optim.PowerSGDConfig{MatrixApproximationRank: o.psgdRank, StartPowerSGDIter: o.psgdFrom, Seed: o.seed})
+		if err != nil {
+			return nil, err
+		}
+		dopts = append(dopts, optim.WithCommHook(h))
+	}
 	if o.groups > 0 {
 		dopts = append(dopts, optim.NumGroups(o.groups))
 	}
 	return optim.NewDistributed(sgd, coll, dopts...)
+}
+
+// trainer is the optimizer of the training loop: the DistributedOptimizer,
+// or PostLocalSGD over it.
+type trainer interface {
+	optim.Optimizer
+	Ready(p optim.Param) error
+	Close() error
+}
+
+// newLocalSGD wraps dist for post-local SGD as the options say, averaging
+// within each node too with --hierarchical-period (over the runtime's node
+// process sets).
+func newLocalSGD(ctx context.Context, o options, r *hvd.Runtime, dist *optim.DistributedOptimizer) (*optim.PostLocalSGD, error) {
+	cfg := optim.LocalSGDConfig{StartLocalSGDIter: o.localStart, ModelAveragingPeriod: o.period}
+	if o.nodePeriod > 0 {
+		node, err := r.AddNodeProcessSets(ctx)
+		if err != nil {
+			return nil, err
+		}
+		nodeColl, err := optim.FromProcessSet(r, node)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Hierarchy = []optim.AveragingLevel{{Period: o.nodePeriod, Coll: nodeColl}}
+	}
+	return optim.NewPostLocalSGD(dist, cfg)
+}
+
+// stepBytes is what the step just taken allreduced on this rank: the
+// gradients (bytes) in a synchronous step, the parameters (as many bytes)
+// in a local step that averaged (across all ranks or within the node),
+// nothing in one that did not.
+func stepBytes(local *optim.PostLocalSGD, synchronous bool, bytes int) int {
+	if synchronous || local.Averager().Due(local.Steps()) >= 0 {
+		return bytes
+	}
+	return 0
+}
+
+// nodePeriodText describes the averaging within nodes, if any.
+func (o options) nodePeriodText() string {
+	if o.nodePeriod == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (and within each node every %d)", o.nodePeriod)
 }
 
 // schedule is the learning rate over (fractional) epochs on size ranks:
@@ -324,8 +532,10 @@ func (o options) schedule(size int) optim.Schedule {
 }
 
 // evaluate classifies the rank's share of the set (every size-th image from
-// rank) and returns how many it got right, of how many.
-func evaluate(m *mlp.MLP, set *mnist.Set, rank, size int) (correct, count int) {
+// rank) and returns how many it got right, of how many. Predict runs batch
+// norms in evaluation mode (running statistics; sync ones do not
+// communicate, so the ranks' shares may differ in size).
+func evaluate(m *mlp.MLP, set *mnist.Set, rank, size int) (correct, count int, err error) {
 	const chunk = 500
 	var idx []int
 	for i := rank; i < set.Len(); i += size {
@@ -337,11 +547,15 @@ func evaluate(m *mlp.MLP, set *mnist.Set, rank, size int) (correct, count int) {
 		for i, s := range idx[lo:hi] {
 			copy(x[i*mnist.Pixels:(i+1)*mnist.Pixels], set.Image(s))
 		}
-		for i, p := range m.Predict(x, hi-lo) {
+		pred, err := m.Predict(x, hi-lo)
+		if err != nil {
+			return 0, 0, err
+		}
+		for i, p := range pred {
 			if p == int(set.Labels[idx[lo+i]]) {
 				correct++
 			}
 		}
 	}
-	return correct, len(idx)
+	return correct, len(idx), nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,23 +23,7 @@ func TestDataParallel(t *testing.T) {
 		t.Skip("trains on MNIST")
 	}
 	const n = 2
-	cfg := config.Default()
-	o, err := parse([]string{"--epochs", "1", "--train-limit", "12000", "--warmup-epochs", "0.5"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := make([]result, n)
-	outs := make([]bytes.Buffer, n)
-	err = hvd.RunLocal(n, func(r *hvd.Runtime, rank int) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		var err error
-		res[rank], err = run(ctx, o, r, &outs[rank])
-		return err
-	}, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, outs := trainLocal(t, n, "--epochs", "1", "--train-limit", "12000", "--warmup-epochs", "0.5")
 	if res[0].checksum != res[1].checksum {
 		t.Fatal("ranks ended with different parameters")
 	}
@@ -49,6 +34,33 @@ func TestDataParallel(t *testing.T) {
 		t.Fatalf("rank 0 printed %q, rank 1 %q", outs[0].String(), outs[1].String())
 	}
 	t.Log(outs[0].String())
+}
+
+// TestLocalSGD trains as TestDataParallel does, with post-local SGD (50
+// synchronous steps, then averaging every 4): the model learns, and the
+// ranks end with identical parameters (averaged at the epoch's end).
+func TestLocalSGD(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains on MNIST")
+	}
+	const n = 2
+	res, outs := trainLocal(t, n, "--epochs", "1", "--train-limit", "12000", "--warmup-epochs", "0.5",
+		"--local-sgd-start", "50", "--averaging-period", "4")
+	t.Log(outs[0].String())
+	if res[0].checksum != res[1].checksum {
+		t.Fatal("ranks ended with different parameters")
+	}
+	if res[0].accuracy < 0.9 {
+		t.Fatalf("test accuracy %.3f after one epoch on 12,000 images", res[0].accuracy)
+	}
+	if !strings.Contains(outs[0].String(), "post-local SGD: 50 synchronous steps") {
+		t.Errorf("rank 0 did not announce post-local SGD: %q", outs[0].String())
+	}
+	// 94 steps of 64 of 6,000 images per rank: 50 allreduce the gradients,
+	// 11 of the other 44 average the parameters (as many bytes, 940,584).
+	if want := fmt.Sprintf(" %.0f KiB allreduced/step", float64((50+11)*940584)/1024/94); !strings.Contains(outs[0].String(), want) {
+		t.Errorf("rank 0 printed %q, want %q", outs[0].String(), want)
+	}
 }
 
 // TestElastic runs the elastic path in a process alone (one rank, no
@@ -124,6 +136,30 @@ func TestParse(t *testing.T) {
 		{[]string{"--epochs", "0"}, false},
 		{[]string{"--elastic", "--commit-every", "5"}, true},
 		{[]string{"--elastic", "--commit-every", "0"}, false},
+		{[]string{"--batchnorm", "none"}, true},
+		{[]string{"--batchnorm", "local"}, true},
+		{[]string{"--batchnorm", "sync", "--groups", "2"}, true},
+		{[]string{"--batchnorm", "group"}, false},
+		{[]string{"--batchnorm", ""}, false},
+		{[]string{"--batchnorm", "sync", "--elastic"}, false},
+		{[]string{"--batchnorm", "local", "--elastic"}, false},
+		{[]string{"--batchnorm", "none", "--elastic"}, true},
+		{[]string{"--local-sgd-start", "100", "--averaging-period", "4"}, true},
+		{[]string{"--local-sgd-start", "0", "--averaging-period", "1"}, true},
+		{[]string{"--local-sgd-start", "-1"}, true}, // off
+		{[]string{"--local-sgd-start", "-2"}, false},
+		{[]string{"--local-sgd-start", "10", "--averaging-period", "0"}, false},
+		{[]string{"--local-sgd-start", "10", "--averaging-period", "8", "--hierarchical-period", "2"}, true},
+		{[]string{"--local-sgd-start", "10", "--averaging-period", "8", "--hierarchical-period", "3"}, false},
+		{[]string{"--local-sgd-start", "10", "--averaging-period", "8", "--hierarchical-period", "8"}, false},
+		{[]string{"--local-sgd-start", "10", "--hierarchical-period", "-1"}, false},
+		{[]string{"--averaging-period", "8", "--hierarchical-period", "2"}, false}, // needs --local-sgd-start
+		{[]string{"--elastic", "--local-sgd-start", "10"}, false},
+		{[]string{"--batchnorm", "sync", "--local-sgd-start", "10"}, true},
+		{[]string{"--powersgd-rank", "2", "--powersgd-start", "100"}, true},
+		{[]string{"--powersgd-rank", "-1"}, false},
+		{[]string{"--powersgd-rank", "1", "--powersgd-start", "-1"}, false},
+		{[]string{"--powersgd-rank", "1", "--compression", "fp16"}, false},
 	}
 	for _, c := range cases {
 		_, err := parse(c.args)
@@ -131,4 +167,68 @@ func TestParse(t *testing.T) {
 			t.Errorf("parse(%q): %v", c.args, err)
 		}
 	}
+	if o, err := parse(nil); err != nil || o.norm != "none" {
+		t.Errorf("default --batchnorm %q (%v), want none", o.norm, err)
+	}
+	o, err := parse([]string{"--powersgd-rank", "2", "--powersgd-start", "100"})
+	if err != nil || o.psgdRank != 2 || o.psgdFrom != 100 {
+		t.Fatalf("--powersgd-rank 2 --powersgd-start 100: %+v, %v", o, err)
+	}
+	if o, _ := parse(nil); o.psgdRank != 0 {
+		t.Fatalf("PowerSGD on by default: rank %d", o.psgdRank)
+	}
+}
+
+// TestBatchNorm trains briefly at np 2 on the in-memory group with local
+// and with sync batch normalisation (one epoch on the first 3,000 images,
+// batch 16 per rank) and checks that the model learns, that both ranks end
+// with identical parameters (batch norm weights and biases included), and,
+// for sync only, identical running statistics.
+func TestBatchNorm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains on MNIST")
+	}
+	const n = 2
+	for _, norm := range []string{"local", "sync"} {
+		t.Run(norm, func(t *testing.T) {
+			res, outs := trainLocal(t, n, "--epochs", "1", "--train-limit", "3000", "--batch", "16", "--warmup-epochs", "0.5", "--batchnorm", norm)
+			t.Log(outs[0].String())
+			if res[0].checksum != res[1].checksum {
+				t.Fatal("ranks ended with different parameters")
+			}
+			if same := res[0].running == res[1].running; same != (norm == "sync") {
+				t.Errorf("running statistics equal on both ranks: %v", same)
+			}
+			if res[0].accuracy < 0.85 {
+				t.Errorf("test accuracy %.3f after one epoch on 3,000 images", res[0].accuracy)
+			}
+			if !strings.Contains(outs[0].String(), "batch norm "+norm) {
+				t.Errorf("rank 0 printed %q", outs[0].String())
+			}
+		})
+	}
+}
+
+// trainLocal parses args and trains with them on n in-memory ranks at the
+// default configuration, returning each rank's result and output; it
+// fails the test on any error.
+func trainLocal(t *testing.T, n int, args ...string) ([]result, []bytes.Buffer) {
+	t.Helper()
+	o, err := parse(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make([]result, n)
+	outs := make([]bytes.Buffer, n)
+	err = hvd.RunLocal(n, func(r *hvd.Runtime, rank int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var err error
+		res[rank], err = run(ctx, o, r, &outs[rank])
+		return err
+	}, hvd.WithConfig(config.Default()), hvd.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, outs
 }

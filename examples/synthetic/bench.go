@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gohorovod/gohorovod/optim"
@@ -17,6 +18,8 @@ import (
 
 // report is what a benchmark run measured, the same on every rank.
 type report struct {
+	tuneSteps      int  // warm-up steps run while autotuning
+	tuneLeft       bool // autotuning had not finished when timing began (on this rank)
 	ranks, tensors int
 	elements       int
 	passes         float64   // calibrated sweeps per gradient element in a backward
@@ -33,6 +36,9 @@ type report struct {
 	// Bytes of fused allreduces on rank 0 since Init: reduced where they
 	// lie (flat gradients) and copied through the fusion buffer.
 	fusedInPlace, fusedCopied int64
+	// bytesPerStep is what the optimizer allreduced per timed step on
+	// rank 0 (the gradients, or PowerSGD's factors and the rest).
+	bytesPerStep float64
 }
 
 // poller is the part of a runtime handle the tracker needs.
@@ -45,13 +51,15 @@ type poller interface{ Poll() bool }
 // construction).
 type tracker struct {
 	optim.Collectives
-	mu sync.Mutex
-	hs []poller
+	mu    sync.Mutex
+	hs    []poller
+	bytes atomic.Int64 // allreduced through the tracker
 }
 
 func (t *tracker) AllreduceAsync(x *tensor.Tensor, name string, op optim.Op, prescale, postscale float64) (optim.Waiter, error) {
 	w, err := t.Collectives.AllreduceAsync(x, name, op, prescale, postscale)
 	if err == nil {
+		t.bytes.Add(int64(x.NumBytes()))
 		t.track(w)
 	}
 	return w, err
@@ -68,18 +76,24 @@ func (t *tracker) NewReduceGroup(ts []*tensor.Tensor, names []string, op optim.O
 	if err != nil {
 		return nil, err
 	}
-	return trackedGroup{g, t}, nil
+	n := 0
+	for _, x := range ts {
+		n += x.NumBytes()
+	}
+	return trackedGroup{g, t, int64(n)}, nil
 }
 
 // trackedGroup is a reduce group whose steps the tracker sees.
 type trackedGroup struct {
 	optim.ReduceGroup
-	t *tracker
+	t     *tracker
+	bytes int64
 }
 
 func (g trackedGroup) Start() (optim.Waiter, error) {
 	w, err := g.ReduceGroup.Start()
 	if err == nil {
+		g.t.bytes.Add(g.bytes)
 		g.t.track(w)
 	}
 	return w, err
@@ -204,7 +218,15 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 	if _, ok := coll.(optim.ReduceGroupCollectives); !ok {
 		tr = struct{ optim.Collectives }{b.tr} // hides NewReduceGroup
 	}
-	if b.opt, err = optim.NewDistributed(b.inner, tr, optim.BucketBytes(o.bucketBytes), optim.FlatGradients(o.flat)); err != nil {
+	dopts := []optim.DistOption{optim.BucketBytes(o.bucketBytes), optim.FlatGradients(o.flat)}
+	if o.psgdRank > 0 {
+		h, err := optim.NewPowerSGD(optim.PowerSGDConfig{MatrixApproximationRank: o.psgdRank, StartPowerSGDIter: o.psgdStart})
+		if err != nil {
+			return rep, err
+		}
+		dopts = append(dopts, optim.WithCommHook(h))
+	}
+	if b.opt, err = optim.NewDistributed(b.inner, tr, dopts...); err != nil {
 		return rep, err
 	}
 	defer func() {
@@ -228,12 +250,34 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 			return rep, err
 		}
 	}
+	// While autotuning runs, the settings move: warm up until it has
+	// finished on every rank (the ranks agree on the step: each learns
+	// it at a cycle of its own, so they take the maximum).
+	flag := tensor.New(tensor.Int32, 1)
+	tuneSteps := 0
+	for ; tuneSteps < o.tuneMax; tuneSteps++ {
+		flag.Int32s()[0] = 0
+		if r.Stats().Tuning {
+			flag.Int32s()[0] = 1
+		}
+		if err := r.AllreduceInPlace(ctx, flag, "synthetic.tuning", hvd.Max); err != nil {
+			return rep, err
+		}
+		if flag.Int32s()[0] == 0 {
+			break
+		}
+		if _, _, err := step(); err != nil {
+			return rep, err
+		}
+	}
+	unfinished := r.Stats().Tuning
 	if err := r.Barrier(ctx); err != nil {
 		return rep, err
 	}
 	var stepTimes, iterRates []float64
 	var reducedSum float64
 	var firstCount int
+	bytesBefore := b.tr.bytes.Load()
 	timed := time.Now()
 	for range o.iterations {
 		iterStart := time.Now()
@@ -253,6 +297,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 	}
 	rate := float64(o.batches*o.iterations) / time.Since(timed).Seconds()
 	steps := float64(len(stepTimes))
+	bytesPerStep := float64(b.tr.bytes.Load()-bytesBefore) / steps
 
 	// Each part of a step alone.
 	var computeMS, commMS, updateMS float64
@@ -311,10 +356,10 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 		return rep, err
 	}
 	v := mt.Float64s()
-	rep = report{ranks: size, tensors: len(layers), elements: b.m.total, passes: b.passes,
+	rep = report{tuneSteps: tuneSteps, tuneLeft: unfinished, ranks: size, tensors: len(layers), elements: b.m.total, passes: b.passes,
 		rankSteps: rt.Float64s()[:size], rankCI: rt.Float64s()[size:],
 		stepMS: v[0], stepMeanMS: v[1], stepMaxMS: v[2], computeMS: v[3], commMS: v[4], updateMS: v[5],
-		reducedInBackward: v[6], firstReducedEarly: v[7]}
+		reducedInBackward: v[6], firstReducedEarly: v[7], bytesPerStep: bytesPerStep}
 	st := r.Stats()
 	rep.fusedInPlace, rep.fusedCopied = st.FusedInPlace, st.FusedCopied
 	for _, s := range rep.rankSteps {
@@ -349,6 +394,10 @@ func (rep report) print(w io.Writer, o options) {
 	f("mib", float64(rep.elements)*4/(1<<20))
 	f("compute_ms_target", o.computeMS)
 	f("passes", rep.passes)
+	if rep.tuneSteps > 0 || rep.tuneLeft {
+		p("autotune_warmup_steps", rep.tuneSteps)
+		p("autotuning_unfinished", rep.tuneLeft)
+	}
 	p("steps", o.batches*o.iterations)
 	for i, s := range rep.rankSteps {
 		f(fmt.Sprintf("rank.%d.steps_per_s", i), s)
@@ -368,6 +417,8 @@ func (rep report) print(w io.Writer, o options) {
 		f("hidden_ms", rep.hiddenMS)
 		f("overlap", rep.overlap)
 	}
+	f("powersgd_rank", float64(o.psgdRank))
+	f("allreduced_mib_per_step", rep.bytesPerStep/(1<<20))
 	f("reduced_in_backward", rep.reducedInBackward)
 	f("first_reduced_early", rep.firstReducedEarly)
 	f("fused_in_place_mib", float64(rep.fusedInPlace)/(1<<20))

@@ -25,6 +25,9 @@ type options struct {
 	lr          float64 // SGD learning rate
 	bucketBytes int     // the DistributedOptimizer's BucketBytes
 	flat        bool    // the DistributedOptimizer's FlatGradients
+	tuneMax     int     // warm-up steps at most while autotuning runs
+	psgdRank    int     // PowerSGD's rank (0: off)
+	psgdStart   int     // PowerSGD's start iteration
 }
 
 func parse(args []string) (options, error) {
@@ -34,6 +37,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.shapes, "shapes", "", "shapes file (name<TAB>dims, e.g. 64x3x7x7; overrides -model)")
 	fs.Float64Var(&o.computeMS, "compute-ms", 100, "backward compute per step in milliseconds, split over the layers by size")
 	fs.IntVar(&o.warmup, "warmup", 3, "warm-up steps before timing")
+	fs.IntVar(&o.tuneMax, "autotune-max-steps", 5000, "with HOROVOD_AUTOTUNE: after --warmup, go on warming up until autotuning has finished, at most this many steps, so that the timed steps run the tuned setting")
 	fs.IntVar(&o.batches, "batches-per-iter", 5, "steps per timed iteration")
 	fs.IntVar(&o.iterations, "iterations", 5, "timed iterations")
 	fs.IntVar(&o.partSteps, "part-steps", 10, "steps of compute alone and of communication alone (0: skip)")
@@ -41,6 +45,8 @@ func parse(args []string) (options, error) {
 	fs.Float64Var(&o.lr, "lr", 0.01, "SGD learning rate")
 	fs.IntVar(&o.bucketBytes, "bucket-bytes", optim.DefaultBucketBytes, "gradients per reduction bucket, in bytes (0: one bucket per gradient)")
 	fs.BoolVar(&o.flat, "flat-gradients", true, "hold the gradients in one flat buffer that the runtime reduces in place")
+	fs.IntVar(&o.psgdRank, "powersgd-rank", 0, "communicate the gradients with PowerSGD at this rank (0: plain allreduce)")
+	fs.IntVar(&o.psgdStart, "powersgd-start", 0, "with -powersgd-rank: steps of plain allreduce before PowerSGD starts (warm-up steps count)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -49,6 +55,8 @@ func parse(args []string) (options, error) {
 		return o, errors.New("synthetic: -compute-ms must be >= 0")
 	case o.warmup < 0 || o.partSteps < 0:
 		return o, errors.New("synthetic: -warmup and -part-steps must be >= 0")
+	case o.psgdRank < 0 || o.psgdStart < 0:
+		return o, errors.New("synthetic: -powersgd-rank and -powersgd-start must be >= 0")
 	case o.bucketBytes < 0:
 		return o, errors.New("synthetic: -bucket-bytes must be >= 0")
 	case o.batches < 1 || o.iterations < 1 || o.batchSize < 1:

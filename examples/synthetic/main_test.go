@@ -109,6 +109,9 @@ func TestParseOptions(t *testing.T) {
 		{[]string{"--warmup", "-1"}, false},
 		{[]string{"extra"}, false},
 		{[]string{"--no-such-flag"}, false},
+		{[]string{"--powersgd-rank", "2", "--powersgd-start", "10"}, true},
+		{[]string{"--powersgd-rank", "-1"}, false},
+		{[]string{"--powersgd-start", "-1"}, false},
 	} {
 		if _, err := parse(c.args); (err == nil) != c.ok {
 			t.Errorf("parse(%q): error %v, want ok=%v", c.args, err, c.ok)
@@ -120,12 +123,18 @@ func TestParseOptions(t *testing.T) {
 // returns each rank's report and output.
 func runRanks(t *testing.T, n int, args ...string) ([]report, []string) {
 	t.Helper()
+	cfg := config.Default()
+	cfg.CycleTime = time.Millisecond
+	return runRanksConfig(t, n, cfg, args...)
+}
+
+// runRanksConfig is runRanks under the runtime configuration cfg.
+func runRanksConfig(t *testing.T, n int, cfg config.Config, args ...string) ([]report, []string) {
+	t.Helper()
 	o, err := parse(args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Default()
-	cfg.CycleTime = time.Millisecond
 	reps := make([]report, n)
 	outs := make([]bytes.Buffer, n)
 	err = hvd.RunLocal(n, func(r *hvd.Runtime, rank int) error {
@@ -225,6 +234,50 @@ func TestRun(t *testing.T) {
 	}
 	if reps[0].passes <= 0 {
 		t.Errorf("calibrated %g passes", reps[0].passes)
+	}
+	if got, want := num(t, kv, "allreduced_mib_per_step"), 312064*4.0/(1<<20); math.Abs(got-want) > 1e-5*want {
+		t.Errorf("allreduced_mib_per_step=%g, want every gradient's %g", got, want)
+	}
+}
+
+// TestRunPowerSGD: with -powersgd-rank 1 the bytes allreduced per step
+// are PowerSGD's: (rows+cols)·4 for conv.0 (16x27), conv.2 (256x1152) and
+// fc.weight.4 (64x256), the vectors as they are.
+func TestRunPowerSGD(t *testing.T) {
+	_, outs := runRanks(t, 2, "--shapes", "testdata/tiny_shapes.txt", "--compute-ms", "5", "--powersgd-rank", "1",
+		"--warmup", "1", "--batches-per-iter", "2", "--iterations", "2", "--part-steps", "1")
+	kv := keyValues(t, outs[0])
+	want := float64((16+27)*4+(256+1152)*4+(64+256)*4+(16+256+64)*4) / (1 << 20)
+	if got := num(t, kv, "allreduced_mib_per_step"); math.Abs(got-want) > 1e-5*want {
+		t.Errorf("allreduced_mib_per_step=%g, want %g", got, want)
+	}
+	if got := num(t, kv, "powersgd_rank"); got != 1 {
+		t.Errorf("powersgd_rank=%g", got)
+	}
+}
+
+// TestRunAutotune: under HOROVOD_AUTOTUNE the warm-up goes on until the
+// tuner has finished on every rank, so the timed steps run the tuned
+// setting; the report says how many warm-up steps that took.
+func TestRunAutotune(t *testing.T) {
+	cfg := config.Default()
+	cfg.Autotune = true
+	cfg.AutotuneWarmupSamples, cfg.AutotuneStepsPerSample, cfg.AutotuneMaxSamples = 0, 1, 4
+	reps, outs := runRanksConfig(t, 2, cfg, "--shapes", "testdata/tiny_shapes.txt", "--compute-ms", "1",
+		"--warmup", "1", "--batches-per-iter", "2", "--iterations", "1", "--part-steps", "0")
+	kv := keyValues(t, outs[0])
+	if kv["autotuning_unfinished"] != "false" || num(t, kv, "autotune_warmup_steps") < 10 {
+		t.Errorf("autotune_warmup_steps=%s autotuning_unfinished=%s: want the tuner finished during the warm-up",
+			kv["autotune_warmup_steps"], kv["autotuning_unfinished"])
+	}
+	if reps[0].tuneSteps != reps[1].tuneSteps {
+		t.Errorf("the ranks warmed up %d and %d steps", reps[0].tuneSteps, reps[1].tuneSteps)
+	}
+	// Without autotuning the report has no such lines.
+	_, outs = runRanks(t, 2, "--shapes", "testdata/tiny_shapes.txt", "--compute-ms", "1",
+		"--warmup", "1", "--batches-per-iter", "1", "--iterations", "1", "--part-steps", "0")
+	if _, ok := keyValues(t, outs[0])["autotune_warmup_steps"]; ok {
+		t.Errorf("autotune lines without autotuning:\n%s", outs[0])
 	}
 }
 

@@ -87,7 +87,9 @@ func (m *MNIST) Step() error {
 	if err := m.Opt.ZeroGrad(); err != nil {
 		return err
 	}
-	m.Model.Forward(m.x, m.batch)
+	if _, err := m.Model.Forward(m.x, m.batch); err != nil {
+		return err
+	}
 	m.Model.Loss(m.y)
 	if err := m.Model.Backward(nil); err != nil {
 		return err

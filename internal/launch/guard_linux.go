@@ -43,9 +43,13 @@ const (
 )
 
 // GuardMain runs the guard if this process was started as one (EnvGuard
-// set) and returns its exit status and true; otherwise it returns false at
-// once. cmd/gohorovodrun calls it first.
+// set), or a process of the cross-memory attach probe (EnvCMAProbe; see
+// ProbeCMA), and returns its exit status and true; otherwise it returns
+// false at once. cmd/gohorovodrun calls it first.
 func GuardMain() (int, bool) {
+	if status, ok := CMAProbeMain(); ok {
+		return status, true
+	}
 	v, ok := os.LookupEnv(EnvGuard)
 	if !ok {
 		return 0, false

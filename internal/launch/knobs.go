@@ -7,11 +7,7 @@ import (
 // unimplementedFlags maps the variables of the knobs that are not
 // implemented yet (config.Config.Unimplemented) to the flags that set them.
 var unimplementedFlags = map[string]string{
-	config.EnvHierarchicalAllreduce: "hierarchical-allreduce",
-	config.EnvHierarchicalAllgather: "hierarchical-allgather",
-	config.EnvMPIThreadsDisable:     "mpi-threads-disable",
-	config.EnvAutotune:              "autotune",
-	config.EnvAutotuneLog:           "autotune-log-file",
+	config.EnvMPIThreadsDisable: "mpi-threads-disable",
 }
 
 // knobWarnings returns one warning for each knob of c (the launcher's

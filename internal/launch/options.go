@@ -31,10 +31,12 @@ const EnvElasticTimeout = "HOROVOD_ELASTIC_TIMEOUT"
 
 // Options is the parsed command line.
 type Options struct {
-	NP             int
-	Hosts          string
-	Hostfile       string
-	MPIArgs        string
+	NP       int
+	Hosts    string
+	Hostfile string
+	MPIArgs  string
+	// SingleCopy is --mpi-single-copy: none, cma or auto.
+	SingleCopy     string
 	OutputFilename string
 	Verbose        bool
 	DryRun         bool
@@ -146,6 +148,7 @@ func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
 	fs.BoolVar(&o.MPI, "mpi", false, "run the workers under mpirun (the default when it is on PATH)")
 	fs.Float64Var(&o.GlooTimeoutSeconds, "gloo-timeout-seconds", d.GlooTimeout.Seconds(), "with --gloo: end the job when the workers have not all met `SECONDS` after the start")
 	fs.StringVar(&o.MPIArgs, "mpi-args", "", "extra mpirun `ARGS`, e.g. --mpi-args=\"--mca btl self,vader\"")
+	fs.StringVar(&o.SingleCopy, "mpi-single-copy", "none", "Open MPI's single-copy mechanism between the ranks of one host: `none` (copy in and out through shared memory: the faster on the machines measured), cma (cross-memory attach; refused where a probe finds it does not work) or auto (cma where the probe finds it works)")
 	fs.StringVar(&o.OutputFilename, "output-filename", "", "write each rank's stdout and stderr under `DIR`")
 	fs.BoolVar(&o.Verbose, "verbose", false, "print the checks and the mpirun command")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print the mpirun command and environment, start nothing")
@@ -163,10 +166,10 @@ func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
 	fs.StringVar(&o.LogLevel, "log-level", d.LogLevel.String(), "workers' log `LEVEL`: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL")
 	fs.BoolVar(&o.LogWithoutTimestamp, "log-without-timestamp", false, "leave timestamps out of log lines")
 	fs.BoolVar(&o.MPIThreadsDisable, "mpi-threads-disable", false, "ask MPI for MPI_THREAD_SINGLE (not implemented yet: no effect)")
-	fs.BoolVar(&o.HierarchicalAllreduce, "hierarchical-allreduce", false, "hierarchical allreduce (not implemented yet: no effect)")
-	fs.BoolVar(&o.HierarchicalAllgather, "hierarchical-allgather", false, "hierarchical allgather (not implemented yet: no effect)")
-	fs.BoolVar(&o.Autotune, "autotune", false, "tune fusion threshold and cycle time while training (not implemented yet: no effect)")
-	fs.StringVar(&o.AutotuneLogFile, "autotune-log-file", "", "CSV `FILE` of the autotuning samples (not implemented yet: no effect)")
+	fs.BoolVar(&o.HierarchicalAllreduce, "hierarchical-allreduce", false, "hierarchical allreduce: reduce-scatter within each host, allreduce across hosts, allgather within each host (HOROVOD_HIERARCHICAL_ALLREDUCE)")
+	fs.BoolVar(&o.HierarchicalAllgather, "hierarchical-allgather", false, "hierarchical allgather: gather within each host, allgather across hosts, broadcast within each host (HOROVOD_HIERARCHICAL_ALLGATHER)")
+	fs.BoolVar(&o.Autotune, "autotune", false, "tune fusion threshold, cycle time and the runtime's piece sizes while training (HOROVOD_AUTOTUNE)")
+	fs.StringVar(&o.AutotuneLogFile, "autotune-log-file", "", "CSV `FILE` of the autotuning samples (HOROVOD_AUTOTUNE_LOG)")
 
 	fs.StringVar(&o.HostDiscoveryScript, "host-discovery-script", "", "elastic mode: executable `SCRIPT` printing the available hosts, one per line, host:slots or host (not with -H/--hostfile)")
 	fs.IntVar(&o.MinNP, "min-np", 0, "elastic mode: keep training with no fewer than `N` processes, else wait for more (default -np)")

@@ -66,6 +66,9 @@ type Launcher struct {
 	// (see GuardMain): it stops mpirun if the launcher dies without doing
 	// so. "": no guard; mpirun then gets a parent-death signal instead.
 	Guard string
+	// ProbeCMA reports whether cross-memory attach works between two
+	// processes here (see ProbeCMA); nil: it does not.
+	ProbeCMA func() error
 }
 
 // NewLauncher returns a Launcher over this process's streams, environment,
@@ -76,6 +79,12 @@ func NewLauncher(build BuildInfo) *Launcher {
 	return &Launcher{
 		Self:  procid.Self,
 		Guard: exe,
+		ProbeCMA: func() error {
+			if exe == "" {
+				return errors.New("cannot find this executable to run the probe")
+			}
+			return ProbeCMA(exe)
+		},
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Environ:  os.Environ(),
 		LookPath: exec.LookPath,
@@ -265,6 +274,9 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 		}
 	}
 	if spec.Gloo {
+		if o.SingleCopy == "cma" {
+			return Spec{}, usagef("--mpi-single-copy=cma needs mpirun (Open MPI), not the embedded transport")
+		}
 		spec.Dir, _ = os.Getwd()
 		return spec, nil
 	}
@@ -281,6 +293,9 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 		return Spec{}, err
 	}
 	spec.MPIRun, spec.Flavor = mpirun, flavor
+	if spec.CMA, err = l.singleCopy(o.SingleCopy, spec); err != nil {
+		return Spec{}, err
+	}
 	return spec, nil
 }
 
@@ -477,4 +492,39 @@ func (l *Launcher) checkBuild(ctx context.Context) {
 			fmt.Fprintf(w, "WARNING: this build links %s but mpirun is %s: workers would each run as rank 0 of 1\n", b.MPILibrary, f)
 		}
 	}
+}
+
+// singleCopy decides --mpi-single-copy: whether the ranks of one host use
+// cross-memory attach. It matters only to a job under Open MPI's mpirun
+// on this host alone; there, cma is refused and auto falls back to none
+// (with a note) where the probe finds it does not work.
+func (l *Launcher) singleCopy(mode string, spec Spec) (bool, error) {
+	switch mode {
+	case "none", "":
+		return false, nil
+	case "cma", "auto":
+	default:
+		return false, usagef("--mpi-single-copy %q: want none, cma or auto", mode)
+	}
+	if spec.Flavor != OpenMPI {
+		if mode == "cma" {
+			return false, usagef("--mpi-single-copy=cma is Open MPI's (vader) mechanism; this mpirun is %v", spec.Flavor)
+		}
+		return false, nil
+	}
+	if !spec.AllLocal() {
+		return false, nil
+	}
+	err := errors.New("no probe")
+	if l.ProbeCMA != nil {
+		err = l.ProbeCMA()
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case mode == "cma":
+		return false, usagef("--mpi-single-copy=cma: %v", err)
+	}
+	fmt.Fprintf(l.Stderr, "gohorovodrun: --mpi-single-copy=auto: copying through shared memory: %v\n", err)
+	return false, nil
 }

@@ -6,5 +6,7 @@
 // Backward hands each parameter to a callback as soon as its gradient is
 // final, last layer first: the point where a DistributedOptimizer starts
 // that gradient's allreduce while the earlier layers are still being
-// differentiated.
+// differentiated. WithNorms puts a normalisation layer (a Norm, such as
+// optim/nn's BatchNorm, local or synchronised across ranks) between each
+// hidden layer and its ReLU; Predict runs it in evaluation mode.
 package mlp

@@ -17,6 +17,13 @@ type GroupOptions struct {
 	// and SplitLocal groups ranks by node. Nil means one node holding every
 	// rank.
 	Nodes []int
+	// NodeOf, instead of Nodes, gives the simulated node of each rank, so
+	// that the ranks of a node need not be consecutive: NodeOf{0, 1, 0, 1}
+	// puts ranks 0 and 2 on one node and ranks 1 and 3 on another. The
+	// entries are labels, any non-negative integers (ranks with equal
+	// labels share a node); SplitLocal groups ranks by label, ordered by
+	// rank. Nil means Nodes decides; setting both is an error.
+	NodeOf []int
 	// Timeout bounds how long a rank waits in a collective for the other
 	// ranks to arrive. When it expires the group is torn down: every rank
 	// blocked in the group, and every later call, gets an error that matches
@@ -64,7 +71,8 @@ func NewGroupNodes(sizes ...int) []Communicator {
 
 // NewGroupWith returns the n members of a new in-memory group configured by
 // o. It panics if n < 1, if o.Nodes does not sum to n or names an empty node,
-// or if o.Timeout is negative.
+// if o.NodeOf does not have n entries or has a negative one, if both are
+// set, or if o.Timeout is negative.
 //
 // The in-memory group runs every collective of the Communicator contract on
 // host tensors with the documented semantics: every rank posts its
@@ -99,9 +107,22 @@ func NewGroupWith(n int, o GroupOptions) []Communicator {
 		panic(fmt.Sprintf("comm: negative timeout %v", o.Timeout))
 	}
 	node := make([]int, 0, n)
-	if o.Nodes == nil {
+	switch {
+	case o.Nodes != nil && o.NodeOf != nil:
+		panic("comm: in-memory group with both Nodes and NodeOf")
+	case o.NodeOf != nil:
+		if len(o.NodeOf) != n {
+			panic(fmt.Sprintf("comm: NodeOf has %d entries for %d ranks", len(o.NodeOf), n))
+		}
+		for r, l := range o.NodeOf {
+			if l < 0 {
+				panic(fmt.Sprintf("comm: rank %d of an in-memory group is on node %d; node labels are non-negative", r, l))
+			}
+		}
+		node = append(node, o.NodeOf...)
+	case o.Nodes == nil:
 		node = append(node, make([]int, n)...)
-	} else {
+	default:
 		for i, s := range o.Nodes {
 			if s < 1 {
 				panic(fmt.Sprintf("comm: node %d of an in-memory group has %d ranks", i, s))
@@ -202,6 +223,11 @@ type memGroup struct {
 	// Owned by the leader of a step.
 	scratch []byte
 	offs    []int
+
+	// children are the groups split from this one: torn down with it,
+	// with the same error, as the groups of a real transport that share
+	// its connections are. Guarded by mu.
+	children []*memGroup
 }
 
 // memComm is one member of a memGroup.
@@ -283,6 +309,12 @@ func (g *memGroup) closeLocked(err error) {
 	if g.closeErr == nil {
 		g.closeErr = err
 		close(g.done)
+		for _, c := range g.children {
+			c.mu.Lock()
+			c.closeLocked(err)
+			c.mu.Unlock()
+		}
+		g.children = nil
 	}
 }
 
@@ -724,6 +756,18 @@ func (g *memGroup) split(ps []post, color func(r int) int, cmp func(a, b int) in
 		for i, r := range members {
 			ps[r].sub = sub[i]
 		}
+		g.mu.Lock()
+		if g.closeErr == nil {
+			// Drop the children closed since (a runtime's process
+			// sets come and go).
+			g.children = slices.DeleteFunc(g.children, func(c *memGroup) bool {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				return c.closeErr != nil
+			})
+			g.children = append(g.children, sub[0].g)
+		}
+		g.mu.Unlock()
 	}
 }
 

@@ -322,17 +322,26 @@ func TestMemoryTimeout(t *testing.T) {
 // cross-node groups a runtime builds from it.
 func TestMemoryNodes(t *testing.T) {
 	tests := []struct {
-		nodes []int
-		local [][]int // members of each rank's local group
-		cross [][]int // members of Split(localRank, rank)
+		nodes  []int   // GroupOptions.Nodes
+		nodeOf []int   // or GroupOptions.NodeOf
+		local  [][]int // members of each rank's local group
+		cross  [][]int // members of Split(localRank, rank)
 	}{
-		{[]int{2, 2}, [][]int{{0, 1}, {0, 1}, {2, 3}, {2, 3}}, [][]int{{0, 2}, {1, 3}, {0, 2}, {1, 3}}},
-		{[]int{1, 3}, [][]int{{0}, {1, 2, 3}, {1, 2, 3}, {1, 2, 3}}, [][]int{{0, 1}, {0, 1}, {2}, {3}}},
-		{[]int{4}, [][]int{{0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}}, [][]int{{0}, {1}, {2}, {3}}},
+		{[]int{2, 2}, nil, [][]int{{0, 1}, {0, 1}, {2, 3}, {2, 3}}, [][]int{{0, 2}, {1, 3}, {0, 2}, {1, 3}}},
+		{[]int{1, 3}, nil, [][]int{{0}, {1, 2, 3}, {1, 2, 3}, {1, 2, 3}}, [][]int{{0, 1}, {0, 1}, {2}, {3}}},
+		{[]int{4}, nil, [][]int{{0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}}, [][]int{{0}, {1}, {2}, {3}}},
+		// Nodes whose ranks are not consecutive, and arbitrary labels.
+		{nil, []int{0, 1, 0, 1}, [][]int{{0, 2}, {1, 3}, {0, 2}, {1, 3}}, [][]int{{0, 1}, {0, 1}, {2, 3}, {2, 3}}},
+		{nil, []int{5, 3, 5}, [][]int{{0, 2}, {1}, {0, 2}}, [][]int{{0, 1}, {0, 1}, {2}}},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.nodes), func(t *testing.T) {
-			comms := NewGroupNodes(tt.nodes...)
+		name := fmt.Sprint(tt.nodes)
+		n := Sum(tt.nodes)
+		if tt.nodeOf != nil {
+			name, n = fmt.Sprintf("nodeOf=%v", tt.nodeOf), len(tt.nodeOf)
+		}
+		t.Run(name, func(t *testing.T) {
+			comms := NewGroupWith(n, GroupOptions{Nodes: tt.nodes, NodeOf: tt.nodeOf})
 			// Every rank makes the same calls whatever it finds, so that a
 			// failure on one rank cannot leave the others waiting.
 			errs := onRanks(comms, func(c Communicator) error {
@@ -402,6 +411,41 @@ func TestMemorySubgroupIndependent(t *testing.T) {
 			sub.Close()
 		}
 		return sumCheck(c)
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestMemoryAbortReachesSubgroups: a rank that aborts the parent group
+// releases a member of a group split from it that waits there in a
+// collective (for a member that never comes), with the same *PeerError, as a real transport whose split groups
+// share the parent's connections does.
+func TestMemoryAbortReachesSubgroups(t *testing.T) {
+	comms := NewGroup(3)
+	errs := onRanks(comms, func(c Communicator) error {
+		color := 0
+		if c.Rank() == 2 {
+			color = -1
+		}
+		sub, err := c.Split(color, c.Rank())
+		if c.Rank() == 2 {
+			return c.(Aborter).Abort(errors.New("boom"))
+		}
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 1 {
+			return nil // rank 0 waits for it in the subgroup until the abort
+		}
+		err = sub.Allreduce(tensor.FromFloat64([]float64{1}), tensor.Sum)
+		var pe *PeerError
+		if !errors.As(err, &pe) || pe.Rank != 2 || pe.Cause != "boom" {
+			return fmt.Errorf("allreduce in the subgroup: %v, want rank 2's abort", err)
+		}
+		return nil
 	})
 	for r, err := range errs {
 		if err != nil {
@@ -515,6 +559,9 @@ func TestNewGroupPanics(t *testing.T) {
 		{"no nodes", func() { NewGroupNodes() }},
 		{"empty node", func() { NewGroupNodes(2, 0) }},
 		{"nodes disagree", func() { NewGroupWith(3, GroupOptions{Nodes: []int{1, 1}}) }},
+		{"short NodeOf", func() { NewGroupWith(3, GroupOptions{NodeOf: []int{0, 1}}) }},
+		{"negative NodeOf", func() { NewGroupWith(2, GroupOptions{NodeOf: []int{0, -1}}) }},
+		{"Nodes and NodeOf", func() { NewGroupWith(2, GroupOptions{Nodes: []int{2}, NodeOf: []int{0, 0}}) }},
 		{"negative timeout", func() { NewGroupWith(1, GroupOptions{Timeout: -1}) }},
 	}
 	for _, tt := range tests {

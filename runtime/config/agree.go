@@ -30,6 +30,12 @@ type Setting struct {
 //     and the ranks' allreduces no longer match.
 //   - HOROVOD_CACHE_CAPACITY: the per-cycle agreement allreduce carries one
 //     bit per cache entry, and eviction depends on the capacity.
+//   - HOROVOD_HIERARCHICAL_ALLREDUCE and HOROVOD_HIERARCHICAL_ALLGATHER:
+//     they change which communicators a fused response travels through.
+//   - HOROVOD_DYNAMIC_PROCESS_SETS: a rank without it refuses AddProcessSet
+//     while the others wait for it in the registration.
+//   - HOROVOD_AUTOTUNE: while tuning, every cycle starts with rank 0's
+//     broadcast of the setting, which every rank must take part in.
 //   - HOROVOD_CYCLE_TIME: the ranks meet in every cycle's agreement
 //     allreduce, so the slowest cycle sets everyone's pace and a different
 //     value on one rank silently changes the whole job's tuning.
@@ -40,9 +46,8 @@ type Setting struct {
 // settings (rank 0 decides warnings and the shutdown, and a stale cached
 // tensor on any rank is invalidated through the agreement allreduce, which
 // every rank joins whatever its own settings), the log settings, and the
-// knobs that are not implemented yet (see Unimplemented; the hierarchical
-// collectives and autotuning will change the calls, and must join this list
-// when they are implemented).
+// knobs that are not implemented yet (see Unimplemented; autotuning will
+// change the calls, and must join this list when it is implemented).
 func (c Config) Agreed() []Setting {
 	out := make([]Setting, 0, len(agreed))
 	for _, k := range knobs {
@@ -54,9 +59,13 @@ func (c Config) Agreed() []Setting {
 }
 
 var agreed = map[string]bool{
-	EnvFusionThreshold: true,
-	EnvCycleTime:       true,
-	EnvCacheCapacity:   true,
+	EnvFusionThreshold:       true,
+	EnvCycleTime:             true,
+	EnvCacheCapacity:         true,
+	EnvHierarchicalAllreduce: true,
+	EnvHierarchicalAllgather: true,
+	EnvDynamicProcessSets:    true,
+	EnvAutotune:              true,
 }
 
 // settingsVersion is the first byte of an encoding, so that a future

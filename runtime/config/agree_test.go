@@ -19,14 +19,14 @@ func TestUnimplemented(t *testing.T) {
 			c.FusionThreshold, c.CycleTime, c.Timeline, c.StallCheckDisable = 1, time.Second, "t.json", true
 		}, nil},
 		{"set to the default explicitly", func(c *Config) { c.Autotune, c.AutotuneNoise = false, DefaultAutotuneNoise }, nil},
-		{"hierarchical", func(c *Config) { c.HierarchicalAllreduce, c.HierarchicalAllgather = true, true },
-			[]string{EnvHierarchicalAllreduce, EnvHierarchicalAllgather}},
+		{"hierarchical and dynamic process sets", func(c *Config) {
+			c.HierarchicalAllreduce, c.HierarchicalAllgather, c.DynamicProcessSets = true, true, true
+		}, nil},
 		{"mpi threads", func(c *Config) { c.MPIThreadsDisable = true }, []string{EnvMPIThreadsDisable}},
-		{"autotune", func(c *Config) { c.Autotune, c.AutotuneLog = true, "at.csv" }, []string{EnvAutotune, EnvAutotuneLog}},
-		{"autotune parameters alone", func(c *Config) {
-			c.AutotuneWarmupSamples, c.AutotuneStepsPerSample, c.AutotuneMaxSamples, c.AutotuneNoise = 0, 1, 2, 0.1
-		}, []string{EnvAutotuneWarmupSamples, EnvAutotuneStepsPerSample, EnvAutotuneMaxSamples, EnvAutotuneNoise}},
-		{"placement", func(c *Config) { c.Rank, c.Size, c.Hostname = 0, 2, "h1" }, []string{EnvRank, EnvSize, EnvHostname}},
+		{"autotune is implemented", func(c *Config) {
+			c.Autotune, c.AutotuneLog, c.AutotuneWarmupSamples, c.AutotuneStepsPerSample = true, "at.csv", 0, 1
+		}, nil},
+		{"placement", func(c *Config) { c.Rank, c.Size, c.Hostname = 0, 2, "h1" }, []string{EnvRank, EnvSize}},
 		{"placement local and cross", func(c *Config) { c.LocalRank, c.LocalSize, c.CrossRank, c.CrossSize = 0, 1, 0, 1 },
 			[]string{EnvLocalRank, EnvLocalSize, EnvCrossRank, EnvCrossSize}},
 		{"elastic without gloo", func(c *Config) { c.Elastic = true }, []string{EnvElastic}},
@@ -39,8 +39,8 @@ func TestUnimplemented(t *testing.T) {
 		{"placement under mpi with a rendezvous", func(c *Config) {
 			c.Rank, c.RendezvousAddr, c.RendezvousPort, c.Controller = 0, "h", 1, ControllerMPI
 		}, []string{EnvRank}},
-		{"gloo with unimplemented knobs", func(c *Config) { c.Controller, c.Autotune, c.Rank = ControllerGloo, true, 1 },
-			[]string{EnvAutotune}},
+		{"gloo with unimplemented knobs", func(c *Config) { c.Controller, c.MPIThreadsDisable, c.Rank = ControllerGloo, true, 1 },
+			[]string{EnvMPIThreadsDisable}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,12 +57,12 @@ func TestUnimplemented(t *testing.T) {
 // in its environment, at its default where nothing was asked for; only the
 // ones set to something else count.
 func TestUnimplementedFromEnv(t *testing.T) {
-	env := append(Default().Environ(), EnvAutotune+"=1", EnvRank+"=3", EnvSize+"=4")
+	env := append(Default().Environ(), EnvMPIThreadsDisable+"=1", EnvRank+"=3", EnvSize+"=4")
 	c, err := FromEnv(Lookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := c.Unimplemented(), []string{EnvAutotune, EnvRank, EnvSize}; !reflect.DeepEqual(got, want) {
+	if got, want := c.Unimplemented(), []string{EnvMPIThreadsDisable, EnvRank, EnvSize}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Unimplemented() = %q, want %q", got, want)
 	}
 }
@@ -70,8 +70,10 @@ func TestUnimplementedFromEnv(t *testing.T) {
 func TestAgreed(t *testing.T) {
 	c := Default()
 	c.FusionThreshold, c.CycleTime, c.CacheCapacity = 64<<20, 2500*time.Microsecond, 0
+	c.HierarchicalAllreduce, c.DynamicProcessSets = true, true
 	c.Timeline, c.StallShutdownTime, c.LogLevel = "t.json", time.Minute, LevelDebug // rank-local
-	want := []Setting{{EnvFusionThreshold, "67108864"}, {EnvCycleTime, "2.5"}, {EnvCacheCapacity, "0"}}
+	want := []Setting{{EnvFusionThreshold, "67108864"}, {EnvCycleTime, "2.5"}, {EnvCacheCapacity, "0"},
+		{EnvHierarchicalAllreduce, "1"}, {EnvHierarchicalAllgather, "0"}, {EnvDynamicProcessSets, "1"}, {EnvAutotune, "0"}}
 	if got := c.Agreed(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Agreed() = %v, want %v", got, want)
 	}

@@ -27,6 +27,7 @@ const (
 	EnvHierarchicalAllreduce  = "HOROVOD_HIERARCHICAL_ALLREDUCE"
 	EnvHierarchicalAllgather  = "HOROVOD_HIERARCHICAL_ALLGATHER"
 	EnvMPIThreadsDisable      = "HOROVOD_MPI_THREADS_DISABLE"
+	EnvDynamicProcessSets     = "HOROVOD_DYNAMIC_PROCESS_SETS"
 	EnvAutotune               = "HOROVOD_AUTOTUNE"
 	EnvAutotuneLog            = "HOROVOD_AUTOTUNE_LOG"
 	EnvAutotuneWarmupSamples  = "HOROVOD_AUTOTUNE_WARMUP_SAMPLES"
@@ -193,38 +194,45 @@ type Config struct {
 	LogLevel LogLevel
 	// LogHideTime leaves timestamps out of log lines. HOROVOD_LOG_HIDE_TIME.
 	LogHideTime bool
-	// HierarchicalAllreduce asks, as in Horovod, for node-local
-	// reduce-scatter, cross-node allreduce, node-local allgather.
-	// HOROVOD_HIERARCHICAL_ALLREDUCE. Not implemented yet: it is accepted
-	// and passed on, but has no effect; setting it logs a warning at Init.
+	// HierarchicalAllreduce reduces host tensors as Horovod's hierarchical
+	// allreduce does: reduce-scatter within the node, allreduce of each
+	// piece across nodes among the ranks with the same local rank,
+	// allgather within the node. It is ignored, with a log line, when the
+	// job (or process set) has one node. HOROVOD_HIERARCHICAL_ALLREDUCE.
 	HierarchicalAllreduce bool
-	// HierarchicalAllgather is the allgather counterpart of
-	// HierarchicalAllreduce. HOROVOD_HIERARCHICAL_ALLGATHER. Not implemented
-	// yet: setting it logs a warning at Init.
+	// HierarchicalAllgather gathers within the node, allgathers across
+	// nodes among the nodes' first ranks and broadcasts within the node.
+	// HOROVOD_HIERARCHICAL_ALLGATHER.
 	HierarchicalAllgather bool
+	// DynamicProcessSets allows process sets to be added and removed after
+	// Init (Runtime.AddProcessSet, RemoveProcessSet).
+	// HOROVOD_DYNAMIC_PROCESS_SETS.
+	DynamicProcessSets bool
 	// MPIThreadsDisable asks, in Horovod, for MPI_THREAD_SINGLE instead of
 	// MPI_THREAD_MULTIPLE. HOROVOD_MPI_THREADS_DISABLE. Not implemented yet:
 	// gohorovod always asks for, and requires, MPI_THREAD_MULTIPLE; setting
 	// it logs a warning at Init.
 	MPIThreadsDisable bool
-	// Autotune asks for the tuning of FusionThreshold and CycleTime while
-	// training runs. HOROVOD_AUTOTUNE. Not implemented yet: setting it (or
-	// any of the Autotune fields below) logs a warning at Init.
+	// Autotune tunes FusionThreshold and CycleTime (and the hierarchical
+	// knobs, where the job spans several nodes) while training runs: rank
+	// 0 scores each setting by the bytes allreduced per second and picks
+	// the next by Bayesian optimisation, then keeps the best. Knobs set
+	// away from their defaults stay fixed. HOROVOD_AUTOTUNE.
 	Autotune bool
-	// AutotuneLog is a CSV file that would record each autotuning sample;
-	// empty means none. HOROVOD_AUTOTUNE_LOG. Not implemented yet.
+	// AutotuneLog is a CSV file where rank 0 records each scored setting,
+	// in Horovod's format; empty means none. HOROVOD_AUTOTUNE_LOG.
 	AutotuneLog string
-	// AutotuneWarmupSamples is how many samples would be discarded first.
-	// HOROVOD_AUTOTUNE_WARMUP_SAMPLES. Not implemented yet.
+	// AutotuneWarmupSamples is how many scores are discarded first.
+	// HOROVOD_AUTOTUNE_WARMUP_SAMPLES.
 	AutotuneWarmupSamples int
-	// AutotuneStepsPerSample is how many steps would make one sample.
-	// HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE. Not implemented yet.
+	// AutotuneStepsPerSample is how many observed cycles make one sample.
+	// HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE.
 	AutotuneStepsPerSample int
-	// AutotuneMaxSamples would bound the Bayesian optimisation.
-	// HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES. Not implemented yet.
+	// AutotuneMaxSamples bounds the Bayesian optimisation.
+	// HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES.
 	AutotuneMaxSamples int
 	// AutotuneNoise is the Gaussian process noise, in [0, 1].
-	// HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE. Not implemented yet.
+	// HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE.
 	AutotuneNoise float64
 
 	// Rank, Size, LocalRank, LocalSize, CrossRank and CrossSize are the
@@ -237,7 +245,12 @@ type Config struct {
 	LocalRank, LocalSize int
 	CrossRank, CrossSize int
 	// Hostname is the host name such a launcher assigned this worker to, or
-	// empty. HOROVOD_HOSTNAME. Not implemented yet, as the placement above.
+	// empty. Under MPI (and over WithCommunicator), when set, it names this
+	// rank's node: the local communicator groups the ranks with the same
+	// Hostname instead of those that share memory, so that the ranks of one
+	// machine can form several nodes (to try hierarchical collectives, for
+	// example: mpirun -np 2 env HOROVOD_HOSTNAME=a prog : -np 2 env
+	// HOROVOD_HOSTNAME=b prog). Every rank must then set it. HOROVOD_HOSTNAME.
 	Hostname string
 	// Launcher identifies the launcher process that started this worker,
 	// in internal/procid's "PID:START:BOOT:NS" form, or is empty. The
@@ -555,6 +568,9 @@ var knobs = []knob{
 	{EnvHierarchicalAllgather,
 		func(c *Config) string { return formatBool(c.HierarchicalAllgather) },
 		func(c *Config, s string) (err error) { c.HierarchicalAllgather, err = parseBool(s); return }},
+	{EnvDynamicProcessSets,
+		func(c *Config) string { return formatBool(c.DynamicProcessSets) },
+		func(c *Config, s string) (err error) { c.DynamicProcessSets, err = parseBool(s); return }},
 	{EnvMPIThreadsDisable,
 		func(c *Config) string { return formatBool(c.MPIThreadsDisable) },
 		func(c *Config, s string) (err error) { c.MPIThreadsDisable, err = parseBool(s); return }},

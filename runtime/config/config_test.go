@@ -205,7 +205,7 @@ func TestEnvironNames(t *testing.T) {
 	c.Launcher = "1:2:b:pid:[3]"
 	c.Controller, c.CPUOperations, c.RendezvousAddr, c.RendezvousPort = "gloo", "gloo", "h", 1
 	c.GlooIface, c.GlooAddr, c.Secret = "lo", "127.0.0.1", "00112233445566778899aabbccddeeff"
-	c.Elastic = true
+	c.Elastic, c.DynamicProcessSets = true, true
 	env := c.Environ()
 	names := Names()
 	if len(env) != len(names) {
@@ -361,7 +361,7 @@ func FuzzRoundTrip(f *testing.F) {
 			Rank: rank, Size: size, LocalRank: lrank, LocalSize: lsize, CrossRank: crank, CrossSize: csize,
 			Hostname: host, Controller: controller, CPUOperations: cpuOps, RendezvousAddr: raddr, RendezvousPort: rport,
 			GlooTimeout: time.Duration(glooTimeout), GlooIface: iface, GlooAddr: gaddr, Secret: Secret(secret),
-			Elastic: bit(7),
+			Elastic: bit(7), DynamicProcessSets: bit(8),
 		}
 		if c.Validate() != nil {
 			return

@@ -17,13 +17,12 @@
 // seconds here (Horovod reads whole seconds; every whole-second value means
 // the same thing in both).
 //
-// Not every variable is implemented yet: the hierarchical collectives
-// (HOROVOD_HIERARCHICAL_ALLREDUCE, HOROVOD_HIERARCHICAL_ALLGATHER),
-// autotuning (HOROVOD_AUTOTUNE and its HOROVOD_AUTOTUNE_* parameters) and
-// HOROVOD_MPI_THREADS_DISABLE are parsed and passed on but have no effect;
-// so have the placement variables (HOROVOD_RANK, HOROVOD_SIZE,
-// HOROVOD_LOCAL_*, HOROVOD_CROSS_*, HOROVOD_HOSTNAME) unless the Gloo
-// controller is selected. Config.Unimplemented lists those that a Config
+// Not every variable is implemented yet: autotuning (HOROVOD_AUTOTUNE and
+// its HOROVOD_AUTOTUNE_* parameters) and HOROVOD_MPI_THREADS_DISABLE are
+// parsed and passed on but have no effect; so have the placement variables
+// (HOROVOD_RANK, HOROVOD_SIZE, HOROVOD_LOCAL_*, HOROVOD_CROSS_*) unless the
+// Gloo controller is selected. HOROVOD_HOSTNAME names the worker's slot
+// under Gloo and its node elsewhere (Config.Hostname). Config.Unimplemented lists those that a Config
 // sets, and the runtime logs a warning naming each at Init.
 //
 // # Workers without MPI: the embedded transport's contract

@@ -4,27 +4,20 @@ package config
 // job's environment is accepted and Environ passes them on) but that nothing
 // in gohorovod acts on yet:
 //
-//   - the hierarchical collectives and autotuning (filed separately);
 //   - HOROVOD_MPI_THREADS_DISABLE: the MPI binding always asks for, and
 //     requires, MPI_THREAD_MULTIPLE;
-//   - the placement variables (HOROVOD_RANK, ..., HOROVOD_HOSTNAME) where
+//   - the placement variables (HOROVOD_RANK, ..., HOROVOD_CROSS_SIZE) where
 //     the controller is not Gloo (Config.Gloo): under MPI the runtime takes
 //     its placement from the communicator, never from these. Under Gloo,
 //     HOROVOD_HOSTNAME and HOROVOD_LOCAL_RANK name the worker's slot at the
 //     rendezvous and the others are checked against its assignment.
+//     HOROVOD_HOSTNAME is used under MPI too: it names the node, so that
+//     ranks of one machine can form several nodes (see Config.Hostname).
 //
 // When one of them is implemented, remove it here; if it changes the
 // sequence of transport calls, add it to Agreed.
 var notImplemented = map[string]bool{
-	EnvHierarchicalAllreduce:  true,
-	EnvHierarchicalAllgather:  true,
-	EnvMPIThreadsDisable:      true,
-	EnvAutotune:               true,
-	EnvAutotuneLog:            true,
-	EnvAutotuneWarmupSamples:  true,
-	EnvAutotuneStepsPerSample: true,
-	EnvAutotuneMaxSamples:     true,
-	EnvAutotuneNoise:          true,
+	EnvMPIThreadsDisable: true,
 }
 
 // placementVars are the variables that only the Gloo controller uses.
@@ -35,7 +28,6 @@ var placementVars = map[string]bool{
 	EnvLocalSize: true,
 	EnvCrossRank: true,
 	EnvCrossSize: true,
-	EnvHostname:  true,
 	EnvElastic:   true,
 }
 

@@ -151,7 +151,7 @@ func Run(ctx context.Context, state *State, train func(ctx context.Context) erro
 			"(--min-np, --max-np or --host-discovery-script), which run the embedded transport", ErrNotElastic)
 	case !elastic && rt.Size() > 1:
 		return fmt.Errorf("%w: start it with gohorovodrun's elastic flags (--min-np, --max-np or --host-discovery-script)", ErrNotElastic)
-	case elastic && rt.Stats().ActiveCycles > 0:
+	case elastic && rt.Stats().Requests > 0:
 		return ErrCollectiveBeforeRun
 	}
 	state.SetBroadcaster(FromRuntime(rt))

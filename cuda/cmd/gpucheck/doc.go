@@ -2,13 +2,15 @@
 // one run: it loads the libraries (as GOHOROVOD_CUDART_PATH,
 // GOHOROVOD_NCCL_PATH, LD_LIBRARY_PATH and the usual paths say), checks the
 // device contract, prints device-copy bandwidth against a fusion copy of
-// ResNet-50's 161 tensors and host-device bandwidth, and runs NCCL
-// collectives at one rank. It exits 1 if any step fails.
+// ResNet-50's 161 tensors in and out (batched as the runtime does it, and
+// with a copy call per tensor, each with its ratio to the plain copy) and
+// host-device bandwidth, and runs NCCL collectives at one rank. It exits 1
+// if any step fails.
 //
 // Build it on a machine with Go and copy the binary over (the GPU machine
 // needs no Go, CUDA toolkit or MPI, only the driver and the libraries,
 // e.g. from the nvidia-cuda-runtime-cu12 and nvidia-nccl-cu12 wheels):
 //
-//	go build -o gpucheck ./cuda/cmd/gpucheck
+//	CGO_ENABLED=0 go build -o gpucheck ./cuda/cmd/gpucheck
 //	./gpucheck -device 0 -iters 20
 package main

@@ -2,6 +2,7 @@ package gpucheck
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/gohorovod/gohorovod/cuda"
@@ -147,6 +148,12 @@ func CheckDevice(d cuda.Device) (err error) {
 		return fmt.Errorf("round trip through pinned buffers changed the data")
 	}
 
+	// Staging in pieces, the last one shorter: every piece reaches fn in
+	// order and comes back changed; a failing piece stops the rest.
+	if err := checkStage(d, b, h1); err != nil {
+		return fmt.Errorf("stage: %w", err)
+	}
+
 	// Tensors to the device and back.
 	src := tensor.FromFloat32([]float32{1, -2, 3.5, 4e10, 5, 6}, 2, 3)
 	dt, err := cuda.ToDevice(d, src)
@@ -167,6 +174,81 @@ func CheckDevice(d cuda.Device) (err error) {
 	// Misuse is an error, not a crash.
 	if err := d.FreeHost(make([]byte, 64)); err == nil {
 		return fmt.Errorf("FreeHost of Go memory succeeded")
+	}
+	return nil
+}
+
+// checkStage runs Device.Stage over n bytes of device memory at p through
+// the pinned buffer host (at least n bytes).
+func checkStage(d cuda.Device, p uintptr, host []byte) error {
+	const n, piece = 10000, 1024 // 10 pieces, the last of 784 bytes
+	in := make([]byte, n)
+	pattern(in, 11)
+	if err := d.CopyHtoD(p, in); err != nil {
+		return err
+	}
+	var seen []int
+	off := 0
+	err := d.Stage(p, host[:n], piece, func(b []byte) error {
+		if !bytes.Equal(b, in[off:off+len(b)]) {
+			return fmt.Errorf("piece %d at %d holds the wrong bytes", len(seen), off)
+		}
+		seen = append(seen, len(b))
+		off += len(b)
+		for i := range b {
+			b[i] ^= 0xff
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(seen) != 10 || seen[0] != piece || seen[9] != n-9*piece {
+		return fmt.Errorf("pieces of %v bytes, want 9 of %d and one of %d", seen, piece, n-9*piece)
+	}
+	out := make([]byte, n)
+	if err := d.CopyDtoH(out, p); err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		return err
+	}
+	for i := range out {
+		if out[i] != in[i]^0xff {
+			return fmt.Errorf("byte %d is %#x after staging, want %#x", i, out[i], in[i]^0xff)
+		}
+	}
+	// A failure in piece 3: reported as is; pieces 0-2 are back, the
+	// rest untouched; the device goes on working.
+	failed := errors.New("piece 3 failed")
+	calls := 0
+	err = d.Stage(p, host[:n], piece, func(b []byte) error {
+		if calls == 3 {
+			return failed
+		}
+		calls++
+		for i := range b {
+			b[i] ^= 0xff
+		}
+		return nil
+	})
+	if !errors.Is(err, failed) {
+		return fmt.Errorf("a failing piece returned %v", err)
+	}
+	if err := d.CopyDtoH(out, p); err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync after a failed stage: %w", err)
+	}
+	for i := range out {
+		want := in[i] ^ 0xff
+		if i < 3*piece {
+			want = in[i]
+		}
+		if out[i] != want {
+			return fmt.Errorf("after a failure in piece 3, byte %d is %#x, want %#x", i, out[i], want)
+		}
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func Run(w io.Writer, cfg Config) error {
 	if err := CheckDevice(g); err != nil {
 		fail("device contract", err)
 	} else {
-		fmt.Fprintf(w, "ok   device contract (alloc, copies in every direction, memset, stream order, pinned memory, tensors)\n")
+		fmt.Fprintf(w, "ok   device contract (alloc, copies in every direction, memset, stream order, pinned memory, staging in pieces, tensors)\n")
 	}
 	sizes := cfg.Sizes
 	if sizes == nil {

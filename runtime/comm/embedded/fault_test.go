@@ -3,8 +3,10 @@ package embedded
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -387,5 +389,30 @@ func TestSplitLocalByHost(t *testing.T) {
 		if err != nil {
 			t.Errorf("rank %d: %v", r, err)
 		}
+	}
+}
+
+// TestListenReplacesStaleSocket: a socket file left at the path this
+// process would use next (by a killed process that had the same pid) does
+// not stop the next Listen.
+func TestListenReplacesStaleSocket(t *testing.T) {
+	dir := t.TempDir()
+	next := filepath.Join(dir, fmt.Sprintf("ghv-%d-%d.sock", os.Getpid(), sockSeq.Load()+1))
+	stale, err := net.ListenUnix("unix", &net.UnixAddr{Name: next, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.SetUnlinkOnClose(false)
+	stale.Close() // the file stays, as a killed process leaves it
+	if _, err := os.Stat(next); err != nil {
+		t.Fatalf("the stale socket file is gone already: %v", err)
+	}
+	l, err := Listen("local", "127.0.0.1:0", dir)
+	if err != nil {
+		t.Fatalf("Listen over a stale socket file: %v", err)
+	}
+	defer l.Close()
+	if l.path != next {
+		t.Fatalf("listened on %s, want %s", l.path, next)
 	}
 }

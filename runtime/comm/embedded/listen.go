@@ -66,6 +66,13 @@ func Listen(host, tcpAddr, unixDir string) (*Listeners, error) {
 		l.tcp.Close()
 		return nil, fmt.Errorf("embedded: listen: Unix socket path %q has %d bytes, more than the %d Linux allows; use a shorter directory", path, len(path), maxSockPath)
 	}
+	// The name holds this process's pid, which no live process shares: a
+	// file there was left by a dead process that had the same pid (killed
+	// before its Close), and would make the bind fail.
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		l.tcp.Close()
+		return nil, fmt.Errorf("embedded: listen: removing a stale Unix socket %s: %w", path, err)
+	}
 	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		l.tcp.Close()

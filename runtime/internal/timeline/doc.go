@@ -3,7 +3,9 @@
 // Horovod's timeline uses: each tensor name is a "process" row; negotiation
 // is a NEGOTIATE_<OP> span with one instant per rank that reported ready;
 // processing is an <OP> span with nested activity spans
-// (MEMCPY_IN_FUSION_BUFFER, MPI_ALLREDUCE, MEMCPY_OUT_FUSION_BUFFER, ...);
+// (MEMCPY_IN_FUSION_BUFFER, MPI_ALLREDUCE, MEMCPY_OUT_FUSION_BUFFER, and on
+// GPUs INIT_NCCL, NCCL_ALLREDUCE, MEMCPY_IN_HOST_BUFFER, SCALE_ON_HOST, ...:
+// acts.go);
 // CYCLE_START marks each background cycle when asked.
 //
 // On every row the events are in time order and properly nested: each E

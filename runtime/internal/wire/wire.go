@@ -83,6 +83,21 @@ func (op ReduceOp) String() string {
 	return fmt.Sprintf("ReduceOp(%d)", uint8(op))
 }
 
+// Kernel is the element-wise reduction that carries op out: Min, Max
+// and Product are their own; Average, Sum and Adasum's pairwise steps add
+// (Average is Sum followed by the scale of PostscaleOver).
+func (op ReduceOp) Kernel() tensor.ReduceOp {
+	switch op {
+	case Min:
+		return tensor.Min
+	case Max:
+		return tensor.Max
+	case Product:
+		return tensor.Product
+	}
+	return tensor.Sum
+}
+
 // CPU is the Device value of a request for host memory; non-negative values
 // are GPU indices.
 const CPU int32 = -1
@@ -155,4 +170,24 @@ func FormatShape(shape []int64) string {
 		b = fmt.Appendf(b, "%d", d)
 	}
 	return string(append(b, ']'))
+}
+
+// PostscaleOver is the factor a reduction over size ranks applies after
+// reducing: the response's postscale, divided by size for an Average.
+func (r *Response) PostscaleOver(size int) float64 {
+	post := r.Postscale
+	if r.Op == Average {
+		post /= float64(size)
+	}
+	return post
+}
+
+// IntShape converts a shape as it travels (int64 dimensions) into the
+// tensor package's.
+func IntShape(s []int64) []int {
+	out := make([]int, len(s))
+	for i, d := range s {
+		out[i] = int(d)
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-//go:build cgo && !mpi
+//go:build !mpi && !nogpu
 
 package gpucheck
 
@@ -14,7 +14,7 @@ import (
 	"github.com/gohorovod/gohorovod/cuda"
 )
 
-// TestRunAgainstMocks runs the whole check through the real cgo shim and
+// TestRunAgainstMocks runs the whole check through the real loader (purego) and
 // the runtime's NCCL adapter against the cuda package's mock libraries
 // (device memory is host memory there; the mock NCCL has one rank).
 func TestRunAgainstMocks(t *testing.T) {

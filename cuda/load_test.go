@@ -1,4 +1,4 @@
-//go:build cgo
+//go:build linux && (amd64 || arm64) && !nogpu
 
 package cuda_test
 
@@ -8,9 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
 
 	"github.com/gohorovod/gohorovod/cuda"
 	"github.com/gohorovod/gohorovod/cuda/internal/gpucheck"
@@ -21,19 +25,46 @@ import (
 // under their real sonames.
 func mocks(t *testing.T) (cudart, nccl string) {
 	t.Helper()
+	return buildMocks(t, "libcudart.so.12")
+}
+
+// buildMocks builds the mocks with the C compiler flags given (the
+// cudaMemcpyBatchAsync variants), the CUDA runtime under the name given.
+func buildMocks(t *testing.T, cudartName string, cflags ...string) (cudart, nccl string) {
+	t.Helper()
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
 		t.Skip("gcc not found: cannot build the mock CUDA libraries")
 	}
 	dir := t.TempDir()
-	cudart = filepath.Join(dir, "libcudart.so.12")
+	cudart = filepath.Join(dir, cudartName)
 	nccl = filepath.Join(dir, "libnccl.so.2")
 	for _, b := range [][2]string{{"testdata/mockcudart.c", cudart}, {"testdata/mocknccl.c", nccl}} {
-		if out, err := exec.Command(gcc, "-shared", "-fPIC", "-o", b[1], b[0]).CombinedOutput(); err != nil {
+		args := append([]string{"-shared", "-fPIC", "-o", b[1], b[0]}, cflags...)
+		if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
 			t.Fatalf("building %s: %v\n%s", b[1], err, out)
 		}
 	}
 	return cudart, nccl
+}
+
+// mockCounts reads the mock CUDA runtime's counters: cudaMemcpyAsync
+// calls, cudaMemcpyBatchAsync calls, the copies in them,
+// cudaStreamWaitEvent calls and streams created.
+func mockCounts(t *testing.T, cudart string) [5]int64 {
+	t.Helper()
+	h, err := purego.Dlopen(cudart, purego.RTLD_NOW|purego.RTLD_LOCAL) // the loaded library's handle
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer purego.Dlclose(h)
+	fn, err := purego.Dlsym(h, "mockCounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c [5]int64
+	purego.SyscallN(fn, uintptr(unsafe.Pointer(&c[0])))
+	return c
 }
 
 // noCUDA skips when this machine has a real CUDA runtime on the default
@@ -156,21 +187,32 @@ func TestSearchSkipsAnImpostorAndFindsTheLibrary(t *testing.T) {
 }
 
 // TestGPUCheckAgainstMocks runs the whole gpucheck program through the real
-// cgo shim against the mock libraries, on device 1 so that a call that
+// purego shim against the mock libraries, on device 1 so that a call that
 // forgot to make its device current fails (the mock checks it per thread).
 func TestGPUCheckAgainstMocks(t *testing.T) {
-	cudart, nccl := mocks(t)
-	var out bytes.Buffer
-	cfg := gpucheck.Config{Load: cuda.LoadConfig{CudartPath: cudart, NCCLPath: nccl}, Device: 1, Iters: 2,
-		HostBytes: 1 << 16, NCCL: true, Sizes: []int{1000, 4096, 7}}
-	if err := gpucheck.Run(&out, cfg); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	for _, want := range []string{"CUDA runtime 12.4", "driver supports CUDA 12.6", "2 device(s)", "GPU 1 (0000:3b:00.0) sm_90, 132 SMs, 80.0 GiB",
-		"ok   device contract", "fusion copy in (3 tensors)", "ok   NCCL 2.21.5", "PASS"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
+	for _, tc := range []struct {
+		name, soname, version, fusion string
+		cflags                        []string
+	}{
+		{"12.4", "libcudart.so.12", "CUDA runtime 12.4", "fusion copy in (3 tensors, 4 streams)", nil},
+		{"13.0", "libcudart.so.13", "CUDA runtime 13.0", "fusion copy in (3 tensors, cudaMemcpyBatchAsync)",
+			[]string{"-DMOCK_VERSION=13000", "-DMOCK_BATCH=13"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cudart, nccl := buildMocks(t, tc.soname, tc.cflags...)
+			var out bytes.Buffer
+			cfg := gpucheck.Config{Load: cuda.LoadConfig{CudartPath: cudart, NCCLPath: nccl}, Device: 1, Iters: 2,
+				HostBytes: 1 << 16, NCCL: true, Sizes: []int{1000, 4096, 7}}
+			if err := gpucheck.Run(&out, cfg); err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			for _, want := range []string{tc.version, "driver supports CUDA 12.6", "2 device(s)", "GPU 1 (0000:3b:00.0) sm_90, 132 SMs, 80.0 GiB",
+				"ok   device contract", tc.fusion, "x plain", "ok   NCCL 2.21.5", "PASS"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("output lacks %q:\n%s", want, out.String())
+				}
+			}
+		})
 	}
 }
 
@@ -269,4 +311,95 @@ func TestRuntimeErrorsCarryCUDAStrings(t *testing.T) {
 		t.Errorf("AllReduce after Destroy = %v", err)
 	}
 	must(t, rt.Free(0, p))
+}
+
+// TestCopyBatchAgainstMocks copies a fusion buffer's tensors with
+// GPU.CopyDtoDBatch through the three kinds of runtime: before CUDA 12.8
+// (no cudaMemcpyBatchAsync: the copies are spread over side streams,
+// forked and joined with events), 12.8 (the batch call with failIdx) and
+// 13.0 (without). Each must move every byte, with one call where it can,
+// and name the copy that failed where the runtime says.
+func TestCopyBatchAgainstMocks(t *testing.T) {
+	for _, tc := range []struct {
+		name, soname string
+		cflags       []string
+		batch        bool
+		failText     string
+	}{
+		{"12.4 fan-out", "libcudart.so.12", nil, false, "batched copy 3: "},
+		{"12.8 batch", "libcudart.so.12", []string{"-DMOCK_VERSION=12080", "-DMOCK_BATCH=12"}, true, "failed at copy 3 ("},
+		{"13.0 batch", "libcudart.so.13", []string{"-DMOCK_VERSION=13000", "-DMOCK_BATCH=13"}, true, "cudaMemcpyBatchAsync (6 copies)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cudart, _ := buildMocks(t, tc.soname, tc.cflags...)
+			rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
+			must(t, err)
+			if rt.HasMemcpyBatch() != tc.batch {
+				t.Fatalf("HasMemcpyBatch = %v with %v", rt.HasMemcpyBatch(), rt.Version())
+			}
+			g, err := rt.OpenDevice(1)
+			must(t, err)
+			sizes := []int{1000, 4, 0, 77777, 256, 3, 12345}
+			var srcs, dsts []uintptr
+			total := 0
+			for _, n := range sizes {
+				total += n
+			}
+			fused, err := g.Alloc(total)
+			must(t, err)
+			off := 0
+			for i, n := range sizes {
+				p, err := g.Alloc(n)
+				must(t, err)
+				if n > 0 {
+					b := make([]byte, n)
+					for j := range b {
+						b[j] = byte(i*31 + j)
+					}
+					must(t, g.CopyHtoD(p, b))
+				}
+				srcs, dsts = append(srcs, p), append(dsts, fused+uintptr(off))
+				off += n
+			}
+			before := mockCounts(t, cudart)
+			must(t, g.CopyDtoDBatch(dsts, srcs, sizes))
+			got := make([]byte, total)
+			must(t, g.CopyDtoH(got, fused))
+			must(t, g.Sync())
+			after := mockCounts(t, cudart)
+			off = 0
+			for i, n := range sizes {
+				for j := 0; j < n; j++ {
+					if got[off+j] != byte(i*31+j) {
+						t.Fatalf("tensor %d byte %d = %d, want %d", i, j, got[off+j], byte(i*31+j))
+					}
+				}
+				off += n
+			}
+			calls, batched, waits := after[0]-before[0], after[1]-before[1], after[3]-before[3]
+			if tc.batch && (batched != 1 || after[2]-before[2] != 6 || calls != 1 || waits != 0) {
+				t.Errorf("batch: %d batch calls of %d copies, %d cudaMemcpyAsync, %d waits; want 1 of 6 (the empty copy left out), 1 (the read back), 0",
+					batched, after[2]-before[2], calls, waits)
+			}
+			if !tc.batch && (batched != 0 || calls != 7 || waits != 2*cuda.FanOutStreams || after[4] != 1+cuda.FanOutStreams) {
+				t.Errorf("fan-out: %d batch calls, %d cudaMemcpyAsync, %d waits, %d streams; want 0, 7, %d, %d",
+					batched, calls, waits, after[4], 2*cuda.FanOutStreams, 1+cuda.FanOutStreams)
+			}
+			// A source outside device memory: the error names the copy
+			// where the runtime says which (12.8), and nothing hangs.
+			host := make([]byte, 64)
+			bad := append([]uintptr(nil), srcs...)
+			bad[3] = uintptr(unsafe.Pointer(&host[0]))
+			err = g.CopyDtoDBatch(dsts, bad, sizes)
+			if err == nil || !strings.Contains(err.Error(), tc.failText) {
+				t.Errorf("bad batch: %v, want %q", err, tc.failText)
+			}
+			runtime.KeepAlive(host)
+			must(t, g.Sync())
+			for _, p := range append(srcs, fused) {
+				must(t, g.Free(p))
+			}
+			must(t, g.Close())
+		})
+	}
 }

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// summed fills tensors of the given sizes with what an allreduce Sum over n
+// ranks of fillRanked's values gives.
+func summed(n int, sizes ...int) []*tensor.Tensor {
+	ts := make([]*tensor.Tensor, len(sizes))
+	for i, sz := range sizes {
+		ts[i] = tensor.New(tensor.Float32, sz)
+		v := ts[i].Float32s()
+		for j := range v {
+			for r := 0; r < n; r++ {
+				v[j] += pattern(i, j) + float32(r+1)
+			}
+		}
+	}
+	return ts
+}
+
+func TestVerifyCountsEveryElement(t *testing.T) {
+	ts := summed(3, 5, 1, 40)
+	got, err := verify("c", ts, func(i, j int) float64 { return expectedSum(i, j, 3) }, 0)
+	if err != nil || got != 46 {
+		t.Fatalf("verify = %d, %v; want 46, nil", got, err)
+	}
+}
+
+func TestVerifyNamesTheWrongElement(t *testing.T) {
+	for _, bad := range []float32{0, float32(math.NaN()), float32(math.Inf(1))} {
+		ts := summed(2, 5, 7, 3)
+		ts[1].Float32s()[4] = bad
+		want := expectedSum(1, 4, 2)
+		_, err := verify("resnet50", ts, func(i, j int) float64 { return expectedSum(i, j, 2) }, 0)
+		if err == nil {
+			t.Fatalf("element 4 of tensor 1 set to %v: no error", bad)
+		}
+		for _, s := range []string{"case resnet50", "tensor 1", "element 4", "got " + fmt.Sprint(bad), "want " + fmt.Sprint(want)} {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("error %q does not name %q", err, s)
+			}
+		}
+	}
+}
+
+func TestVerifyLastElement(t *testing.T) {
+	ts := summed(2, 3, 3)
+	ts[1].Float32s()[2]++ // an exact sum is wanted
+	_, err := verify("c", ts, func(i, j int) float64 { return expectedSum(i, j, 2) }, 0)
+	if err == nil || !strings.Contains(err.Error(), "tensor 1 element 2:") {
+		t.Fatalf("err = %v; want tensor 1 element 2 named", err)
+	}
+}
+
+func TestVerifyTolerance(t *testing.T) {
+	ts := []*tensor.Tensor{tensor.FromFloat32([]float32{float32(10.0 / 3)})}
+	want := func(int, int) float64 { return 10.0 / 3 }
+	if _, err := verify("c", ts, want, averageTol(3)); err != nil {
+		t.Fatalf("within tolerance: %v", err)
+	}
+	ts[0].Float32s()[0] = 3.3
+	if _, err := verify("c", ts, want, averageTol(3)); err == nil {
+		t.Fatal("3.3 for 10/3 accepted")
+	}
+	if averageTol(2) != 0 || averageTol(8) != 0 || averageTol(1) != 0 {
+		t.Fatal("averages over a power of two ranks are exact")
+	}
+}

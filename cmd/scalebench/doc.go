@@ -1,0 +1,31 @@
+// Command scalebench measures how a data-parallel training job scales on
+// this machine: it runs a training program (examples/mnist by default)
+// under a launcher at np 1, 2, 4, ... up to the number of cores, and, for
+// each np, the bound: np independent single-rank copies of the same
+// program running at once, whose samples/s are summed (what np ranks
+// could reach if communication cost nothing and they only shared the
+// machine). It prints samples/s, the bound, the ideal (np times one
+// rank's) and the efficiency against each, and draws them in a PNG.
+//
+//	go build -tags mpi -o bin/ ./examples/mnist ./cmd/scalebench
+//	bin/scalebench -program bin/mnist -max-np 8 -png scaling.png -- --epochs 2 --train-limit 30000
+//
+// The throughput of a run is the last epoch's "samples/s" figure that the
+// program prints (the first epoch pays for start-up), or the
+// samples_per_s_total that examples/synthetic prints.
+//
+// With -sweep it checks autotuning instead: at -np ranks it runs the
+// defaults, every fusion threshold by cycle time pair of -fusion and
+// -cycle (set through HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME),
+// and a run with HOROVOD_AUTOTUNE=1, -rounds times in a rotated order, and
+// prints each setting's median samples/s, its ratio to the best fixed
+// setting, and the autotuned run against the best fixed setting and the
+// defaults. The autotuned run's figure must come from steps run after the
+// tuner had finished (mnist's last epoch must not be marked
+// "(autotuning)"; synthetic warms up until tuning ends), else the sweep
+// stops with an error; HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE and the other
+// autotune variables in scalebench's environment shorten the tuning.
+//
+//	bin/scalebench -sweep -np 2 -program bin/mnist -- --epochs 4
+//	bin/scalebench -sweep -np 2 -program bin/synthetic -fusion 1,4,16,64 -cycle 1,5,25 -- --model resnet50
+package main

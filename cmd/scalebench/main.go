@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gohorovod/gohorovod/internal/scaling"
+	"github.com/gohorovod/gohorovod/runtime/config"
+)
+
+func main() {
+	program := flag.String("program", "bin/mnist", "the training program (prints \"epoch N: ... X samples/s\")")
+	launcher := flag.String("launcher", "scripts/mpirun.sh", "runs the program at np ranks as LAUNCHER NP PROGRAM ARGS...")
+	maxNP := flag.Int("max-np", runtime.NumCPU(), "largest np (np doubles from 1)")
+	pngPath := flag.String("png", "scaling.png", "where to write the plot (empty: none)")
+	title := flag.String("title", "", "the plot's title (default: the program and this machine's cores)")
+	sweep := flag.Bool("sweep", false, "instead of scaling: at -np ranks, run the defaults, every -fusion by -cycle setting and an autotuned run, -rounds times interleaved, and compare the tuned run with the best fixed setting")
+	np := flag.Int("np", 2, "with -sweep: the ranks")
+	fusions := flag.String("fusion", "1,4,16,64", "with -sweep: fusion thresholds in MiB")
+	cycles := flag.String("cycle", "1,5,25", "with -sweep: cycle times in ms")
+	rounds := flag.Int("rounds", 3, "with -sweep: runs of each setting (the table gives their median)")
+	flag.Parse()
+	args := flag.Args()
+	if *sweep {
+		if err := runSweep(*launcher, *np, *program, args, *fusions, *cycles, *rounds); err != nil {
+			fail(err)
+		}
+		return
+	}
+	if *maxNP < 1 {
+		fail(fmt.Errorf("-max-np %d: want at least 1", *maxNP))
+	}
+	var pts []scaling.Point
+	single := 0.0
+	for np := 1; np <= *maxNP; np *= 2 {
+		measured, err := launched(*launcher, np, *program, args)
+		if err != nil {
+			fail(fmt.Errorf("np %d: %w", np, err))
+		}
+		bound, err := independent(np, *program, args)
+		if err != nil {
+			fail(fmt.Errorf("bound at np %d: %w", np, err))
+		}
+		if np == 1 {
+			single = bound
+		}
+		pts = append(pts, scaling.Point{NP: np, Measured: measured, Bound: bound})
+		fmt.Fprintf(os.Stderr, "scalebench: np %d: %.0f samples/s, bound %.0f\n", np, measured, bound)
+	}
+	if err := scaling.Table(os.Stdout, pts, single); err != nil {
+		fail(err)
+	}
+	if *pngPath == "" {
+		return
+	}
+	t := *title
+	if t == "" {
+		t = fmt.Sprintf("%s on %d cores", *program, runtime.NumCPU())
+	}
+	f, err := os.Create(*pngPath)
+	if err != nil {
+		fail(err)
+	}
+	if err := scaling.Plot(f, t, pts, single); err != nil {
+		fail(err)
+	}
+	if err := f.Close(); err != nil {
+		fail(err)
+	}
+	fmt.Println("plot:", *pngPath)
+}
+
+// launched runs the program under the launcher at np ranks and returns its
+// samples/s.
+func launched(launcher string, np int, program string, args []string) (float64, error) {
+	out, err := run(launcher, append([]string{fmt.Sprint(np), program}, args...)...)
+	if err != nil {
+		return 0, err
+	}
+	return scaling.Rate(bytes.NewReader(out))
+}
+
+// independent runs np single-rank copies of the program at once (no
+// launcher: each is rank 0 of a job of one) and returns their summed
+// samples/s.
+func independent(np int, program string, args []string) (float64, error) {
+	rates := make([]float64, np)
+	errs := make([]error, np)
+	var wg sync.WaitGroup
+	for i := range np {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := run(program, args...)
+			if err == nil {
+				rates[i], err = scaling.Rate(bytes.NewReader(out))
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	sum := 0.0
+	for i, r := range rates {
+		if errs[i] != nil {
+			return 0, fmt.Errorf("copy %d: %w", i, errs[i])
+		}
+		sum += r
+	}
+	return sum, nil
+}
+
+// runSweep measures the settings of scaling.Grid at np ranks, rounds
+// times, each round in a rotated order, and prints the table.
+func runSweep(launcher string, np int, program string, args []string, fusions, cycles string, rounds int) error {
+	fs, err := floats(fusions)
+	if err != nil {
+		return fmt.Errorf("-fusion: %w", err)
+	}
+	cs, err := floats(cycles)
+	if err != nil {
+		return fmt.Errorf("-cycle: %w", err)
+	}
+	if np < 1 || rounds < 1 {
+		return fmt.Errorf("-np %d, -rounds %d: want at least 1", np, rounds)
+	}
+	d := config.Default()
+	settings := scaling.Grid(fs, cs, float64(d.FusionThreshold)/(1<<20), float64(d.CycleTime)/float64(time.Millisecond))
+	rates := make([][]float64, len(settings))
+	for r := range rounds {
+		for _, i := range scaling.Order(len(settings), r) {
+			s := settings[i]
+			out, err := runEnv(s.Env, launcher, append([]string{fmt.Sprint(np), program}, args...)...)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Name, err)
+			}
+			rate, err := scaling.Rate(bytes.NewReader(out))
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Name, err)
+			}
+			rates[i] = append(rates[i], rate)
+			fmt.Fprintf(os.Stderr, "scalebench: round %d: %s: %.0f samples/s\n", r+1, s.Name, rate)
+		}
+	}
+	res, err := scaling.Summarize(settings, rates)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s at np %d, %d rounds, median samples/s\n", program, np, rounds)
+	return scaling.SweepTable(os.Stdout, res, rates)
+}
+
+func floats(list string) ([]float64, error) {
+	var vs []float64
+	for _, f := range strings.Split(list, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("bad value %q", f)
+		}
+		vs = append(vs, v)
+	}
+	return vs, nil
+}
+
+// run returns a command's standard output; its standard error is passed on,
+// and a failure quotes the output's tail.
+func run(name string, args ...string) ([]byte, error) { return runEnv(nil, name, args...) }
+
+// runEnv is run with env added to this process's environment.
+func runEnv(env []string, name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(name, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tail := out
+		if len(tail) > 2000 {
+			tail = tail[len(tail)-2000:]
+		}
+		return nil, fmt.Errorf("%s: %w\n%s", name, err, tail)
+	}
+	return out, nil
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "scalebench:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,102 @@
+package scaling
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"regexp"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Point is one process count's measurements, in samples per second.
+type Point struct {
+	NP       int
+	Measured float64 // the data-parallel job over NP ranks
+	Bound    float64 // NP independent single-rank jobs running at once, summed
+}
+
+// Ideal is NP times the single-rank throughput single.
+func (p Point) Ideal(single float64) float64 { return float64(p.NP) * single }
+
+// Efficiency is Measured over Bound (0 when there is no bound).
+func (p Point) Efficiency() float64 {
+	if p.Bound <= 0 {
+		return 0
+	}
+	return p.Measured / p.Bound
+}
+
+var samplesRE = regexp.MustCompile(`epoch (\d+):.*?([0-9.]+) samples/s`)
+
+// ErrNoThroughput is returned when output holds no epoch line with a
+// samples/s figure.
+var ErrNoThroughput = errors.New("scaling: no \"epoch N: ... X samples/s\" line in the output")
+
+// Table writes one line per point: np, measured, bound, ideal, and the
+// efficiency against the bound and against the ideal. single is the
+// one-rank throughput.
+func Table(w io.Writer, pts []Point, single float64) error {
+	if _, err := fmt.Fprintf(w, "%4s %12s %12s %12s %10s %10s\n", "np", "samples/s", "bound", "ideal", "vs bound", "vs ideal"); err != nil {
+		return err
+	}
+	for _, p := range pts {
+		ideal := p.Ideal(single)
+		if _, err := fmt.Fprintf(w, "%4d %12.0f %12.0f %12.0f %9.1f%% %9.1f%%\n",
+			p.NP, p.Measured, p.Bound, ideal, 100*p.Efficiency(), 100*p.Measured/ideal); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Plot draws samples/s against np: the ideal (np times one rank's), the
+// bound and the measured lines, titled title, as a PNG of 6 x 4 inches
+// written to w.
+func Plot(w io.Writer, title string, pts []Point, single float64) error {
+	if len(pts) == 0 {
+		return errors.New("scaling: nothing to plot")
+	}
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "ranks (np)"
+	p.Y.Label.Text = "samples/s"
+	p.Legend.Top, p.Legend.Left = true, true
+	ideal, bound, measured := make(plotter.XYs, len(pts)), make(plotter.XYs, len(pts)), make(plotter.XYs, len(pts))
+	for i, pt := range pts {
+		x := float64(pt.NP)
+		ideal[i] = plotter.XY{X: x, Y: pt.Ideal(single)}
+		bound[i] = plotter.XY{X: x, Y: pt.Bound}
+		measured[i] = plotter.XY{X: x, Y: pt.Measured}
+	}
+	for _, l := range []struct {
+		name string
+		xys  plotter.XYs
+		c    color.RGBA
+		dash bool
+	}{
+		{"ideal (np x one rank)", ideal, color.RGBA{150, 150, 150, 255}, true},
+		{"bound (np independent jobs)", bound, color.RGBA{30, 110, 200, 255}, true},
+		{"measured", measured, color.RGBA{210, 60, 40, 255}, false},
+	} {
+		line, points, err := plotter.NewLinePoints(l.xys)
+		if err != nil {
+			return err
+		}
+		line.Color, points.Color = l.c, l.c
+		if l.dash {
+			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(line, points)
+		p.Legend.Add(l.name, line, points)
+	}
+	wt, err := p.WriterTo(6*vg.Inch, 4*vg.Inch, "png")
+	if err != nil {
+		return err
+	}
+	_, err = wt.WriteTo(w)
+	return err
+}

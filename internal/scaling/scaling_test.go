@@ -1,0 +1,57 @@
+package scaling
+
+import (
+	"bytes"
+	"errors"
+	"image/png"
+	"strings"
+	"testing"
+)
+
+func TestRate(t *testing.T) {
+	out := `[1,0]<stdout>:mnist: 2 ranks
+[1,0]<stdout>:epoch 1: loss 0.2617  test accuracy 95.01%  1.6s (34% in Step)  36986 samples/s  lr 0.1
+[1,0]<stdout>:epoch 2: loss 0.1018  test accuracy 97.47%  1.3s (20% in Step)  46896.5 samples/s  lr 0.05
+`
+	got, err := Rate(strings.NewReader(out))
+	if err != nil || got != 46896.5 {
+		t.Fatalf("got %v %v, want the last epoch's 46896.5", got, err)
+	}
+	if _, err := Rate(strings.NewReader("no epochs here\n")); !errors.Is(err, ErrNoThroughput) {
+		t.Fatalf("no epoch line: %v", err)
+	}
+}
+
+func TestTableAndEfficiency(t *testing.T) {
+	pts := []Point{{NP: 1, Measured: 100, Bound: 100}, {NP: 2, Measured: 150, Bound: 180}}
+	if e := pts[1].Efficiency(); e != 150.0/180 {
+		t.Fatalf("efficiency %v", e)
+	}
+	if (Point{NP: 2, Measured: 1}).Efficiency() != 0 {
+		t.Fatal("no bound must give 0")
+	}
+	var b bytes.Buffer
+	if err := Table(&b, pts, 100); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "   2          150          180          200      83.3%      75.0%") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+}
+
+func TestPlotIsAPNG(t *testing.T) {
+	var b bytes.Buffer
+	if err := Plot(&b, "t", []Point{{1, 100, 100}, {2, 150, 180}, {4, 250, 330}}, 100); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := img.Bounds(); r.Dx() < 400 || r.Dy() < 250 {
+		t.Fatalf("image %v", r)
+	}
+	if err := Plot(&b, "t", nil, 1); err == nil {
+		t.Fatal("an empty plot must fail")
+	}
+}

@@ -1,0 +1,164 @@
+package runtime
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/autotune"
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// tuning is the global set's autotuning (HOROVOD_AUTOTUNE): rank 0 runs
+// the tuner (runtime/internal/autotune) on the bytes its cycles allreduce
+// and the time they take; at the start of every cycle while tuning, rank 0
+// broadcasts the setting, and every rank applies it to the same cycle. The
+// broadcast carries a done flag: after it, no rank broadcasts again.
+type tuning struct {
+	t       *autotune.Tuner // rank 0 only
+	log     *os.File        // HOROVOD_AUTOTUNE_LOG, rank 0 only
+	done    bool
+	bytes   int64     // allreduced since the last observation
+	since   time.Time // the last observation
+	msg     []int64   // the broadcast: fusion bytes, cycle ns, hier allreduce, hier allgather, chunk, fusion chunk, done
+	applied autotune.Params
+}
+
+// openTuning starts autotuning on the global set's loop when the
+// configuration asks for it. The knobs that differ from their defaults
+// were set by the user and stay fixed; the response cache is never
+// switched (it stays as configured). After Horovod's knobs the tuner
+// tries the runtime's own piece sizes (WithChunkBytes and
+// WithFusionChunkBytes, a few values each) on the global set.
+func (l *loop) openTuning() error {
+	if !l.cfg.Autotune || l.size == 1 {
+		l.r.stats.tuning.Store(false) // a runtime initialised again
+		return nil
+	}
+	d := config.Default()
+	init := autotune.Params{FusionBytes: l.cfg.FusionThreshold, CycleTime: l.cfg.CycleTime,
+		HierarchicalAllreduce: l.cfg.HierarchicalAllreduce, HierarchicalAllgather: l.cfg.HierarchicalAllgather,
+		CacheEnabled: l.cfg.CacheCapacity > 0, ChunkBytes: int64(l.chunk), FusionChunkBytes: int64(l.fuseChunk)}
+	tu := &tuning{msg: make([]int64, 7), applied: init, since: time.Now()}
+	if l.rank == 0 {
+		fixed := map[string]bool{
+			autotune.DimFusionMB:               l.cfg.FusionThreshold != d.FusionThreshold,
+			autotune.DimCycleTimeMs:            l.cfg.CycleTime != d.CycleTime,
+			autotune.BoolHierarchicalAllreduce: l.hier == nil || l.cfg.HierarchicalAllreduce,
+			autotune.BoolHierarchicalAllgather: l.hier == nil || l.cfg.HierarchicalAllgather,
+			autotune.BoolCacheEnabled:          true,
+			autotune.ChoiceChunkBytes:          l.chunk != defaultChunkBytes,
+			autotune.ChoiceFusionChunkBytes:    l.fuseChunk != defaultFusionChunkBytes,
+		}
+		c := autotune.Config{Initial: init, Fixed: fixed, MaxSamples: l.cfg.AutotuneMaxSamples,
+			WarmupSamples: l.cfg.AutotuneWarmupSamples, StepsPerSample: l.cfg.AutotuneStepsPerSample,
+			Noise: l.cfg.AutotuneNoise, Seed: 1, Choices: autotune.DefaultChoices(defaultChunkBytes, defaultFusionChunkBytes)}
+		if c.WarmupSamples == 0 {
+			c.WarmupSamples = -1 // the tuner's zero means its default; the knob's 0 means none
+		}
+		if l.cfg.AutotuneLog != "" {
+			f, err := os.Create(l.cfg.AutotuneLog)
+			if err != nil {
+				return fmt.Errorf("autotune log: %w", err)
+			}
+			tu.log, c.Log = f, f
+		}
+		tu.t = autotune.NewTuner(c)
+	}
+	l.tune = tu
+	l.r.stats.tuning.Store(true)
+	return nil
+}
+
+// syncTuning runs at the start of a global cycle while tuning: rank 0's
+// setting reaches every rank, which applies it.
+func (l *loop) syncTuning() error {
+	tu := l.tune
+	if tu == nil || tu.done {
+		return nil
+	}
+	if l.rank == 0 {
+		p := tu.t.Current()
+		tu.msg[0], tu.msg[1] = p.FusionBytes, int64(p.CycleTime)
+		tu.msg[2], tu.msg[3] = b2i(p.HierarchicalAllreduce), b2i(p.HierarchicalAllgather)
+		tu.msg[4], tu.msg[5], tu.msg[6] = p.ChunkBytes, p.FusionChunkBytes, b2i(tu.t.Done())
+	}
+	if err := l.com.Bcast(tensor.FromInt64(tu.msg), 0); err != nil {
+		return fmt.Errorf("autotune: broadcasting the setting: %w", err)
+	}
+	p := autotune.Params{FusionBytes: tu.msg[0], CycleTime: time.Duration(tu.msg[1]),
+		HierarchicalAllreduce: tu.msg[2] != 0, HierarchicalAllgather: tu.msg[3] != 0, CacheEnabled: tu.applied.CacheEnabled,
+		ChunkBytes: tu.msg[4], FusionChunkBytes: tu.msg[5]}
+	if p != tu.applied {
+		l.cfg.FusionThreshold, l.cfg.CycleTime = p.FusionBytes, p.CycleTime
+		l.cfg.HierarchicalAllreduce, l.cfg.HierarchicalAllgather = p.HierarchicalAllreduce, p.HierarchicalAllgather
+		l.chunk, l.fuseChunk = int(p.ChunkBytes), int(p.FusionChunkBytes)
+		tu.applied = p
+		l.log.Debug().Int64("fusion_threshold", p.FusionBytes).Dur("cycle_time", p.CycleTime).
+			Bool("hierarchical_allreduce", p.HierarchicalAllreduce).Bool("hierarchical_allgather", p.HierarchicalAllgather).
+			Int64("chunk_bytes", p.ChunkBytes).Int64("fusion_chunk_bytes", p.FusionChunkBytes).
+			Msg("autotune: new setting")
+	}
+	if tu.msg[6] != 0 {
+		tu.done = true
+		l.r.stats.tuning.Store(false)
+		if l.rank == 0 {
+			l.log.Info().Int64("fusion_threshold", p.FusionBytes).Dur("cycle_time", p.CycleTime).
+				Bool("hierarchical_allreduce", p.HierarchicalAllreduce).Bool("hierarchical_allgather", p.HierarchicalAllgather).
+				Int64("chunk_bytes", p.ChunkBytes).Int64("fusion_chunk_bytes", p.FusionChunkBytes).
+				Msg("Autotuner: best parameters kept")
+			tu.closeLog(l)
+		}
+	}
+	return nil
+}
+
+// observeTuning gives rank 0's tuner the bytes a cycle allreduced: one
+// observation per cycle that reduced something, timed from the last one.
+func (l *loop) observeTuning(resps []wire.Response) {
+	tu := l.tune
+	if tu == nil || tu.done || tu.t == nil {
+		return
+	}
+	for i := range resps {
+		r := &resps[i]
+		if t := wire.RequestType(r.Type); t != wire.Allreduce && t != wire.Adasum {
+			continue
+		}
+		for _, s := range r.Shapes {
+			n := int64(1)
+			for _, d := range s {
+				n *= d
+			}
+			tu.bytes += n * int64(r.DType.Size())
+		}
+	}
+	if tu.bytes == 0 {
+		return
+	}
+	now := time.Now()
+	tu.t.Observe(tu.bytes, now.Sub(tu.since))
+	tu.bytes, tu.since = 0, now
+}
+
+func (tu *tuning) closeLog(l *loop) {
+	if tu.log == nil {
+		return
+	}
+	if err := tu.t.Err(); err != nil {
+		l.log.Error().Err(err).Msg("autotune log")
+	}
+	if err := tu.log.Close(); err != nil {
+		l.log.Error().Err(err).Msg("autotune log")
+	}
+	tu.log = nil
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,57 @@
+//go:build (mpi && cgo) || gloo
+
+package runtime
+
+import (
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// TestMPIAutotune: as processes, rank 0's tuner finishes while the ranks
+// reduce, and every rank ends with the setting it kept, the runtime's
+// piece sizes included.
+func TestMPIAutotune(t *testing.T) {
+	cfg := testConfig()
+	cfg.Autotune = true
+	cfg.AutotuneWarmupSamples, cfg.AutotuneStepsPerSample, cfg.AutotuneMaxSamples = 0, 1, 6
+	cfg.FusionThreshold = 0 // set away from the default: fixed
+	r := new(Runtime)
+	if err := r.Init(append([]Option{WithConfig(cfg), WithoutMPIFinalize(), WithLogger(zerolog.Nop())}, worldOpts(t)...)...); err != nil {
+		t.Fatal(err)
+	}
+	for step := range 150 {
+		x := tensor.FromFloat32(make([]float32, 300_000)) // over the 1 MiB chunk the tuner tries
+		x.Float32s()[0] = 1
+		if err := r.AllreduceInPlace(mpiCtx(t), x, "w", Sum); err != nil {
+			t.Fatal(err)
+		}
+		if x.Float32s()[0] != float32(r.Size()) {
+			t.Fatalf("step %d: sum %v", step, x.Float32s()[0])
+		}
+	}
+	if err := r.Barrier(mpiCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	r.Shutdown()
+	l := r.loop
+	const n = 5
+	mine := []int64{l.cfg.FusionThreshold, int64(l.cfg.CycleTime), b2i(l.tune.done), int64(l.chunk), int64(l.fuseChunk)}
+	all := make([]int64, n*world.Size())
+	counts := make([]int, world.Size())
+	for i := range counts {
+		counts[i] = n
+	}
+	if err := world.Allgatherv(tensor.FromInt64(mine), tensor.FromInt64(all), counts); err != nil {
+		t.Fatal(err)
+	}
+	for k := range world.Size() {
+		got := all[n*k : n*(k+1)]
+		if got[0] != 0 || got[1] != all[1] || got[2] != 1 || got[3] != all[3] || got[4] != all[4] {
+			t.Fatalf("rank %d ended with fusion %d cycle %d done %d chunk %d fusion chunk %d; rank 0 with %v",
+				k, got[0], got[1], got[2], got[3], got[4], all[:n])
+		}
+	}
+}
