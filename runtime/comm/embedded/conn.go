@@ -49,6 +49,22 @@ const maxFrame = 1 << 46
 // header and written with one write; larger ones go out with writev.
 const smallWrite = 32 << 10
 
+// earlyCopyMax is the largest frame the reader keeps aside at once when its
+// receive is not posted yet; a larger one waits earlyGrace for it first
+// (see inbox and conn.readLoop).
+const earlyCopyMax = 4 << 10
+
+// earlyGrace is how long the reader waits for the receive of a large frame
+// before keeping the frame aside.
+const earlyGrace = 5 * time.Millisecond
+
+// expired is a channel that is always ready: wait for nothing.
+var expired = func() <-chan time.Time {
+	ch := make(chan time.Time)
+	close(ch)
+	return ch
+}()
+
 // readBuf is the size of each connection's read buffer.
 const readBuf = 64 << 10
 
@@ -115,19 +131,55 @@ func putHeader(h *[hdrLen]byte, kind byte, id, seq, fp uint64, n int) {
 	binary.LittleEndian.PutUint64(h[32:], uint64(n))
 }
 
-// inbox holds the receives posted for one communicator on one connection.
+// inbox holds the receives posted for one communicator on one connection,
+// and the frames that came before their receive (early).
+//
+// Communicators share each connection, so a frame at its head that waits
+// for a receive holds up the frames of every other communicator behind it.
+// Two goroutines working on two communicators at once (the background loop
+// and the training goroutine, say) could then each wait for a frame stuck
+// behind the other's: the reader stops waiting after a while and keeps the
+// frame aside instead (see conn.readLoop). Posts and early frames are
+// matched in arrival order, and at most one of the two queues is non-empty.
 type inbox struct {
 	mu     sync.Mutex
 	posted []*recvReq
 	head   int
+	early  []earlyFrame
+	ehead  int
 	kick   chan struct{} // capacity 1: wakes a reader waiting for a post
 	dead   bool          // the communicator is gone: discard its frames
-	lost   error         // the connection is gone: posts fail at once
+	lost   error         // the connection is gone: posts fail at once (after the early frames)
 }
 
-// post queues r, or fails it at once when the connection is gone.
+// earlyFrame is a data frame read before its receive was posted.
+type earlyFrame struct {
+	seq, fp uint64
+	data    []byte
+}
+
+// deliver completes r with the early frame e.
+func (r *recvReq) deliver(e earlyFrame) {
+	if err := r.match(e.seq, e.fp, len(e.data)); err != nil {
+		r.finish(err)
+		return
+	}
+	r.n = copy(r.buf, e.data)
+	r.finish(nil)
+}
+
+// post queues r, or completes it at once with the oldest early frame, or
+// fails it at once when the connection is gone.
 func (ib *inbox) post(r *recvReq) {
 	ib.mu.Lock()
+	if ib.ehead < len(ib.early) {
+		e := ib.popEarly()
+		ib.mu.Unlock()
+		if r.state.CompareAndSwap(stPosted, stTaken) {
+			r.deliver(e)
+		}
+		return
+	}
 	if ib.lost != nil {
 		ib.mu.Unlock()
 		if r.state.CompareAndSwap(stPosted, stTaken) {
@@ -143,40 +195,81 @@ func (ib *inbox) post(r *recvReq) {
 	}
 }
 
-// take returns the oldest posted receive, waiting for one; nil means the
-// frame is to be discarded (the communicator is gone, or the mesh closes).
-func (ib *inbox) take(closing <-chan struct{}) *recvReq {
+func (ib *inbox) popEarly() earlyFrame {
+	e := ib.early[ib.ehead]
+	ib.early[ib.ehead] = earlyFrame{}
+	ib.ehead++
+	if ib.ehead == len(ib.early) {
+		ib.early, ib.ehead = ib.early[:0], 0
+	}
+	return e
+}
+
+// popPosted returns the oldest posted receive still wanted, or nil. The
+// caller holds mu.
+func (ib *inbox) popPosted() *recvReq {
+	for ib.head < len(ib.posted) {
+		r := ib.posted[ib.head]
+		ib.posted[ib.head] = nil
+		ib.head++
+		if ib.head == len(ib.posted) {
+			ib.posted, ib.head = ib.posted[:0], 0
+		}
+		if r.state.CompareAndSwap(stPosted, stTaken) {
+			return r
+		}
+	}
+	return nil
+}
+
+// take returns the oldest posted receive, waiting for one. It returns nil
+// with discard set when the frame is to be discarded (the communicator is
+// gone, or the mesh closes), and nil without it when wait (nil: never) fires
+// first: the frame is then kept as an early frame (see keep).
+func (ib *inbox) take(closing <-chan struct{}, wait <-chan time.Time) (r *recvReq, discard bool) {
 	for {
 		ib.mu.Lock()
 		if ib.dead {
 			ib.mu.Unlock()
-			return nil
+			return nil, true
 		}
-		for ib.head < len(ib.posted) {
-			r := ib.posted[ib.head]
-			ib.posted[ib.head] = nil
-			ib.head++
-			if ib.head == len(ib.posted) {
-				ib.posted, ib.head = ib.posted[:0], 0
-			}
-			if r.state.CompareAndSwap(stPosted, stTaken) {
-				ib.mu.Unlock()
-				return r
-			}
+		if r := ib.popPosted(); r != nil {
+			ib.mu.Unlock()
+			return r, false
 		}
 		ib.mu.Unlock()
 		select {
 		case <-ib.kick:
+		case <-wait:
+			return nil, false
 		case <-closing:
-			return nil
+			return nil, true
 		}
 	}
+}
+
+// keep hands an early frame to a receive posted since take gave up, or
+// keeps it for the next post.
+func (ib *inbox) keep(e earlyFrame) {
+	ib.mu.Lock()
+	if ib.dead {
+		ib.mu.Unlock()
+		return
+	}
+	if r := ib.popPosted(); r != nil {
+		ib.mu.Unlock()
+		r.deliver(e)
+		return
+	}
+	ib.early = append(ib.early, e)
+	ib.mu.Unlock()
 }
 
 // kill marks the inbox's communicator gone.
 func (ib *inbox) kill() {
 	ib.mu.Lock()
 	ib.dead = true
+	ib.early, ib.ehead = nil, 0
 	ib.mu.Unlock()
 	select {
 	case ib.kick <- struct{}{}:
@@ -184,7 +277,9 @@ func (ib *inbox) kill() {
 	}
 }
 
-// failAll fails every posted receive and every later post with err.
+// failAll fails every posted receive and every later post with err (the
+// early frames, which came before the connection went, are still
+// delivered first).
 func (ib *inbox) failAll(err error) {
 	ib.mu.Lock()
 	ib.lost = err
@@ -334,6 +429,8 @@ func (c *conn) readLoop() {
 	// waits for that (see mesh.teardown).
 	defer c.closeWrite()
 	var h [hdrLen]byte
+	grace := time.NewTimer(time.Hour)
+	grace.Stop()
 	for {
 		if _, err := io.ReadFull(c.br, h[:]); err != nil {
 			c.fail(err, false)
@@ -366,12 +463,34 @@ func (c *conn) readLoop() {
 				_, err := io.ReadFull(c.br, dst)
 				return err
 			}
-			r := c.inbox(id).take(c.m.closing)
+			// A small frame whose receive is not posted yet is kept at
+			// once; a larger one waits a while for it (copying costs more
+			// than a short wait), then is kept too: the frames behind it
+			// may be what unblocks that receive (see inbox).
+			ib := c.inbox(id)
+			var wait <-chan time.Time
+			if n <= earlyCopyMax {
+				wait = expired
+			} else {
+				grace.Reset(earlyGrace)
+				wait = grace.C
+			}
+			r, discard := ib.take(c.m.closing, wait)
+			grace.Stop() // no stale tick is received after Stop (Go 1.23 timers)
 			if r == nil {
-				if err := read(nil); err != nil {
+				if discard {
+					if err := read(nil); err != nil {
+						c.fail(err, false)
+						return
+					}
+					continue
+				}
+				data := make([]byte, n)
+				if err := read(data); err != nil {
 					c.fail(err, false)
 					return
 				}
+				ib.keep(earlyFrame{seq: seq, fp: fp, data: data})
 				continue
 			}
 			if err := r.match(seq, fp, int(n)); err != nil {
