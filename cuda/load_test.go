@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -14,57 +13,17 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
-
 	"github.com/gohorovod/gohorovod/cuda"
 	"github.com/gohorovod/gohorovod/cuda/internal/gpucheck"
+	"github.com/gohorovod/gohorovod/internal/cudamock"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// mocks compiles testdata's stand-ins for libcudart and libnccl into dir
-// under their real sonames.
+// mocks returns the stand-ins for libcudart (CUDA 12.4) and libnccl
+// (internal/cudamock: built with gcc, or prebuilt where there is none).
 func mocks(t *testing.T) (cudart, nccl string) {
 	t.Helper()
-	return buildMocks(t, "libcudart.so.12")
-}
-
-// buildMocks builds the mocks with the C compiler flags given (the
-// cudaMemcpyBatchAsync variants), the CUDA runtime under the name given.
-func buildMocks(t *testing.T, cudartName string, cflags ...string) (cudart, nccl string) {
-	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not found: cannot build the mock CUDA libraries")
-	}
-	dir := t.TempDir()
-	cudart = filepath.Join(dir, cudartName)
-	nccl = filepath.Join(dir, "libnccl.so.2")
-	for _, b := range [][2]string{{"testdata/mockcudart.c", cudart}, {"testdata/mocknccl.c", nccl}} {
-		args := append([]string{"-shared", "-fPIC", "-o", b[1], b[0]}, cflags...)
-		if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", b[1], err, out)
-		}
-	}
-	return cudart, nccl
-}
-
-// mockCounts reads the mock CUDA runtime's counters: cudaMemcpyAsync
-// calls, cudaMemcpyBatchAsync calls, the copies in them,
-// cudaStreamWaitEvent calls and streams created.
-func mockCounts(t *testing.T, cudart string) [5]int64 {
-	t.Helper()
-	h, err := purego.Dlopen(cudart, purego.RTLD_NOW|purego.RTLD_LOCAL) // the loaded library's handle
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer purego.Dlclose(h)
-	fn, err := purego.Dlsym(h, "mockCounts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c [5]int64
-	purego.SyscallN(fn, uintptr(unsafe.Pointer(&c[0])))
-	return c
+	return cudamock.Libraries(t, cudamock.CUDA124)
 }
 
 // noCUDA skips when this machine has a real CUDA runtime on the default
@@ -191,15 +150,14 @@ func TestSearchSkipsAnImpostorAndFindsTheLibrary(t *testing.T) {
 // forgot to make its device current fails (the mock checks it per thread).
 func TestGPUCheckAgainstMocks(t *testing.T) {
 	for _, tc := range []struct {
-		name, soname, version, fusion string
-		cflags                        []string
+		name, version, fusion string
+		v                     cudamock.Variant
 	}{
-		{"12.4", "libcudart.so.12", "CUDA runtime 12.4", "fusion copy in (3 tensors, 4 streams)", nil},
-		{"13.0", "libcudart.so.13", "CUDA runtime 13.0", "fusion copy in (3 tensors, cudaMemcpyBatchAsync)",
-			[]string{"-DMOCK_VERSION=13000", "-DMOCK_BATCH=13"}},
+		{"12.4", "CUDA runtime 12.4", "fusion copy in (3 tensors, 4 streams)", cudamock.CUDA124},
+		{"13.0", "CUDA runtime 13.0", "fusion copy in (3 tensors, cudaMemcpyBatchAsync)", cudamock.CUDA130},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cudart, nccl := buildMocks(t, tc.soname, tc.cflags...)
+			cudart, nccl := cudamock.Libraries(t, tc.v)
 			var out bytes.Buffer
 			cfg := gpucheck.Config{Load: cuda.LoadConfig{CudartPath: cudart, NCCLPath: nccl}, Device: 1, Iters: 2,
 				HostBytes: 1 << 16, NCCL: true, Sizes: []int{1000, 4096, 7}}
@@ -321,17 +279,17 @@ func TestRuntimeErrorsCarryCUDAStrings(t *testing.T) {
 // and name the copy that failed where the runtime says.
 func TestCopyBatchAgainstMocks(t *testing.T) {
 	for _, tc := range []struct {
-		name, soname string
-		cflags       []string
-		batch        bool
-		failText     string
+		name     string
+		v        cudamock.Variant
+		batch    bool
+		failText string
 	}{
-		{"12.4 fan-out", "libcudart.so.12", nil, false, "batched copy 3: "},
-		{"12.8 batch", "libcudart.so.12", []string{"-DMOCK_VERSION=12080", "-DMOCK_BATCH=12"}, true, "failed at copy 3 ("},
-		{"13.0 batch", "libcudart.so.13", []string{"-DMOCK_VERSION=13000", "-DMOCK_BATCH=13"}, true, "cudaMemcpyBatchAsync (6 copies)"},
+		{"12.4 fan-out", cudamock.CUDA124, false, "batched copy 3: "},
+		{"12.8 batch", cudamock.CUDA128, true, "failed at copy 3 ("},
+		{"13.0 batch", cudamock.CUDA130, true, "cudaMemcpyBatchAsync (6 copies)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cudart, _ := buildMocks(t, tc.soname, tc.cflags...)
+			cudart, _ := cudamock.Libraries(t, tc.v)
 			rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
 			must(t, err)
 			if rt.HasMemcpyBatch() != tc.batch {
@@ -361,12 +319,12 @@ func TestCopyBatchAgainstMocks(t *testing.T) {
 				srcs, dsts = append(srcs, p), append(dsts, fused+uintptr(off))
 				off += n
 			}
-			before := mockCounts(t, cudart)
+			before := cudamock.Counts(t, cudart)
 			must(t, g.CopyDtoDBatch(dsts, srcs, sizes))
 			got := make([]byte, total)
 			must(t, g.CopyDtoH(got, fused))
 			must(t, g.Sync())
-			after := mockCounts(t, cudart)
+			after := cudamock.Counts(t, cudart)
 			off = 0
 			for i, n := range sizes {
 				for j := 0; j < n; j++ {

@@ -4,31 +4,20 @@ package gpucheck
 
 import (
 	"bytes"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/cuda"
+	"github.com/gohorovod/gohorovod/internal/cudamock"
 )
 
 // TestRunAgainstMocks runs the whole check through the real loader (purego) and
-// the runtime's NCCL adapter against the cuda package's mock libraries
+// the runtime's NCCL adapter against the mock libraries of internal/cudamock
 // (device memory is host memory there; the mock NCCL has one rank).
 func TestRunAgainstMocks(t *testing.T) {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not found")
-	}
-	dir := t.TempDir()
-	cudart, nccl := filepath.Join(dir, "libcudart.so.12"), filepath.Join(dir, "libnccl.so.2")
-	for _, b := range [][2]string{{"../../../../cuda/testdata/mockcudart.c", cudart}, {"../../../../cuda/testdata/mocknccl.c", nccl}} {
-		if out, err := exec.Command(gcc, "-shared", "-fPIC", "-o", b[1], b[0]).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", b[1], err, out)
-		}
-	}
+	cudart, nccl := cudamock.Libraries(t, cudamock.CUDA124)
 	var out bytes.Buffer
 	cfg := Config{Load: cuda.LoadConfig{CudartPath: cudart, NCCLPath: nccl}, Device: 1, NCCL: true, Elems: 1 << 10, Iters: 2, Log: zerolog.Nop()}
 	if err := Run(&out, cfg); err != nil {
