@@ -276,11 +276,14 @@ func (g *GPU) Stage(p uintptr, host []byte, piece int, fn func(b []byte) error) 
 	}
 	queued := 0
 	defer func() {
-		// On failure, let the copies already queued finish before the
-		// caller may reuse host; and always join the upload stream, so
-		// that Sync covers the copies back.
+		// On failure, let the copies already queued, both ways, finish
+		// before the caller may reuse host; and always join the upload
+		// stream, so that Sync covers the copies back.
 		if err != nil {
 			if serr := g.stream.Synchronize(); serr != nil {
+				err = errors.Join(err, serr)
+			}
+			if serr := g.up.Synchronize(); serr != nil {
 				err = errors.Join(err, serr)
 			}
 		}

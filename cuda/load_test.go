@@ -361,3 +361,84 @@ func TestCopyBatchAgainstMocks(t *testing.T) {
 		})
 	}
 }
+
+// TestStageCopyFailsMidway stages 10000 bytes in pieces of 1024 through
+// the real GPU.Stage (two streams, events, pinned memory) against the mock
+// runtime, whose fourth copy one way fails with cudaErrorIllegalAddress:
+// the copy to the host of piece 3 (fn sees no piece: all copies out are
+// queued first), then the copy back of piece 3 (fn saw pieces 0-3, 0-2 are
+// back). Stage returns the CUDA error naming the piece, at once, and the
+// device goes on working: a full Stage after it is right.
+func TestStageCopyFailsMidway(t *testing.T) {
+	const n, piece = 10000, 1024
+	for _, tc := range []struct {
+		name     string
+		kind     int
+		text     string
+		seen     int // pieces fn ran on
+		restored int // pieces copied back
+	}{
+		{"to host", cudamock.DtoH, "staging piece 3 of 10: ", 0, 0},
+		{"back to device", cudamock.HtoD, "staging piece 3 of 10 back: ", 4, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cudart, _ := mocks(t)
+			rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
+			must(t, err)
+			g, err := rt.OpenDevice(1)
+			must(t, err)
+			defer g.Close()
+			p, err := g.Alloc(n)
+			must(t, err)
+			defer g.Free(p)
+			host, err := g.AllocHost(n)
+			must(t, err)
+			defer g.FreeHost(host)
+			in := make([]byte, n)
+			for i := range in {
+				in[i] = byte(i * 7)
+			}
+			must(t, g.CopyHtoD(p, in))
+			must(t, g.Sync())
+			cudamock.FailCopy(t, cudart, tc.kind, 4, cudamock.Illegal)
+			seen := 0
+			done := make(chan error, 1)
+			go func() {
+				done <- g.Stage(p, host, piece, func(b []byte) error {
+					seen++
+					for i := range b {
+						b[i] ^= 0xff
+					}
+					return nil
+				})
+			}()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Stage hangs after a failed copy")
+			}
+			var cerr *cuda.Error
+			if !errors.As(err, &cerr) || cerr.Name != "cudaErrorIllegalAddress" || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("Stage = %v, want cudaErrorIllegalAddress after %q", err, tc.text)
+			}
+			if seen != tc.seen {
+				t.Errorf("fn ran on %d pieces, want %d", seen, tc.seen)
+			}
+			out := make([]byte, n)
+			must(t, g.CopyDtoH(out, p))
+			must(t, g.Sync())
+			for i := range out {
+				want := in[i]
+				if i < tc.restored*piece {
+					want ^= 0xff
+				}
+				if out[i] != want {
+					t.Fatalf("byte %d = %#x after the failure, want %#x", i, out[i], want)
+				}
+			}
+			// The device still works, and a whole Stage is right.
+			must(t, g.Stage(p, host, piece, func(b []byte) error { return nil }))
+			must(t, g.Sync())
+		})
+	}
+}
