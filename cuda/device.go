@@ -82,8 +82,9 @@ type GPU struct {
 // FanOutStreams is how many streams GPU.CopyDtoDBatch spreads a batch's
 // copies over when the runtime has no cudaMemcpyBatchAsync (before CUDA
 // 12.8), so that small copies run concurrently instead of one after the
-// other. Unmeasured on a GPU so far: four is the number of copies a
-// device's DMA engines and SMs overlap comfortably.
+// other. Not measured on a GPU yet: cuda/cmd/gpucheck prints the fusion
+// copy spread over 1, 2, 4 and 8 streams beside the batch call and the
+// plain copy, for choosing it on the next GPU machine.
 const FanOutStreams = 4
 
 var _ Device = (*GPU)(nil)
@@ -171,9 +172,7 @@ func (g *GPU) CopyDtoD(dst, src uintptr, n int) error {
 
 // CopyDtoDBatch queues the copies as one cudaMemcpyBatchAsync on the
 // device's stream when the runtime has it (CUDA 12.8+); otherwise it
-// spreads them round-robin over FanOutStreams side streams, forked from
-// and joined back to the device's stream with events, so that the batch
-// stays ordered with the rest of the stream's work.
+// spreads them over FanOutStreams side streams (CopyDtoDSpread).
 func (g *GPU) CopyDtoDBatch(dsts, srcs []uintptr, sizes []int) error {
 	if err := g.live(); err != nil {
 		return err
@@ -181,8 +180,24 @@ func (g *GPU) CopyDtoDBatch(dsts, srcs []uintptr, sizes []int) error {
 	if g.rt.HasMemcpyBatch() {
 		return g.stream.CopyDtoDBatch(dsts, srcs, sizes)
 	}
+	return g.CopyDtoDSpread(dsts, srcs, sizes, FanOutStreams)
+}
+
+// CopyDtoDSpread is CopyDtoDBatch's fallback, also where the runtime has
+// cudaMemcpyBatchAsync (gpucheck measures the two against each other): it
+// spreads the copies round-robin over k side streams (k >= 1), forked
+// from and joined back to the device's stream with events, so that the
+// batch stays ordered with the rest of the stream's work while small
+// copies run concurrently. A single copy goes on the device's stream.
+func (g *GPU) CopyDtoDSpread(dsts, srcs []uintptr, sizes []int, k int) error {
+	if err := g.live(); err != nil {
+		return err
+	}
 	if len(dsts) != len(srcs) || len(dsts) != len(sizes) {
 		return fmt.Errorf("cuda: batch of %d destinations, %d sources and %d sizes", len(dsts), len(srcs), len(sizes))
+	}
+	if k < 1 {
+		return fmt.Errorf("cuda: copies spread over %d streams", k)
 	}
 	if len(dsts) < 2 {
 		for i := range dsts {
@@ -192,18 +207,18 @@ func (g *GPU) CopyDtoDBatch(dsts, srcs []uintptr, sizes []int) error {
 		}
 		return nil
 	}
-	return g.fanOut(dsts, srcs, sizes)
+	return g.fanOut(dsts, srcs, sizes, k)
 }
 
-// fanOut is CopyDtoDBatch without cudaMemcpyBatchAsync.
-func (g *GPU) fanOut(dsts, srcs []uintptr, sizes []int) (err error) {
-	if err := g.sideStreams(); err != nil {
+// fanOut spreads the copies over k side streams.
+func (g *GPU) fanOut(dsts, srcs []uintptr, sizes []int, k int) (err error) {
+	k = min(k, len(dsts))
+	if err := g.sideStreams(k); err != nil {
 		return err
 	}
 	if err := g.fork.Record(g.stream); err != nil {
 		return err
 	}
-	k := min(len(g.side), len(dsts))
 	forked := 0
 	defer func() {
 		// Join every forked stream back, on failure too: the device's
@@ -231,26 +246,27 @@ func (g *GPU) fanOut(dsts, srcs []uintptr, sizes []int) (err error) {
 	return nil
 }
 
-// sideStreams makes the fallback's streams and events once.
-func (g *GPU) sideStreams() error {
-	if g.side != nil {
-		return nil
-	}
-	var err error
-	if g.fork, err = g.rt.NewEvent(g.dev, false); err != nil {
-		return err
-	}
-	side := make([]*Stream, FanOutStreams)
-	joined := make([]*Event, FanOutStreams)
-	for i := range side {
-		if side[i], err = g.rt.NewStream(g.dev); err != nil {
+// sideStreams makes the fallback's fork event and at least k side
+// streams with their join events.
+func (g *GPU) sideStreams(k int) error {
+	if g.fork == nil {
+		f, err := g.rt.NewEvent(g.dev, false)
+		if err != nil {
 			return err
 		}
-		if joined[i], err = g.rt.NewEvent(g.dev, false); err != nil {
+		g.fork = f
+	}
+	for len(g.side) < k {
+		s, err := g.rt.NewStream(g.dev)
+		if err != nil {
 			return err
 		}
+		e, err := g.rt.NewEvent(g.dev, false)
+		if err != nil {
+			return errors.Join(err, s.Destroy())
+		}
+		g.side, g.joined = append(g.side, s), append(g.joined, e)
 	}
-	g.side, g.joined = side, joined
 	return nil
 }
 

@@ -150,11 +150,15 @@ func TestSearchSkipsAnImpostorAndFindsTheLibrary(t *testing.T) {
 // forgot to make its device current fails (the mock checks it per thread).
 func TestGPUCheckAgainstMocks(t *testing.T) {
 	for _, tc := range []struct {
-		name, version, fusion string
-		v                     cudamock.Variant
+		name, version string
+		fusion        []string
+		v             cudamock.Variant
 	}{
-		{"12.4", "CUDA runtime 12.4", "fusion copy in (3 tensors, 4 streams)", cudamock.CUDA124},
-		{"13.0", "CUDA runtime 13.0", "fusion copy in (3 tensors, cudaMemcpyBatchAsync)", cudamock.CUDA130},
+		{"12.4", "CUDA runtime 12.4", []string{"fusion copy in (3 tensors, 4 streams, no cudaMemcpyBatchAsync)",
+			"fusion copy out (3 tensors, a call each)"}, cudamock.CUDA124},
+		{"13.0", "CUDA runtime 13.0", []string{"fusion copy in (3 tensors, cudaMemcpyBatchAsync)",
+			"fusion copy out (3 tensors, cudaMemcpyBatchAsync)", "fusion copy in (3 tensors, 1 stream)",
+			"fusion copy out (3 tensors, 8 streams)", "fusion copy out (3 tensors, a call each)"}, cudamock.CUDA130},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cudart, nccl := cudamock.Libraries(t, tc.v)
@@ -164,8 +168,8 @@ func TestGPUCheckAgainstMocks(t *testing.T) {
 			if err := gpucheck.Run(&out, cfg); err != nil {
 				t.Fatalf("%v\n%s", err, out.String())
 			}
-			for _, want := range []string{tc.version, "driver supports CUDA 12.6", "2 device(s)", "GPU 1 (0000:3b:00.0) sm_90, 132 SMs, 80.0 GiB",
-				"ok   device contract", tc.fusion, "x plain", "ok   NCCL 2.21.5", "PASS"} {
+			for _, want := range append([]string{tc.version, "driver supports CUDA 12.6", "2 device(s)", "GPU 1 (0000:3b:00.0) sm_90, 132 SMs, 80.0 GiB",
+				"ok   device contract", "x plain", "ok   NCCL 2.21.5", "PASS"}, tc.fusion...) {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("output lacks %q:\n%s", want, out.String())
 				}
@@ -440,5 +444,67 @@ func TestStageCopyFailsMidway(t *testing.T) {
 			must(t, g.Stage(p, host, piece, func(b []byte) error { return nil }))
 			must(t, g.Sync())
 		})
+	}
+}
+
+// TestCopyDtoDSpreadAgainstMock spreads five copies over 2 and then 8
+// side streams on a runtime that has cudaMemcpyBatchAsync (the fallback
+// gpucheck measures beside it): no batch call, a copy call each, a fork
+// wait and a join wait per stream used (8 streams for five copies: five),
+// the side streams made once and grown, every byte right.
+func TestCopyDtoDSpreadAgainstMock(t *testing.T) {
+	cudart, _ := cudamock.Libraries(t, cudamock.CUDA130)
+	rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
+	must(t, err)
+	g, err := rt.OpenDevice(0)
+	must(t, err)
+	defer g.Close()
+	sizes := []int{10, 300, 1, 4096, 77}
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	fused, err := g.Alloc(total)
+	must(t, err)
+	defer g.Free(fused)
+	var srcs, dsts []uintptr
+	off := 0
+	for i, n := range sizes {
+		p, err := g.Alloc(n)
+		must(t, err)
+		defer g.Free(p)
+		must(t, g.Memset(p, byte(i+1), n))
+		srcs, dsts = append(srcs, p), append(dsts, fused+uintptr(off))
+		off += n
+	}
+	streams := 1 // the device's
+	for _, k := range []int{2, 8} {
+		must(t, g.Memset(fused, 0, total))
+		before := cudamock.Counts(t, cudart)
+		must(t, g.CopyDtoDSpread(dsts, srcs, sizes, k))
+		after := cudamock.Counts(t, cudart)
+		used := min(k, len(sizes))
+		streams = max(streams, 1+used)
+		if calls, batched, waits := after[0]-before[0], after[1]-before[1], after[3]-before[3]; calls != 5 || batched != 0 || waits != int64(2*used) {
+			t.Errorf("%d streams: %d copy calls, %d batch calls, %d waits; want 5, 0, %d", k, calls, batched, waits, 2*used)
+		}
+		if after[4] != int64(streams) {
+			t.Errorf("%d streams: %d streams made in all, want %d", k, after[4], streams)
+		}
+		got := make([]byte, total)
+		must(t, g.CopyDtoH(got, fused))
+		must(t, g.Sync())
+		off := 0
+		for i, n := range sizes {
+			for j := off; j < off+n; j++ {
+				if got[j] != byte(i+1) {
+					t.Fatalf("%d streams: tensor %d byte %d = %d", k, i, j-off, got[j])
+				}
+			}
+			off += n
+		}
+	}
+	if err := g.CopyDtoDSpread(dsts, srcs, sizes, 0); err == nil {
+		t.Errorf("spreading over 0 streams succeeded")
 	}
 }

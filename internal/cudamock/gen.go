@@ -19,6 +19,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gen: gcc is needed to rebuild the prebuilt mocks")
 		os.Exit(1)
 	}
+	if _, err := os.Stat(filepath.Join("testdata", "mockcudart.c")); err != nil {
+		fmt.Fprintln(os.Stderr, "gen: run it in internal/cudamock (go generate ./internal/cudamock)")
+		os.Exit(1)
+	}
 	dir := filepath.Join("testdata", "prebuilt", cudamock.Platform())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
