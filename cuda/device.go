@@ -62,8 +62,9 @@ type GPU struct {
 	dev    int
 	stream *Stream
 
-	mu     sync.Mutex
-	closed bool
+	mu           sync.Mutex
+	closed       bool
+	batchRefused error // why cudaMemcpyBatchAsync is no longer used
 
 	// The batched copies' fallback, made at first use: side streams and
 	// the events that fork them off the stream and join them back.
@@ -172,15 +173,46 @@ func (g *GPU) CopyDtoD(dst, src uintptr, n int) error {
 
 // CopyDtoDBatch queues the copies as one cudaMemcpyBatchAsync on the
 // device's stream when the runtime has it (CUDA 12.8+); otherwise it
-// spreads them over FanOutStreams side streams (CopyDtoDSpread).
+// spreads them over FanOutStreams side streams (CopyDtoDSpread). When the
+// runtime refuses the batch call itself (cudaErrorNotSupported,
+// cudaErrorCallRequiresNewerDriver: a driver older than the runtime; or
+// cudaErrorInvalidValue for copies that succeed when spread), the copies
+// are spread instead, now and from then on, and BatchRefused says why.
+// Copying again is harmless: the copies do not overlap.
 func (g *GPU) CopyDtoDBatch(dsts, srcs []uintptr, sizes []int) error {
 	if err := g.live(); err != nil {
 		return err
 	}
-	if g.rt.HasMemcpyBatch() {
-		return g.stream.CopyDtoDBatch(dsts, srcs, sizes)
+	if !g.rt.HasMemcpyBatch() || g.BatchRefused() != nil {
+		return g.CopyDtoDSpread(dsts, srcs, sizes, FanOutStreams)
 	}
-	return g.CopyDtoDSpread(dsts, srcs, sizes, FanOutStreams)
+	err := g.stream.CopyDtoDBatch(dsts, srcs, sizes)
+	var cerr *Error
+	if err == nil || !errors.As(err, &cerr) || !batchRefusal(cerr.Code) {
+		return err
+	}
+	if serr := g.CopyDtoDSpread(dsts, srcs, sizes, FanOutStreams); serr != nil {
+		return errors.Join(err, serr) // the copies themselves are wrong
+	}
+	g.mu.Lock()
+	g.batchRefused = err
+	g.mu.Unlock()
+	return nil
+}
+
+// batchRefusal reports whether cudaMemcpyBatchAsync's error code may mean
+// that the call, rather than the copies, is refused.
+func batchRefusal(code int) bool {
+	return code == cudaErrorInvalidValue || code == cudaErrorCallRequiresNewerDriver || code == cudaErrorNotSupported
+}
+
+// BatchRefused returns the error with which the runtime refused
+// cudaMemcpyBatchAsync, after which CopyDtoDBatch spreads the copies over
+// streams; nil while it batches (or never could: Runtime.HasMemcpyBatch).
+func (g *GPU) BatchRefused() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.batchRefused
 }
 
 // CopyDtoDSpread is CopyDtoDBatch's fallback, also where the runtime has

@@ -508,3 +508,59 @@ func TestCopyDtoDSpreadAgainstMock(t *testing.T) {
 		t.Errorf("spreading over 0 streams succeeded")
 	}
 }
+
+// TestCopyBatchRefusedAgainstMock: a runtime that has cudaMemcpyBatchAsync
+// but refuses it (cudaErrorNotSupported, as with a driver older than the
+// runtime; or cudaErrorInvalidValue for copies that are fine) makes
+// CopyDtoDBatch spread the copies instead, that time and every later one,
+// and BatchRefused say why; the copies are right.
+func TestCopyBatchRefusedAgainstMock(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		name string
+	}{{801, "cudaErrorNotSupported"}, {1, "cudaErrorInvalidValue"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cudart, _ := cudamock.Libraries(t, cudamock.CUDA130)
+			rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
+			must(t, err)
+			g, err := rt.OpenDevice(0)
+			must(t, err)
+			defer g.Close()
+			sizes := []int{10, 300, 4096}
+			var srcs, dsts []uintptr
+			for i, n := range sizes {
+				s, err := g.Alloc(n)
+				must(t, err)
+				d, err := g.Alloc(n)
+				must(t, err)
+				defer g.Free(s)
+				defer g.Free(d)
+				must(t, g.Memset(s, byte(i+1), n))
+				srcs, dsts = append(srcs, s), append(dsts, d)
+			}
+			cudamock.RefuseBatch(t, cudart, tc.code)
+			for round := range 2 {
+				before := cudamock.Counts(t, cudart)
+				must(t, g.CopyDtoDBatch(dsts, srcs, sizes))
+				after := cudamock.Counts(t, cudart)
+				if calls, batched := after[0]-before[0], after[1]-before[1]; calls != 3 || batched != 0 {
+					t.Errorf("round %d: %d copy calls, %d batches; want 3 spread copies", round, calls, batched)
+				}
+				var cerr *cuda.Error
+				if err := g.BatchRefused(); !errors.As(err, &cerr) || cerr.Name != tc.name {
+					t.Errorf("round %d: BatchRefused = %v, want %s", round, err, tc.name)
+				}
+				for i, n := range sizes {
+					got := make([]byte, n)
+					must(t, g.CopyDtoH(got, dsts[i]))
+					must(t, g.Sync())
+					if got[0] != byte(i+1) || got[n-1] != byte(i+1) {
+						t.Fatalf("round %d: tensor %d not copied", round, i)
+					}
+					must(t, g.Memset(dsts[i], 0, n))
+				}
+				cudamock.RefuseBatch(t, cudart, 0) // refused once is refused for good
+			}
+		})
+	}
+}

@@ -41,6 +41,12 @@ func FailCopy(t testing.TB, cudart string, kind, nth, code int) {
 	call(t, cudart, "mockFailCopy", uintptr(kind), uintptr(nth), uintptr(code))
 }
 
+// RefuseBatch makes the mock's cudaMemcpyBatchAsync fail with the CUDA
+// error code (0: work again), as a runtime does whose driver is too old.
+func RefuseBatch(t testing.TB, cudart string, code int) {
+	call(t, cudart, "mockRefuseBatch", uintptr(code))
+}
+
 // Source returns the sources' hash the library at path was built from.
 func Source(t testing.TB, path string) string {
 	t.Helper()

@@ -15,3 +15,6 @@ func FailCopy(t testing.TB, cudart string, kind, nth, code int) { t.Skip("no dlo
 
 // Source skips t.
 func Source(t testing.TB, path string) string { t.Skip("no dlopen"); return "" }
+
+// RefuseBatch skips t.
+func RefuseBatch(t testing.TB, cudart string, code int) { t.Skip("no dlopen") }

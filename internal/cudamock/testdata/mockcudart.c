@@ -67,6 +67,7 @@ const char *cudaGetErrorString(int e) {
 	case 2: return "out of memory";
 	case 101: return "invalid device ordinal";
 	case 700: return "an illegal memory access was encountered";
+	case 801: return "operation not supported";
 	case 600: return "device not ready";
 	case 900: return "mock: wrong current device";
 	}
@@ -79,6 +80,7 @@ const char *cudaGetErrorName(int e) {
 	case 2: return "cudaErrorMemoryAllocation";
 	case 101: return "cudaErrorInvalidDevice";
 	case 700: return "cudaErrorIllegalAddress";
+	case 801: return "cudaErrorNotSupported";
 	case 600: return "cudaErrorNotReady";
 	case 900: return "cudaErrorMockWrongDevice";
 	}
@@ -188,11 +190,17 @@ int cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *stream
 // cudaMemcpyAttributes.
 typedef struct { int srcAccessOrder, srcType, srcId, dstType, dstId; unsigned flags; } attrs_t;
 
+// mockRefuseBatch makes every cudaMemcpyBatchAsync fail with code (0: work
+// again), as a runtime whose driver is too old for it does.
+static int refuseBatch;
+void mockRefuseBatch(int code) { __sync_lock_test_and_set(&refuseBatch, code); }
+
 static int batch(void **dsts, void **srcs, size_t *sizes, size_t count, attrs_t *attrs, size_t *idxs,
 	size_t nattrs, size_t *failIdx, void *stream) {
 	int cur = take();
 	if (failIdx) *failIdx = (size_t)-1;
 	if (cur < 0) return 900;
+	if (refuseBatch) return refuseBatch;
 	if (!known(stream) || count == 0 || !attrs || !idxs || nattrs == 0 || idxs[0] != 0) return 1;
 	for (size_t a = 0; a < nattrs; a++)
 		if (attrs[a].srcAccessOrder < 1 || attrs[a].srcAccessOrder > 3) return 1;
