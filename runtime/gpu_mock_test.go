@@ -72,10 +72,10 @@ func (a abortable) Abort(cause error) error {
 // the host on the device's stream, back on a second one, pinned buffers)
 // at np 2: a tensor of 1237 float32s (pieces of 250, the last of 237) and
 // a fused group of 100, 200 and 301, every element checked, each piece one
-// host allreduce.
+// host allreduce, the fusion buffer's copies one batch call each way.
 func TestGPUMockStagedInPieces(t *testing.T) {
 	const n = 2
-	c, devs, _ := mockGPUCluster(t, n)
+	c, devs, cudart := mockGPUCluster(t, n)
 	c.each(t, func(r *Runtime, rank int) error { // agree on GPU support first
 		x, err := toDev(devs[rank], seq(1, 4))
 		if err != nil {
@@ -108,6 +108,7 @@ func TestGPUMockStagedInPieces(t *testing.T) {
 			t.Errorf("rank %d: %d host allreduces, want one per piece (5)", i, got)
 		}
 	}
+	counts := cudamock.Counts(t, cudart)
 	c.each(t, func(r *Runtime, rank int) error {
 		var ts []*tensor.Tensor
 		for k, m := range []int{100, 200, 301} {
@@ -136,6 +137,13 @@ func TestGPUMockStagedInPieces(t *testing.T) {
 		}
 		return nil
 	})
+	// The fusion buffer is filled and emptied with one cudaMemcpyBatchAsync
+	// each way on each rank.
+	after := cudamock.Counts(t, cudart)
+	if batches, copies := after[1]-counts[1], after[2]-counts[2]; batches != 2*n || copies != 2*3*n {
+		t.Errorf("%d cudaMemcpyBatchAsync calls of %d copies for a fused allreduce of 3 tensors at np %d, want %d of %d",
+			batches, copies, n, 2*n, 2*3*n)
+	}
 }
 
 // TestGPUMockStagedCopyFault: the mock runtime fails a copy to the host
