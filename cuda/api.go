@@ -97,11 +97,16 @@ type loader interface {
 // NCCL 2.7 on).
 const (
 	cudaSuccess                 = 0
+	cudaErrorInvalidValue       = 1
 	cudaErrorMemoryAllocation   = 2
 	cudaErrorStubLibrary        = 34
 	cudaErrorInsufficientDriver = 35
-	cudaErrorNoDevice           = 100
-	cudaErrorNotReady           = 600
+	// cudaErrorCallRequiresNewerDriver: the runtime has the entry point,
+	// the driver does not.
+	cudaErrorCallRequiresNewerDriver = 36
+	cudaErrorNoDevice                = 100
+	cudaErrorNotSupported            = 801
+	cudaErrorNotReady                = 600
 
 	cudaStreamNonBlocking  = 0x1
 	cudaEventDisableTiming = 0x2

@@ -62,8 +62,9 @@ type GPU struct {
 	dev    int
 	stream *Stream
 
-	mu     sync.Mutex
-	closed bool
+	mu           sync.Mutex
+	closed       bool
+	batchRefused error // why cudaMemcpyBatchAsync is no longer used
 
 	// The batched copies' fallback, made at first use: side streams and
 	// the events that fork them off the stream and join them back.
@@ -82,8 +83,9 @@ type GPU struct {
 // FanOutStreams is how many streams GPU.CopyDtoDBatch spreads a batch's
 // copies over when the runtime has no cudaMemcpyBatchAsync (before CUDA
 // 12.8), so that small copies run concurrently instead of one after the
-// other. Unmeasured on a GPU so far: four is the number of copies a
-// device's DMA engines and SMs overlap comfortably.
+// other. Not measured on a GPU yet: cuda/cmd/gpucheck prints the fusion
+// copy spread over 1, 2, 4 and 8 streams beside the batch call and the
+// plain copy, for choosing it on the next GPU machine.
 const FanOutStreams = 4
 
 var _ Device = (*GPU)(nil)
@@ -171,18 +173,63 @@ func (g *GPU) CopyDtoD(dst, src uintptr, n int) error {
 
 // CopyDtoDBatch queues the copies as one cudaMemcpyBatchAsync on the
 // device's stream when the runtime has it (CUDA 12.8+); otherwise it
-// spreads them round-robin over FanOutStreams side streams, forked from
-// and joined back to the device's stream with events, so that the batch
-// stays ordered with the rest of the stream's work.
+// spreads them over FanOutStreams side streams (CopyDtoDSpread). When the
+// runtime refuses the batch call itself (cudaErrorNotSupported,
+// cudaErrorCallRequiresNewerDriver: a driver older than the runtime; or
+// cudaErrorInvalidValue for copies that succeed when spread), the copies
+// are spread instead, now and from then on, and BatchRefused says why.
+// Copying again is harmless: the copies do not overlap.
 func (g *GPU) CopyDtoDBatch(dsts, srcs []uintptr, sizes []int) error {
 	if err := g.live(); err != nil {
 		return err
 	}
-	if g.rt.HasMemcpyBatch() {
-		return g.stream.CopyDtoDBatch(dsts, srcs, sizes)
+	if !g.rt.HasMemcpyBatch() || g.BatchRefused() != nil {
+		return g.CopyDtoDSpread(dsts, srcs, sizes, FanOutStreams)
+	}
+	err := g.stream.CopyDtoDBatch(dsts, srcs, sizes)
+	var cerr *Error
+	if err == nil || !errors.As(err, &cerr) || !batchRefusal(cerr.Code) {
+		return err
+	}
+	if serr := g.CopyDtoDSpread(dsts, srcs, sizes, FanOutStreams); serr != nil {
+		return errors.Join(err, serr) // the copies themselves are wrong
+	}
+	g.mu.Lock()
+	g.batchRefused = err
+	g.mu.Unlock()
+	return nil
+}
+
+// batchRefusal reports whether cudaMemcpyBatchAsync's error code may mean
+// that the call, rather than the copies, is refused.
+func batchRefusal(code int) bool {
+	return code == cudaErrorInvalidValue || code == cudaErrorCallRequiresNewerDriver || code == cudaErrorNotSupported
+}
+
+// BatchRefused returns the error with which the runtime refused
+// cudaMemcpyBatchAsync, after which CopyDtoDBatch spreads the copies over
+// streams; nil while it batches (or never could: Runtime.HasMemcpyBatch).
+func (g *GPU) BatchRefused() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.batchRefused
+}
+
+// CopyDtoDSpread is CopyDtoDBatch's fallback, also where the runtime has
+// cudaMemcpyBatchAsync (gpucheck measures the two against each other): it
+// spreads the copies round-robin over k side streams (k >= 1), forked
+// from and joined back to the device's stream with events, so that the
+// batch stays ordered with the rest of the stream's work while small
+// copies run concurrently. A single copy goes on the device's stream.
+func (g *GPU) CopyDtoDSpread(dsts, srcs []uintptr, sizes []int, k int) error {
+	if err := g.live(); err != nil {
+		return err
 	}
 	if len(dsts) != len(srcs) || len(dsts) != len(sizes) {
 		return fmt.Errorf("cuda: batch of %d destinations, %d sources and %d sizes", len(dsts), len(srcs), len(sizes))
+	}
+	if k < 1 {
+		return fmt.Errorf("cuda: copies spread over %d streams", k)
 	}
 	if len(dsts) < 2 {
 		for i := range dsts {
@@ -192,18 +239,18 @@ func (g *GPU) CopyDtoDBatch(dsts, srcs []uintptr, sizes []int) error {
 		}
 		return nil
 	}
-	return g.fanOut(dsts, srcs, sizes)
+	return g.fanOut(dsts, srcs, sizes, k)
 }
 
-// fanOut is CopyDtoDBatch without cudaMemcpyBatchAsync.
-func (g *GPU) fanOut(dsts, srcs []uintptr, sizes []int) (err error) {
-	if err := g.sideStreams(); err != nil {
+// fanOut spreads the copies over k side streams.
+func (g *GPU) fanOut(dsts, srcs []uintptr, sizes []int, k int) (err error) {
+	k = min(k, len(dsts))
+	if err := g.sideStreams(k); err != nil {
 		return err
 	}
 	if err := g.fork.Record(g.stream); err != nil {
 		return err
 	}
-	k := min(len(g.side), len(dsts))
 	forked := 0
 	defer func() {
 		// Join every forked stream back, on failure too: the device's
@@ -231,26 +278,27 @@ func (g *GPU) fanOut(dsts, srcs []uintptr, sizes []int) (err error) {
 	return nil
 }
 
-// sideStreams makes the fallback's streams and events once.
-func (g *GPU) sideStreams() error {
-	if g.side != nil {
-		return nil
-	}
-	var err error
-	if g.fork, err = g.rt.NewEvent(g.dev, false); err != nil {
-		return err
-	}
-	side := make([]*Stream, FanOutStreams)
-	joined := make([]*Event, FanOutStreams)
-	for i := range side {
-		if side[i], err = g.rt.NewStream(g.dev); err != nil {
+// sideStreams makes the fallback's fork event and at least k side
+// streams with their join events.
+func (g *GPU) sideStreams(k int) error {
+	if g.fork == nil {
+		f, err := g.rt.NewEvent(g.dev, false)
+		if err != nil {
 			return err
 		}
-		if joined[i], err = g.rt.NewEvent(g.dev, false); err != nil {
+		g.fork = f
+	}
+	for len(g.side) < k {
+		s, err := g.rt.NewStream(g.dev)
+		if err != nil {
 			return err
 		}
+		e, err := g.rt.NewEvent(g.dev, false)
+		if err != nil {
+			return errors.Join(err, s.Destroy())
+		}
+		g.side, g.joined = append(g.side, s), append(g.joined, e)
 	}
-	g.side, g.joined = side, joined
 	return nil
 }
 
@@ -276,11 +324,14 @@ func (g *GPU) Stage(p uintptr, host []byte, piece int, fn func(b []byte) error) 
 	}
 	queued := 0
 	defer func() {
-		// On failure, let the copies already queued finish before the
-		// caller may reuse host; and always join the upload stream, so
-		// that Sync covers the copies back.
+		// On failure, let the copies already queued, both ways, finish
+		// before the caller may reuse host; and always join the upload
+		// stream, so that Sync covers the copies back.
 		if err != nil {
 			if serr := g.stream.Synchronize(); serr != nil {
+				err = errors.Join(err, serr)
+			}
+			if serr := g.up.Synchronize(); serr != nil {
 				err = errors.Join(err, serr)
 			}
 		}

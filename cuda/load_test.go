@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -14,57 +13,17 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
-
 	"github.com/gohorovod/gohorovod/cuda"
 	"github.com/gohorovod/gohorovod/cuda/internal/gpucheck"
+	"github.com/gohorovod/gohorovod/internal/cudamock"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// mocks compiles testdata's stand-ins for libcudart and libnccl into dir
-// under their real sonames.
+// mocks returns the stand-ins for libcudart (CUDA 12.4) and libnccl
+// (internal/cudamock: built with gcc, or prebuilt where there is none).
 func mocks(t *testing.T) (cudart, nccl string) {
 	t.Helper()
-	return buildMocks(t, "libcudart.so.12")
-}
-
-// buildMocks builds the mocks with the C compiler flags given (the
-// cudaMemcpyBatchAsync variants), the CUDA runtime under the name given.
-func buildMocks(t *testing.T, cudartName string, cflags ...string) (cudart, nccl string) {
-	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not found: cannot build the mock CUDA libraries")
-	}
-	dir := t.TempDir()
-	cudart = filepath.Join(dir, cudartName)
-	nccl = filepath.Join(dir, "libnccl.so.2")
-	for _, b := range [][2]string{{"testdata/mockcudart.c", cudart}, {"testdata/mocknccl.c", nccl}} {
-		args := append([]string{"-shared", "-fPIC", "-o", b[1], b[0]}, cflags...)
-		if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", b[1], err, out)
-		}
-	}
-	return cudart, nccl
-}
-
-// mockCounts reads the mock CUDA runtime's counters: cudaMemcpyAsync
-// calls, cudaMemcpyBatchAsync calls, the copies in them,
-// cudaStreamWaitEvent calls and streams created.
-func mockCounts(t *testing.T, cudart string) [5]int64 {
-	t.Helper()
-	h, err := purego.Dlopen(cudart, purego.RTLD_NOW|purego.RTLD_LOCAL) // the loaded library's handle
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer purego.Dlclose(h)
-	fn, err := purego.Dlsym(h, "mockCounts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c [5]int64
-	purego.SyscallN(fn, uintptr(unsafe.Pointer(&c[0])))
-	return c
+	return cudamock.Libraries(t, cudamock.CUDA124)
 }
 
 // noCUDA skips when this machine has a real CUDA runtime on the default
@@ -191,23 +150,26 @@ func TestSearchSkipsAnImpostorAndFindsTheLibrary(t *testing.T) {
 // forgot to make its device current fails (the mock checks it per thread).
 func TestGPUCheckAgainstMocks(t *testing.T) {
 	for _, tc := range []struct {
-		name, soname, version, fusion string
-		cflags                        []string
+		name, version string
+		fusion        []string
+		v             cudamock.Variant
 	}{
-		{"12.4", "libcudart.so.12", "CUDA runtime 12.4", "fusion copy in (3 tensors, 4 streams)", nil},
-		{"13.0", "libcudart.so.13", "CUDA runtime 13.0", "fusion copy in (3 tensors, cudaMemcpyBatchAsync)",
-			[]string{"-DMOCK_VERSION=13000", "-DMOCK_BATCH=13"}},
+		{"12.4", "CUDA runtime 12.4", []string{"fusion copy in (3 tensors, 4 streams, no cudaMemcpyBatchAsync)",
+			"fusion copy out (3 tensors, a call each)"}, cudamock.CUDA124},
+		{"13.0", "CUDA runtime 13.0", []string{"fusion copy in (3 tensors, cudaMemcpyBatchAsync)",
+			"fusion copy out (3 tensors, cudaMemcpyBatchAsync)", "fusion copy in (3 tensors, 1 stream)",
+			"fusion copy out (3 tensors, 8 streams)", "fusion copy out (3 tensors, a call each)"}, cudamock.CUDA130},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cudart, nccl := buildMocks(t, tc.soname, tc.cflags...)
+			cudart, nccl := cudamock.Libraries(t, tc.v)
 			var out bytes.Buffer
 			cfg := gpucheck.Config{Load: cuda.LoadConfig{CudartPath: cudart, NCCLPath: nccl}, Device: 1, Iters: 2,
 				HostBytes: 1 << 16, NCCL: true, Sizes: []int{1000, 4096, 7}}
 			if err := gpucheck.Run(&out, cfg); err != nil {
 				t.Fatalf("%v\n%s", err, out.String())
 			}
-			for _, want := range []string{tc.version, "driver supports CUDA 12.6", "2 device(s)", "GPU 1 (0000:3b:00.0) sm_90, 132 SMs, 80.0 GiB",
-				"ok   device contract", tc.fusion, "x plain", "ok   NCCL 2.21.5", "PASS"} {
+			for _, want := range append([]string{tc.version, "driver supports CUDA 12.6", "2 device(s)", "GPU 1 (0000:3b:00.0) sm_90, 132 SMs, 80.0 GiB",
+				"ok   device contract", "x plain", "ok   NCCL 2.21.5", "PASS"}, tc.fusion...) {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("output lacks %q:\n%s", want, out.String())
 				}
@@ -321,17 +283,17 @@ func TestRuntimeErrorsCarryCUDAStrings(t *testing.T) {
 // and name the copy that failed where the runtime says.
 func TestCopyBatchAgainstMocks(t *testing.T) {
 	for _, tc := range []struct {
-		name, soname string
-		cflags       []string
-		batch        bool
-		failText     string
+		name     string
+		v        cudamock.Variant
+		batch    bool
+		failText string
 	}{
-		{"12.4 fan-out", "libcudart.so.12", nil, false, "batched copy 3: "},
-		{"12.8 batch", "libcudart.so.12", []string{"-DMOCK_VERSION=12080", "-DMOCK_BATCH=12"}, true, "failed at copy 3 ("},
-		{"13.0 batch", "libcudart.so.13", []string{"-DMOCK_VERSION=13000", "-DMOCK_BATCH=13"}, true, "cudaMemcpyBatchAsync (6 copies)"},
+		{"12.4 fan-out", cudamock.CUDA124, false, "batched copy 3: "},
+		{"12.8 batch", cudamock.CUDA128, true, "failed at copy 3 ("},
+		{"13.0 batch", cudamock.CUDA130, true, "cudaMemcpyBatchAsync (6 copies)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cudart, _ := buildMocks(t, tc.soname, tc.cflags...)
+			cudart, _ := cudamock.Libraries(t, tc.v)
 			rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
 			must(t, err)
 			if rt.HasMemcpyBatch() != tc.batch {
@@ -361,12 +323,12 @@ func TestCopyBatchAgainstMocks(t *testing.T) {
 				srcs, dsts = append(srcs, p), append(dsts, fused+uintptr(off))
 				off += n
 			}
-			before := mockCounts(t, cudart)
+			before := cudamock.Counts(t, cudart)
 			must(t, g.CopyDtoDBatch(dsts, srcs, sizes))
 			got := make([]byte, total)
 			must(t, g.CopyDtoH(got, fused))
 			must(t, g.Sync())
-			after := mockCounts(t, cudart)
+			after := cudamock.Counts(t, cudart)
 			off = 0
 			for i, n := range sizes {
 				for j := 0; j < n; j++ {
@@ -400,6 +362,205 @@ func TestCopyBatchAgainstMocks(t *testing.T) {
 				must(t, g.Free(p))
 			}
 			must(t, g.Close())
+		})
+	}
+}
+
+// TestStageCopyFailsMidway stages 10000 bytes in pieces of 1024 through
+// the real GPU.Stage (two streams, events, pinned memory) against the mock
+// runtime, whose fourth copy one way fails with cudaErrorIllegalAddress:
+// the copy to the host of piece 3 (fn sees no piece: all copies out are
+// queued first), then the copy back of piece 3 (fn saw pieces 0-3, 0-2 are
+// back). Stage returns the CUDA error naming the piece, at once, and the
+// device goes on working: a full Stage after it is right.
+func TestStageCopyFailsMidway(t *testing.T) {
+	const n, piece = 10000, 1024
+	for _, tc := range []struct {
+		name     string
+		kind     int
+		text     string
+		seen     int // pieces fn ran on
+		restored int // pieces copied back
+	}{
+		{"to host", cudamock.DtoH, "staging piece 3 of 10: ", 0, 0},
+		{"back to device", cudamock.HtoD, "staging piece 3 of 10 back: ", 4, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cudart, _ := mocks(t)
+			rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
+			must(t, err)
+			g, err := rt.OpenDevice(1)
+			must(t, err)
+			defer g.Close()
+			p, err := g.Alloc(n)
+			must(t, err)
+			defer g.Free(p)
+			host, err := g.AllocHost(n)
+			must(t, err)
+			defer g.FreeHost(host)
+			in := make([]byte, n)
+			for i := range in {
+				in[i] = byte(i * 7)
+			}
+			must(t, g.CopyHtoD(p, in))
+			must(t, g.Sync())
+			cudamock.FailCopy(t, cudart, tc.kind, 4, cudamock.Illegal)
+			seen := 0
+			done := make(chan error, 1)
+			go func() {
+				done <- g.Stage(p, host, piece, func(b []byte) error {
+					seen++
+					for i := range b {
+						b[i] ^= 0xff
+					}
+					return nil
+				})
+			}()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Stage hangs after a failed copy")
+			}
+			var cerr *cuda.Error
+			if !errors.As(err, &cerr) || cerr.Name != "cudaErrorIllegalAddress" || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("Stage = %v, want cudaErrorIllegalAddress after %q", err, tc.text)
+			}
+			if seen != tc.seen {
+				t.Errorf("fn ran on %d pieces, want %d", seen, tc.seen)
+			}
+			out := make([]byte, n)
+			must(t, g.CopyDtoH(out, p))
+			must(t, g.Sync())
+			for i := range out {
+				want := in[i]
+				if i < tc.restored*piece {
+					want ^= 0xff
+				}
+				if out[i] != want {
+					t.Fatalf("byte %d = %#x after the failure, want %#x", i, out[i], want)
+				}
+			}
+			// The device still works, and a whole Stage is right.
+			must(t, g.Stage(p, host, piece, func(b []byte) error { return nil }))
+			must(t, g.Sync())
+		})
+	}
+}
+
+// TestCopyDtoDSpreadAgainstMock spreads five copies over 2 and then 8
+// side streams on a runtime that has cudaMemcpyBatchAsync (the fallback
+// gpucheck measures beside it): no batch call, a copy call each, a fork
+// wait and a join wait per stream used (8 streams for five copies: five),
+// the side streams made once and grown, every byte right.
+func TestCopyDtoDSpreadAgainstMock(t *testing.T) {
+	cudart, _ := cudamock.Libraries(t, cudamock.CUDA130)
+	rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
+	must(t, err)
+	g, err := rt.OpenDevice(0)
+	must(t, err)
+	defer g.Close()
+	sizes := []int{10, 300, 1, 4096, 77}
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	fused, err := g.Alloc(total)
+	must(t, err)
+	defer g.Free(fused)
+	var srcs, dsts []uintptr
+	off := 0
+	for i, n := range sizes {
+		p, err := g.Alloc(n)
+		must(t, err)
+		defer g.Free(p)
+		must(t, g.Memset(p, byte(i+1), n))
+		srcs, dsts = append(srcs, p), append(dsts, fused+uintptr(off))
+		off += n
+	}
+	streams := 1 // the device's
+	for _, k := range []int{2, 8} {
+		must(t, g.Memset(fused, 0, total))
+		before := cudamock.Counts(t, cudart)
+		must(t, g.CopyDtoDSpread(dsts, srcs, sizes, k))
+		after := cudamock.Counts(t, cudart)
+		used := min(k, len(sizes))
+		streams = max(streams, 1+used)
+		if calls, batched, waits := after[0]-before[0], after[1]-before[1], after[3]-before[3]; calls != 5 || batched != 0 || waits != int64(2*used) {
+			t.Errorf("%d streams: %d copy calls, %d batch calls, %d waits; want 5, 0, %d", k, calls, batched, waits, 2*used)
+		}
+		if after[4] != int64(streams) {
+			t.Errorf("%d streams: %d streams made in all, want %d", k, after[4], streams)
+		}
+		got := make([]byte, total)
+		must(t, g.CopyDtoH(got, fused))
+		must(t, g.Sync())
+		off := 0
+		for i, n := range sizes {
+			for j := off; j < off+n; j++ {
+				if got[j] != byte(i+1) {
+					t.Fatalf("%d streams: tensor %d byte %d = %d", k, i, j-off, got[j])
+				}
+			}
+			off += n
+		}
+	}
+	if err := g.CopyDtoDSpread(dsts, srcs, sizes, 0); err == nil {
+		t.Errorf("spreading over 0 streams succeeded")
+	}
+}
+
+// TestCopyBatchRefusedAgainstMock: a runtime that has cudaMemcpyBatchAsync
+// but refuses it (cudaErrorNotSupported, as with a driver older than the
+// runtime; or cudaErrorInvalidValue for copies that are fine) makes
+// CopyDtoDBatch spread the copies instead, that time and every later one,
+// and BatchRefused say why; the copies are right.
+func TestCopyBatchRefusedAgainstMock(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		name string
+	}{{801, "cudaErrorNotSupported"}, {1, "cudaErrorInvalidValue"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cudart, _ := cudamock.Libraries(t, cudamock.CUDA130)
+			rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
+			must(t, err)
+			g, err := rt.OpenDevice(0)
+			must(t, err)
+			defer g.Close()
+			sizes := []int{10, 300, 4096}
+			var srcs, dsts []uintptr
+			for i, n := range sizes {
+				s, err := g.Alloc(n)
+				must(t, err)
+				d, err := g.Alloc(n)
+				must(t, err)
+				defer g.Free(s)
+				defer g.Free(d)
+				must(t, g.Memset(s, byte(i+1), n))
+				srcs, dsts = append(srcs, s), append(dsts, d)
+			}
+			cudamock.RefuseBatch(t, cudart, tc.code)
+			for round := range 2 {
+				before := cudamock.Counts(t, cudart)
+				must(t, g.CopyDtoDBatch(dsts, srcs, sizes))
+				after := cudamock.Counts(t, cudart)
+				if calls, batched := after[0]-before[0], after[1]-before[1]; calls != 3 || batched != 0 {
+					t.Errorf("round %d: %d copy calls, %d batches; want 3 spread copies", round, calls, batched)
+				}
+				var cerr *cuda.Error
+				if err := g.BatchRefused(); !errors.As(err, &cerr) || cerr.Name != tc.name {
+					t.Errorf("round %d: BatchRefused = %v, want %s", round, err, tc.name)
+				}
+				for i, n := range sizes {
+					got := make([]byte, n)
+					must(t, g.CopyDtoH(got, dsts[i]))
+					must(t, g.Sync())
+					if got[0] != byte(i+1) || got[n-1] != byte(i+1) {
+						t.Fatalf("round %d: tensor %d not copied", round, i)
+					}
+					must(t, g.Memset(dsts[i], 0, n))
+				}
+				cudamock.RefuseBatch(t, cudart, 0) // refused once is refused for good
+			}
 		})
 	}
 }

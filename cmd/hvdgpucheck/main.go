@@ -13,7 +13,7 @@ import (
 func main() {
 	cfg := gpucheck.DefaultConfig()
 	flag.IntVar(&cfg.Device, "device", cfg.Device, "CUDA device index")
-	flag.IntVar(&cfg.Elems, "elems", cfg.Elems, "float32 elements per allreduce")
+	flag.IntVar(&cfg.Elems, "elems", cfg.Elems, "float32 elements of the timed fused allreduce (8 tensors)")
 	flag.IntVar(&cfg.Iters, "iters", cfg.Iters, "timed fused allreduces")
 	flag.BoolVar(&cfg.NCCL, "nccl", cfg.NCCL, "check the NCCL path")
 	debug := flag.Bool("debug", false, "log the runtime's path choices (debug level)")

@@ -20,7 +20,7 @@ type Result struct {
 
 // String implements fmt.Stringer.
 func (r Result) String() string {
-	s := fmt.Sprintf("%-50s %9.1f MiB %5d copies %10v %8.2f GB/s", r.Name, float64(r.Bytes)/(1<<20), r.Copies, r.Median.Round(time.Microsecond), r.GBPerS)
+	s := fmt.Sprintf("%-56s %9.1f MiB %5d copies %10v %8.2f GB/s", r.Name, float64(r.Bytes)/(1<<20), r.Copies, r.Median.Round(time.Microsecond), r.GBPerS)
 	if r.Speedup != 0 {
 		s += fmt.Sprintf("  %.2fx plain", r.Speedup)
 	}
@@ -57,6 +57,13 @@ func ResNet50Sizes() []int {
 	return s
 }
 
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
 func median(d []time.Duration) time.Duration {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return d[len(d)/2]
@@ -87,15 +94,22 @@ func result(name string, bytes int64, copies int, t time.Duration) Result {
 	return Result{Name: name, Bytes: bytes, Copies: copies, Median: t, GBPerS: float64(bytes) / t.Seconds() / 1e9}
 }
 
+// SpreadStreams are the stream counts FusionCopy measures the fallback
+// of the batched copy (GPU.CopyDtoDSpread) at.
+var SpreadStreams = []int{1, 2, 4, 8}
+
 // FusionCopy measures, for the tensors of the given byte sizes (each its
-// own allocation): one plain device-to-device copy of their total size;
-// packing them into one fusion buffer (offsets aligned to 256 bytes) and
-// unpacking them again, as the runtime does, with one
-// Device.CopyDtoDBatch each way (cudaMemcpyBatchAsync from CUDA 12.8, else
-// the copies spread over cuda.FanOutStreams streams); and the same with a
-// copy call per tensor, as the runtime did before. The fusion copies'
-// speedup is relative to the plain copy (below 1: slower; the goal on an
-// H100 is 0.6 or more for ResNet-50's 161 tensors).
+// own allocation): one plain device-to-device copy of their total size
+// (the yardstick); packing them into one fusion buffer (offsets aligned
+// to 256 bytes) and unpacking them again with one Device.CopyDtoDBatch
+// each way, as the runtime does (on a *cuda.GPU: cudaMemcpyBatchAsync from
+// CUDA 12.8, else the copies spread over cuda.FanOutStreams streams); on a
+// *cuda.GPU that has the batch call, also its fallback, the copies spread
+// over each of SpreadStreams streams, so that the fallback is chosen by
+// measurement; and a copy call per tensor on the device's stream, as the
+// runtime did before. Each result's Speedup is relative to the plain copy
+// (below 1: slower; the goal on an H100 is 0.6 or more for ResNet-50's 161
+// tensors, in and out). Every packed and unpacked tensor is checked.
 func FusionCopy(d cuda.Device, sizes []int, iters int) (res []Result, err error) {
 	var ptrs []uintptr
 	defer func() {
@@ -123,9 +137,6 @@ func FusionCopy(d cuda.Device, sizes []int, iters int) (res []Result, err error)
 		if tensors[i], err = alloc(n); err != nil {
 			return nil, err
 		}
-		if err := d.Memset(tensors[i], byte(i), n); err != nil {
-			return nil, err
-		}
 	}
 	src, err := alloc(int(total))
 	if err != nil {
@@ -135,97 +146,96 @@ func FusionCopy(d cuda.Device, sizes []int, iters int) (res []Result, err error)
 	if err != nil {
 		return nil, err
 	}
-	plain, err := timeIt(d, iters, func() error { return d.CopyDtoD(dst, src, int(total)) })
-	if err != nil {
-		return nil, err
-	}
 	fusedAt := make([]uintptr, len(sizes))
 	for i := range sizes {
 		fusedAt[i] = dst + uintptr(offs[i])
 	}
-	pack, err := timeIt(d, iters, func() error { return d.CopyDtoDBatch(fusedAt, tensors, sizes) })
+	plain, err := timeIt(d, iters, func() error { return d.CopyDtoD(dst, src, int(total)) })
 	if err != nil {
 		return nil, err
 	}
-	packEach, err := timeIt(d, iters, func() error {
-		for i, n := range sizes {
-			if err := d.CopyDtoD(fusedAt[i], tensors[i], n); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	// The packed buffer must hold every tensor at its offset.
-	for i, n := range sizes {
-		probe := make([]byte, 1)
-		if err := d.CopyDtoH(probe, dst+uintptr(offs[i]+n-1)); err != nil {
-			return nil, err
-		}
-		if err := d.Sync(); err != nil {
-			return nil, err
-		}
-		if probe[0] != byte(i) {
-			return nil, fmt.Errorf("fusion buffer: tensor %d's last byte is %d, want %d", i, probe[0], byte(i))
-		}
-	}
-	for i := range sizes {
-		if err := d.Memset(tensors[i], 0, sizes[i]); err != nil {
-			return nil, err
-		}
-	}
-	unpack, err := timeIt(d, iters, func() error { return d.CopyDtoDBatch(tensors, fusedAt, sizes) })
-	if err != nil {
-		return nil, err
-	}
-	// Every tensor must be back from its offset.
-	for i, n := range sizes {
-		probe := make([]byte, 1)
-		if err := d.CopyDtoH(probe, tensors[i]+uintptr(n-1)); err != nil {
-			return nil, err
-		}
-		if err := d.Sync(); err != nil {
-			return nil, err
-		}
-		if probe[0] != byte(i) {
-			return nil, fmt.Errorf("fusion copy out: tensor %d's last byte is %d, want %d", i, probe[0], byte(i))
-		}
-	}
-	unpackEach, err := timeIt(d, iters, func() error {
-		for i, n := range sizes {
-			if err := d.CopyDtoD(tensors[i], fusedAt[i], n); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	how := "batched"
-	if g, ok := d.(*cuda.GPU); ok {
-		if g.Runtime().HasMemcpyBatch() {
-			how = "cudaMemcpyBatchAsync"
-		} else {
-			how = fmt.Sprintf("%d streams", cuda.FanOutStreams)
-		}
-	}
-	p := result("device copy, one buffer", total, 1, plain)
-	res = []Result{p}
-	for _, r := range []struct {
-		what string
-		t    time.Duration
-	}{
-		{fmt.Sprintf("fusion copy in (%d tensors, %s)", len(sizes), how), pack},
-		{fmt.Sprintf("fusion copy out (%d tensors, %s)", len(sizes), how), unpack},
-		{fmt.Sprintf("fusion copy in (%d tensors, a call each)", len(sizes)), packEach},
-		{fmt.Sprintf("fusion copy out (%d tensors, a call each)", len(sizes)), unpackEach},
-	} {
-		x := result(r.what, total, len(sizes), r.t)
-		x.Speedup = float64(plain) / float64(r.t)
+	res = []Result{result("device copy, one buffer", total, 1, plain)}
+	add := func(what string, t time.Duration) {
+		x := result(what, total, len(sizes), t)
+		x.Speedup = float64(plain) / float64(t)
 		res = append(res, x)
+	}
+	// measure times packing (in) or unpacking (out) with copy, after
+	// setting the sources to a pattern and the destinations to zero, and
+	// checks every tensor's first and last byte afterwards.
+	measure := func(what string, in bool, copy func(dsts, srcs []uintptr) error) error {
+		dsts, srcs := fusedAt, tensors
+		if !in {
+			dsts, srcs = tensors, fusedAt
+		}
+		for i, n := range sizes {
+			if err := d.Memset(srcs[i], byte(i+1), n); err != nil {
+				return err
+			}
+			if err := d.Memset(dsts[i], 0, n); err != nil {
+				return err
+			}
+		}
+		t, err := timeIt(d, iters, func() error { return copy(dsts, srcs) })
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		probe := make([]byte, 1)
+		for i, n := range sizes {
+			for _, at := range []int{0, n - 1} {
+				if n == 0 {
+					continue
+				}
+				if err := d.CopyDtoH(probe, dsts[i]+uintptr(at)); err != nil {
+					return err
+				}
+				if err := d.Sync(); err != nil {
+					return err
+				}
+				if probe[0] != byte(i+1) {
+					return fmt.Errorf("%s: tensor %d's byte %d is %d, want %d", what, i, at, probe[0], byte(i+1))
+				}
+			}
+		}
+		add(what, t)
+		return nil
+	}
+	batch := func(dsts, srcs []uintptr) error { return d.CopyDtoDBatch(dsts, srcs, sizes) }
+	each := func(dsts, srcs []uintptr) error {
+		for i, n := range sizes {
+			if err := d.CopyDtoD(dsts[i], srcs[i], n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	g, _ := d.(*cuda.GPU)
+	how := "batched"
+	switch {
+	case g != nil && g.Runtime().HasMemcpyBatch():
+		how = "cudaMemcpyBatchAsync"
+	case g != nil:
+		how = fmt.Sprintf("%d streams, no cudaMemcpyBatchAsync", cuda.FanOutStreams)
+	}
+	k := len(sizes)
+	for _, dir := range []struct {
+		name string
+		in   bool
+	}{{"in", true}, {"out", false}} {
+		if err := measure(fmt.Sprintf("fusion copy %s (%d tensors, %s)", dir.name, k, how), dir.in, batch); err != nil {
+			return nil, err
+		}
+		if g != nil && g.Runtime().HasMemcpyBatch() {
+			for _, streams := range SpreadStreams {
+				spread := func(dsts, srcs []uintptr) error { return g.CopyDtoDSpread(dsts, srcs, sizes, streams) }
+				if err := measure(fmt.Sprintf("fusion copy %s (%d tensors, %d stream%s)", dir.name, k, streams, plural(streams)), dir.in, spread); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := measure(fmt.Sprintf("fusion copy %s (%d tensors, a call each)", dir.name, k), dir.in, each); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }

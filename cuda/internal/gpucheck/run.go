@@ -63,6 +63,10 @@ func Run(w io.Writer, cfg Config) error {
 		for _, r := range res {
 			fmt.Fprintf(w, "     %v\n", r)
 		}
+		if err := g.BatchRefused(); err != nil {
+			fmt.Fprintf(w, "note the runtime refused cudaMemcpyBatchAsync (%v): the rows that name it measured the copies spread over %d streams\n",
+				err, cuda.FanOutStreams)
+		}
 	}
 	if res, err := HostCopy(g, cfg.HostBytes, cfg.Iters); err != nil {
 		fail("host copies", err)

@@ -3,5 +3,5 @@
 // rank, and every collective staged through pinned host memory at two
 // ranks sharing one GPU over the in-memory communicator, with the results
 // checked and timed. The hvdgpucheck command runs it; its test runs it
-// against the cuda package's mock libraries.
+// against the mock libraries of internal/cudamock.
 package gpucheck

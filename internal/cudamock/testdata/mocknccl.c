@@ -1,4 +1,4 @@
-// A stand-in for libnccl, built by the cuda package's tests. It supports
+// A stand-in for libnccl, built by the tests (internal/cudamock). It supports
 // communicators of one rank: collectives copy send to receive, and grouped
 // sends to self are matched with receives from self at ncclGroupEnd. Group
 // state is per thread, as in NCCL.
@@ -14,6 +14,12 @@ static __thread int depth;
 static __thread struct { const void *b; size_t n; } sends[64];
 static __thread struct { void *b; size_t n; } recvs[64];
 static __thread int nsend, nrecv;
+
+// mockSource: as in mockcudart.c, the sources' SHA-256 it was built from.
+#ifndef MOCK_SOURCE
+#define MOCK_SOURCE "unstamped"
+#endif
+const char *mockSource(void) { return MOCK_SOURCE; }
 
 int ncclGetVersion(int *v) { *v = 22105; return 0; }
 // Every byte of the id is set, so that ncclCommInitRank sees whether the

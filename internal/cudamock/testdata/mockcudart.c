@@ -1,5 +1,6 @@
-// A stand-in for libcudart, built by the cuda package's tests, so that the
-// dlopen shim and its C calls are exercised on machines without a GPU.
+// A stand-in for libcudart, built by the tests (internal/cudamock: with
+// gcc when there is one, else a prebuilt copy), so that the dlopen shim and
+// its C calls are exercised on machines without a GPU.
 // "Device memory" is calloc'd host memory recorded with the device that was
 // current when it was allocated; like the real runtime, the current device is per
 // thread, and every call that touches device memory checks that the
@@ -22,6 +23,32 @@
 // calls, streams created.
 static long counts[5];
 void mockCounts(long *out) { memcpy(out, counts, sizeof counts); }
+
+// mockSource returns the SHA-256 of this file (and of mocknccl.c) the
+// library was built from, so that a test can tell a stale prebuilt copy.
+#ifndef MOCK_SOURCE
+#define MOCK_SOURCE "unstamped"
+#endif
+const char *mockSource(void) { return MOCK_SOURCE; }
+
+// mockFailCopy makes the nth cudaMemcpyAsync from now (1: the next one) of
+// direction kind (1 host to device, 2 device to host, 3 device to device;
+// 0 any) fail with code, once; nth 0 disarms it.
+static pthread_mutex_t failMu = PTHREAD_MUTEX_INITIALIZER;
+static long failIn;
+static int failKind, failCode;
+void mockFailCopy(int kind, long nth, int code) {
+	pthread_mutex_lock(&failMu);
+	failKind = kind; failIn = nth; failCode = code;
+	pthread_mutex_unlock(&failMu);
+}
+static int injected(int kind) {
+	int code = 0;
+	pthread_mutex_lock(&failMu);
+	if (failIn > 0 && (failKind == 0 || failKind == kind) && --failIn == 0) code = failCode;
+	pthread_mutex_unlock(&failMu);
+	return code;
+}
 // The current device is per thread, as in CUDA. Stricter than CUDA, every
 // call that uses it also forgets it, as if the next call might come from
 // another thread (a goroutine may move): so the package must make the
@@ -39,6 +66,8 @@ const char *cudaGetErrorString(int e) {
 	case 1: return "invalid argument";
 	case 2: return "out of memory";
 	case 101: return "invalid device ordinal";
+	case 700: return "an illegal memory access was encountered";
+	case 801: return "operation not supported";
 	case 600: return "device not ready";
 	case 900: return "mock: wrong current device";
 	}
@@ -50,6 +79,8 @@ const char *cudaGetErrorName(int e) {
 	case 1: return "cudaErrorInvalidValue";
 	case 2: return "cudaErrorMemoryAllocation";
 	case 101: return "cudaErrorInvalidDevice";
+	case 700: return "cudaErrorIllegalAddress";
+	case 801: return "cudaErrorNotSupported";
 	case 600: return "cudaErrorNotReady";
 	case 900: return "cudaErrorMockWrongDevice";
 	}
@@ -150,6 +181,8 @@ static int known(void *s) {
 int cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *stream) {
 	if (!known(stream)) return 1; // the package always passes its own stream
 	__sync_fetch_and_add(&counts[0], 1);
+	int e = injected(kind);
+	if (e) { take(); return e; }
 	return cudaMemcpy(dst, src, n, kind);
 }
 
@@ -157,11 +190,17 @@ int cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *stream
 // cudaMemcpyAttributes.
 typedef struct { int srcAccessOrder, srcType, srcId, dstType, dstId; unsigned flags; } attrs_t;
 
+// mockRefuseBatch makes every cudaMemcpyBatchAsync fail with code (0: work
+// again), as a runtime whose driver is too old for it does.
+static int refuseBatch;
+void mockRefuseBatch(int code) { __sync_lock_test_and_set(&refuseBatch, code); }
+
 static int batch(void **dsts, void **srcs, size_t *sizes, size_t count, attrs_t *attrs, size_t *idxs,
 	size_t nattrs, size_t *failIdx, void *stream) {
 	int cur = take();
 	if (failIdx) *failIdx = (size_t)-1;
 	if (cur < 0) return 900;
+	if (refuseBatch) return refuseBatch;
 	if (!known(stream) || count == 0 || !attrs || !idxs || nattrs == 0 || idxs[0] != 0) return 1;
 	for (size_t a = 0; a < nattrs; a++)
 		if (attrs[a].srcAccessOrder < 1 || attrs[a].srcAccessOrder > 3) return 1;

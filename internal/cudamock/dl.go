@@ -1,0 +1,61 @@
+//go:build linux && (amd64 || arm64) && !nogpu
+
+package cudamock
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// call calls the exported function name of the loaded library at path
+// (dlopen returns the handle the library under test already has).
+func call(t testing.TB, path, name string, args ...uintptr) uintptr {
+	t.Helper()
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer purego.Dlclose(h)
+	fn, err := purego.Dlsym(h, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ := purego.SyscallN(fn, args...)
+	return r
+}
+
+// Counts reads the mock CUDA runtime's counters: cudaMemcpyAsync calls,
+// cudaMemcpyBatchAsync calls, the copies in them, cudaStreamWaitEvent
+// calls and streams created.
+func Counts(t testing.TB, cudart string) [5]int64 {
+	var c [5]int64
+	call(t, cudart, "mockCounts", uintptr(unsafe.Pointer(&c[0])))
+	return c
+}
+
+// FailCopy makes the nth cudaMemcpyAsync from now (1: the next) in
+// direction kind (AnyCopy: any) fail with the CUDA error code, once.
+func FailCopy(t testing.TB, cudart string, kind, nth, code int) {
+	call(t, cudart, "mockFailCopy", uintptr(kind), uintptr(nth), uintptr(code))
+}
+
+// RefuseBatch makes the mock's cudaMemcpyBatchAsync fail with the CUDA
+// error code (0: work again), as a runtime does whose driver is too old.
+func RefuseBatch(t testing.TB, cudart string, code int) {
+	call(t, cudart, "mockRefuseBatch", uintptr(code))
+}
+
+// Source returns the sources' hash the library at path was built from.
+func Source(t testing.TB, path string) string {
+	t.Helper()
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer purego.Dlclose(h)
+	var source func() string
+	purego.RegisterLibFunc(&source, h, "mockSource")
+	return source()
+}
