@@ -95,16 +95,27 @@ func (ps *ProcessSet) Rank() int {
 func (ps *ProcessSet) Included() bool { return ps.Rank() >= 0 }
 
 // String formats the set as Horovod prints one:
-// "ProcessSet(process_set_id=1, ranks=[0, 2])".
+// "ProcessSet(process_set_id=1, ranks=[0, 2], mpi_comm=None)", with
+// process_set_id=None before registration (and after a failed one) and
+// mpi_comm=<communicator> for a set made by ProcessSetFromComm.
 func (ps *ProcessSet) String() string {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	return ps.format()
+}
+
+// format is String with ps.mu held.
+func (ps *ProcessSet) format() string {
 	var b strings.Builder
 	b.WriteString("ProcessSet(process_set_id=")
 	if ps.id < 0 {
 		b.WriteString("None")
 	} else {
 		b.WriteString(strconv.Itoa(ps.id))
+	}
+	if ps.ranks == nil && ps.isComm {
+		b.WriteString(", ranks=None, mpi_comm=<communicator>)")
+		return b.String()
 	}
 	b.WriteString(", ranks=[")
 	for i, r := range ps.ranks {
@@ -113,7 +124,11 @@ func (ps *ProcessSet) String() string {
 		}
 		b.WriteString(strconv.Itoa(r))
 	}
-	b.WriteString("])")
+	if ps.isComm {
+		b.WriteString("], mpi_comm=<communicator>)")
+	} else {
+		b.WriteString("], mpi_comm=None)")
+	}
 	return b.String()
 }
 
@@ -176,6 +191,12 @@ func (e *ProcessSetError) Unwrap() error {
 // MismatchedProcessSetsText is Horovod's error when the processes register
 // different numbers of static process sets.
 const MismatchedProcessSetsText = "Different ranks tried to set up mismatching numbers of process sets"
+
+// AdasumProcessSetText is Horovod's error for an Adasum reduction asked of
+// a process set other than the global one (the collective fails with an
+// error wrapping ErrInvalidArgument that carries it, at once, on the rank
+// that asked).
+const AdasumProcessSetText = "Adasum does not support non-global process sets yet."
 
 // WithProcessSets registers static process sets at Init, in the order
 // given, with ids 1, 2, ...: every process must pass the same sets in the
@@ -475,7 +496,7 @@ func (r *Runtime) initProcessSets(g *loop, static []*ProcessSet, dynamic bool) e
 		}
 		if id := r.findSet(ranks); id >= 0 {
 			return &ProcessSetError{Op: "Init", Code: ProcessSetErrorExisting,
-				Message: fmt.Sprintf("process set %d (ranks %v) duplicates process set %d", i, ranks, id)}
+				Message: fmt.Sprintf("Horovod could not be initialized because process_sets entry number %d is a duplicate: %v (of process set %d)", i, ps, id)}
 		}
 		if err := g.addSet(ps, ranks); err != nil {
 			return err
@@ -675,8 +696,13 @@ func (r *Runtime) setControl(ctx context.Context, op string, so *setOp) error {
 	seq := r.psSeq
 	r.psMu.Unlock()
 	if !dynamic {
+		verb := "adding"
+		if !so.add {
+			verb = "removing"
+		}
 		return &ProcessSetError{Op: op, Code: ProcessSetErrorDynamic,
-			Message: "Set HOROVOD_DYNAMIC_PROCESS_SETS=1 or pass hvd.WithDynamicProcessSets() to Init to add or remove process sets after initialization."}
+			Message: "Set HOROVOD_DYNAMIC_PROCESS_SETS=1 to allow " + verb + " process sets after Horovod initialization " +
+				"(or pass hvd.WithDynamicProcessSets() to Init)."}
 	}
 	h := newHandle(1)
 	e := &entry{req: wire.Request{Rank: int32(r.Rank()), Type: wire.Barrier, Name: processSetPrefix + strconv.FormatUint(seq, 10),
@@ -714,7 +740,7 @@ func (l *loop) performSetOp(e *entry) error {
 	if so.add {
 		if id := r.findSet(so.ranks); id >= 0 {
 			e.h.fail(&ProcessSetError{Op: "AddProcessSet", Code: ProcessSetErrorExisting,
-				Message: fmt.Sprintf("process set %d has the ranks %v already", id, so.ranks)})
+				Message: fmt.Sprintf("Attempted to add a duplicate process set: %v (process set %d has these ranks)", so.set, id)})
 			return nil
 		}
 		if err := l.addSet(so.set, so.ranks); err != nil {

@@ -127,7 +127,8 @@ func TestProcessSetsMismatchedAtInit(t *testing.T) {
 		return []Option{WithProcessSets(NewProcessSet(0, 1), NewProcessSet(1, 0))}
 	})
 	for i, err := range errs {
-		if !errors.Is(err, ErrExistingProcessSet) {
+		if !errors.Is(err, ErrExistingProcessSet) || !strings.Contains(err.Error(),
+			"Horovod could not be initialized because process_sets entry number 1 is a duplicate: ProcessSet(process_set_id=None, ranks=[0, 1], mpi_comm=None)") {
 			t.Errorf("rank %d: Init with a duplicate set = %v", i, err)
 		}
 	}
@@ -173,6 +174,9 @@ func TestProcessSetFromComm(t *testing.T) {
 	sets := make([]*ProcessSet, n)
 	rts, errs := initEach(t, group, func(rank int) []Option {
 		sets[rank] = ProcessSetFromComm(subs[rank])
+		if got, want := sets[rank].String(), "ProcessSet(process_set_id=None, ranks=None, mpi_comm=<communicator>)"; got != want {
+			t.Errorf("before Init: %q, want %q", got, want)
+		}
 		return []Option{WithProcessSets(sets[rank])}
 	})
 	if err := errors.Join(errs...); err != nil {
@@ -180,7 +184,8 @@ func TestProcessSetFromComm(t *testing.T) {
 	}
 	(&cluster{rts: rts}).each(t, func(r *Runtime, rank int) error {
 		ps := sets[rank]
-		if fmt.Sprint(ps.Ranks()) != "[1 3]" || ps.ID() != 1 || ps.Included() != (rank%2 == 1) {
+		if fmt.Sprint(ps.Ranks()) != "[1 3]" || ps.ID() != 1 || ps.Included() != (rank%2 == 1) ||
+			ps.String() != "ProcessSet(process_set_id=1, ranks=[1, 3], mpi_comm=<communicator>)" {
 			return fmt.Errorf("set %v included %v", ps, ps.Included())
 		}
 		if !ps.Included() {
