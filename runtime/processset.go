@@ -134,11 +134,11 @@ func (ps *ProcessSet) format() string {
 
 // The process set error codes, Horovod's HOROVOD_PROCESS_SET_ERROR_*.
 const (
-	ProcessSetErrorInit     = -1 // mismatched or invalid registration at Init
+	ProcessSetErrorInit     = -1 // the runtime is not initialised; mismatched or invalid registration
 	ProcessSetErrorDynamic  = -2 // adding or removing without dynamic process sets
 	ProcessSetErrorUnknown  = -3 // the set does not exist, or was removed
 	ProcessSetErrorForeign  = -4 // this process is not a member of the set
-	ProcessSetErrorShutdown = -5 // the runtime is not running
+	ProcessSetErrorShutdown = -5 // the runtime was shut down, or failed
 	ProcessSetErrorExisting = -6 // a set with these ranks exists already
 )
 
@@ -159,6 +159,8 @@ type ProcessSetError struct {
 	Op      string
 	Code    int
 	Message string
+
+	cause error // the runtime's own error, for ProcessSetErrorInit before Init and ProcessSetErrorShutdown
 }
 
 // Error implements the error interface.
@@ -169,23 +171,50 @@ func (e *ProcessSetError) Error() string {
 	return "hvd: " + e.Op + ": " + e.Message
 }
 
-// Unwrap returns the sentinel of the error's kind.
-func (e *ProcessSetError) Unwrap() error {
+// Unwrap returns the sentinel of the error's kind and, where the runtime
+// was not running, the runtime's own error (ErrNotInitialized, or the
+// shutdown and its cause).
+func (e *ProcessSetError) Unwrap() []error {
+	var s error
 	switch e.Code {
 	case ProcessSetErrorInit:
-		return ErrProcessSetInit
+		s = ErrProcessSetInit
 	case ProcessSetErrorDynamic:
-		return ErrDynamicProcessSets
+		s = ErrDynamicProcessSets
 	case ProcessSetErrorUnknown:
-		return ErrUnknownProcessSet
+		s = ErrUnknownProcessSet
 	case ProcessSetErrorForeign:
-		return ErrForeignProcessSet
+		s = ErrForeignProcessSet
 	case ProcessSetErrorExisting:
-		return ErrExistingProcessSet
+		s = ErrExistingProcessSet
 	case ProcessSetErrorShutdown:
-		return ErrShutdown
+		s = ErrShutdown
 	}
-	return nil
+	var out []error
+	for _, err := range []error{s, e.cause} {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// notRunning turns the error of a registration made while the runtime is
+// not running into Horovod's process set codes: ProcessSetErrorInit before
+// Init (wrapping ErrNotInitialized too), ProcessSetErrorShutdown after
+// Shutdown or a failure (wrapping the shutdown error and its cause). Other
+// errors are returned as they are.
+func notRunning(op string, err error) error {
+	var pe *ProcessSetError
+	switch {
+	case err == nil || errors.As(err, &pe):
+		return err
+	case errors.Is(err, ErrNotInitialized):
+		return &ProcessSetError{Op: op, Code: ProcessSetErrorInit, Message: strings.TrimPrefix(err.Error(), "hvd: "), cause: err}
+	case errors.Is(err, ErrShutdown):
+		return &ProcessSetError{Op: op, Code: ProcessSetErrorShutdown, Message: strings.TrimPrefix(err.Error(), "hvd: "), cause: err}
+	}
+	return err
 }
 
 // MismatchedProcessSetsText is Horovod's error when the processes register
@@ -645,7 +674,7 @@ const processSetPrefix = "process_set."
 // Included false.
 func (r *Runtime) AddProcessSet(ctx context.Context, ranks []int) (*ProcessSet, error) {
 	if err := r.checkRunning(); err != nil {
-		return nil, err
+		return nil, notRunning("AddProcessSet", err)
 	}
 	rs := slices.Clone(ranks)
 	slices.Sort(rs)
@@ -666,7 +695,7 @@ func (r *Runtime) AddProcessSet(ctx context.Context, ranks []int) (*ProcessSet, 
 // global set cannot be removed.
 func (r *Runtime) RemoveProcessSet(ctx context.Context, ps *ProcessSet) error {
 	if err := r.checkRunning(); err != nil {
-		return err
+		return notRunning("RemoveProcessSet", err)
 	}
 	if ps == nil {
 		return invalid("RemoveProcessSet of a nil process set")
@@ -707,15 +736,15 @@ func (r *Runtime) setControl(ctx context.Context, op string, so *setOp) error {
 	h := newHandle(1)
 	e := &entry{req: wire.Request{Rank: int32(r.Rank()), Type: wire.Barrier, Name: processSetPrefix + strconv.FormatUint(seq, 10),
 		Device: wire.CPU, Prescale: 1, Postscale: 1}, h: h, enqueued: time.Now(), setOp: so}
-	gp, err := r.setFor("AddProcessSet", nil)
+	gp, err := r.setFor(op, nil)
 	if err != nil {
-		return err
+		return notRunning(op, err)
 	}
 	if err := r.enqueue(gp, e); err != nil {
-		return err
+		return notRunning(op, err)
 	}
 	r.q.signal()
-	return h.Wait(ctx)
+	return notRunning(op, h.Wait(ctx))
 }
 
 // performSetOp carries out a registration on the global loop, where every
@@ -729,9 +758,13 @@ func (l *loop) performSetOp(e *entry) error {
 	if err != nil {
 		return fmt.Errorf("gathering process set registrations: %w", err)
 	}
+	op := "RemoveProcessSet"
+	if so.add {
+		op = "AddProcessSet"
+	}
 	for rk, b := range all {
 		if string(b) != string(all[0]) {
-			e.h.fail(&ProcessSetError{Op: "AddProcessSet", Code: ProcessSetErrorInit,
+			e.h.fail(&ProcessSetError{Op: op, Code: ProcessSetErrorInit,
 				Message: fmt.Sprintf("Different ranks tried to add or remove mismatching process sets: rank %d asked to %v, rank 0 something else", rk, so)})
 			return nil
 		}

@@ -299,3 +299,40 @@ func TestProcessSetStallShutsDown(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessSetNotRunning: registrations before Init and after Shutdown
+// fail with Horovod's codes (ProcessSetErrorInit, ProcessSetErrorShutdown)
+// and still match the runtime's own errors.
+func TestProcessSetNotRunning(t *testing.T) {
+	ctx := ctxT(t)
+	var pe *ProcessSetError
+	r := new(Runtime)
+	_, err := r.AddProcessSet(ctx, []int{0})
+	if !errors.As(err, &pe) || pe.Code != ProcessSetErrorInit || !errors.Is(err, ErrNotInitialized) ||
+		err.Error() != "hvd: AddProcessSet: "+notInitializedText {
+		t.Fatalf("AddProcessSet before Init: %v", err)
+	}
+	rts, errs := initEach(t, comm.NewGroup(2), func(int) []Option { return []Option{WithDynamicProcessSets()} })
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	var sets [2]*ProcessSet
+	(&cluster{rts: rts}).each(t, func(r *Runtime, rank int) error {
+		p, err := r.AddProcessSet(ctx, []int{0})
+		sets[rank] = p
+		return err
+	})
+	if t.Failed() {
+		return
+	}
+	ps := sets[0]
+	StopLocal(rts)
+	for _, err := range []error{
+		func() error { _, err := rts[0].AddProcessSet(ctx, []int{1}); return err }(),
+		rts[0].RemoveProcessSet(ctx, ps),
+	} {
+		if !errors.As(err, &pe) || pe.Code != ProcessSetErrorShutdown || !errors.Is(err, ErrShutdown) {
+			t.Fatalf("after Shutdown: %v", err)
+		}
+	}
+}
