@@ -60,6 +60,27 @@ func TestMPIEquivalence(t *testing.T) {
 	}
 }
 
+// TestMPIEquivalenceProcessSets: the even and the odd ranks train the same
+// model (the same parameter names) in two process sets at once, each set
+// over its own replica of the global batch, and each must end where one
+// process on the whole batch ends; then the object helpers run within
+// each set, and Adasum within a set is refused (setsEquivalence).
+func TestMPIEquivalenceProcessSets(t *testing.T) {
+	if mpiRT.Size() < 2 {
+		t.Skip("needs two ranks")
+	}
+	const steps = 20
+	want, err := equivalenceRun(context.Background(), nil, 0, 1, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := setsEquivalence(ctx, mpiRT, steps, want); err != nil {
+		t.Fatalf("rank %d of %d: %v", mpiRT.Rank(), mpiRT.Size(), err)
+	}
+}
+
 // TestMPIOptions: parameter groups (tightly), fp16 compression (closely)
 // and Adasum over MPI.
 func TestMPIOptions(t *testing.T) {

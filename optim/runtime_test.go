@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -357,6 +358,7 @@ func setsEquivalence(ctx context.Context, r *hvd.Runtime, steps int, want []floa
 		ranks = append(ranks, g)
 	}
 	var mine *hvd.ProcessSet
+	added := make([]*hvd.ProcessSet, 2)
 	for g := range 2 {
 		var rs []int
 		for k := g; k < size; k += 2 {
@@ -366,6 +368,7 @@ func setsEquivalence(ctx context.Context, r *hvd.Runtime, steps int, want []floa
 		if err != nil {
 			return err
 		}
+		added[g] = ps
 		if g == r.Rank()%2 {
 			mine = ps
 		}
@@ -387,11 +390,32 @@ func setsEquivalence(ctx context.Context, r *hvd.Runtime, steps int, want []floa
 	if err := objectChecks(ctx, coll.(GatherCollectives), mine.Rank(), mine.Size()); err != nil {
 		return fmt.Errorf("objects within %v: %w", mine, err)
 	}
-	other := r.ProcessSets()[1+(1-r.Rank()%2)]
+	other := added[1-r.Rank()%2]
 	if _, err := FromProcessSet(r, other); !errors.Is(err, hvd.ErrForeignProcessSet) {
 		return fmt.Errorf("FromProcessSet of a foreign set: %v", err)
 	}
-	for _, ps := range r.ProcessSets()[1:] {
+	// Adasum within a set other than the global one is refused when the
+	// optimizer is made, as Horovod does; over the global set it is not.
+	inner, err := NewSGD([]Param{{Name: "w", Value: tensor.New(tensor.Float32, 2), Grad: tensor.New(tensor.Float32, 2)}}, SGDConfig{LR: 0.1})
+	if err != nil {
+		return err
+	}
+	if _, err := NewDistributed(inner, coll, WithOp(Adasum)); !errors.Is(err, hvd.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), hvd.AdasumProcessSetText) {
+		return fmt.Errorf("Adasum DistributedOptimizer within %v: %v", mine, err)
+	}
+	global, err := FromProcessSet(r, r.GlobalProcessSet())
+	if err != nil {
+		return err
+	}
+	if size&(size-1) == 0 { // Adasum needs a power of two ranks
+		d, err := NewDistributed(inner, global, WithOp(Adasum))
+		if err != nil {
+			return fmt.Errorf("Adasum DistributedOptimizer over the global set: %w", err)
+		}
+		d.Close()
+	}
+	for _, ps := range added {
 		if err := r.RemoveProcessSet(ctx, ps); err != nil {
 			return err
 		}

@@ -265,6 +265,6 @@ func ExampleRuntime_AddProcessSet() {
 	}, hvd.WithLogger(zerolog.Nop()), hvd.WithDynamicProcessSets())
 	fmt.Println(sums, err)
 	// Output:
-	// ProcessSet(process_set_id=1, ranks=[0, 2]) ProcessSet(process_set_id=2, ranks=[1, 3])
+	// ProcessSet(process_set_id=1, ranks=[0, 2], mpi_comm=None) ProcessSet(process_set_id=2, ranks=[1, 3], mpi_comm=None)
 	// [2 4 2 4] <nil>
 }

@@ -4,6 +4,7 @@ package runtime
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -15,7 +16,7 @@ import (
 // nodesRuntime starts a Runtime over the job's world with the hierarchical
 // knobs as given and, under MPI, the node names of HOROVOD_HOSTNAME (which
 // WithConfig would otherwise drop); static parity sets when sets is set.
-func nodesRuntime(t *testing.T, hierarchical, sets bool) (*Runtime, *ProcessSet) {
+func nodesRuntime(t *testing.T, hierarchical, sets bool, extra ...Option) (*Runtime, *ProcessSet) {
 	t.Helper()
 	cfg := testConfig()
 	cfg.Hostname = os.Getenv(config.EnvHostname)
@@ -29,7 +30,7 @@ func nodesRuntime(t *testing.T, hierarchical, sets bool) (*Runtime, *ProcessSet)
 		opts = append(opts, o...)
 	}
 	r := new(Runtime)
-	if err := r.Init(opts...); err != nil {
+	if err := r.Init(append(opts, extra...)...); err != nil {
 		t.Fatal(err)
 	}
 	return r, even
@@ -38,17 +39,21 @@ func nodesRuntime(t *testing.T, hierarchical, sets bool) (*Runtime, *ProcessSet)
 // TestMPINodesHierarchical runs the same collectives flat and hierarchical
 // (every op, integer and float dtypes, odd lengths, fused, chunked, uneven
 // allgathers) and compares each rank's results: integers bit for bit,
-// floats within 1e-6. It means something only where the job spans several
-// nodes: scripts/mpitest.sh runs it on 2x2 and 3x2 layouts of this one
-// machine (mpirun with HOROVOD_HOSTNAME per rank, gohorovodrun --gloo with
-// -H a.localhost:2,b.localhost:2); it skips on one node.
+// floats within 1e-6, and that the hierarchical run did run every
+// allreduce and allgather hierarchically (Stats). It means that only where
+// the job spans several nodes: scripts/mpitest.sh runs it on 2x2 and 3x2
+// layouts of this one machine (mpirun with HOROVOD_HOSTNAME per rank,
+// gohorovodrun --gloo with -H a.localhost:2,b.localhost:2). On one node it
+// checks that the knobs are ignored, with rank 0's log line, and that the
+// collectives still work.
 func TestMPINodesHierarchical(t *testing.T) {
 	for _, sets := range []bool{false, true} {
 		flatRT, even := nodesRuntime(t, false, sets)
 		if flatRT.LocalSize() == flatRT.Size() {
 			flatRT.Shutdown()
 			world.Barrier()
-			t.Skip("one node: run it as scripts/mpitest.sh's node layouts do")
+			hierIgnoredOnOneNode(t)
+			return
 		}
 		var opts []CallOption
 		member := true
@@ -83,11 +88,54 @@ func TestMPINodesHierarchical(t *testing.T) {
 			if err := sameResults([][]*tensor.Tensor{flat}, [][]*tensor.Tensor{res}); err != nil {
 				t.Fatalf("sets %v: %v", sets, err)
 			}
+			if st := hierRT.Stats(); st.HierarchicalAllreduces == 0 || st.HierarchicalAllgathers == 0 {
+				t.Fatalf("sets %v: %d hierarchical allreduces and %d allgathers on %d nodes", sets,
+					st.HierarchicalAllreduces, st.HierarchicalAllgathers, hierRT.CrossSize())
+			}
+		}
+		if st := flatRT.Stats(); st.HierarchicalAllreduces != 0 || st.HierarchicalAllgathers != 0 {
+			t.Fatalf("sets %v: the flat run counted hierarchical collectives: %+v", sets, st)
 		}
 		if err := hierRT.Barrier(mpiCtx(t)); err != nil {
 			t.Fatal(err)
 		}
 		hierRT.Shutdown()
 		world.Barrier()
+	}
+}
+
+// hierIgnoredOnOneNode: with the hierarchical knobs on and every rank on
+// one node, rank 0 logs that they are ignored, and the collectives run
+// flat and right.
+func hierIgnoredOnOneNode(t *testing.T) {
+	sink := new(logSink)
+	r, _ := nodesRuntime(t, true, false, WithLogger(zerolog.New(sink).Level(zerolog.InfoLevel)))
+	defer func() {
+		r.Shutdown()
+		world.Barrier()
+	}()
+	if r.loop.hier != nil {
+		t.Fatal("hierarchical collectives are on with one node")
+	}
+	s, err := r.Allreduce(mpiCtx(t), tensor.FromInt64([]int64{int64(r.Rank())}), "one.node", Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(r.Size() * (r.Size() - 1) / 2); s.Int64s()[0] != want {
+		t.Fatalf("sum %d, want %d", s.Int64s()[0], want)
+	}
+	g, err := r.Allgather(mpiCtx(t), tensor.FromInt64([]int64{int64(r.Rank())}, 1), "one.node.ag")
+	if err != nil || g.Len() != r.Size() {
+		t.Fatalf("allgather: %v %v", g, err)
+	}
+	if err := r.Barrier(mpiCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Stats(); st.HierarchicalAllreduces != 0 || st.HierarchicalAllgathers != 0 {
+		t.Fatalf("one node counted hierarchical collectives: %+v", st)
+	}
+	const line = "hierarchical allreduce and allgather are ignored: every rank of the process set is on one node"
+	if got := strings.Contains(sink.String(), line); got != (r.Rank() == 0) {
+		t.Fatalf("rank %d: the ignored line logged: %v, want it on rank 0 only:\n%s", r.Rank(), got, sink.String())
 	}
 }

@@ -18,8 +18,9 @@ import (
 
 // hierRun runs every rank of a fresh in-memory group placed on nodes by
 // nodeOf, with the hierarchical knobs as given, through the same sequence of
-// collectives (hierWorkload), and returns each rank's results and log.
-func hierRun(t *testing.T, nodeOf []int, hierarchical bool, sets bool) ([][]*tensor.Tensor, []string) {
+// collectives (hierWorkload), and returns each rank's results, log and
+// counters.
+func hierRun(t *testing.T, nodeOf []int, hierarchical bool, sets bool) ([][]*tensor.Tensor, []string, []Stats) {
 	t.Helper()
 	n := len(nodeOf)
 	group := comm.NewGroupWith(n, comm.GroupOptions{NodeOf: nodeOf})
@@ -55,10 +56,12 @@ func hierRun(t *testing.T, nodeOf []int, hierarchical bool, sets bool) ([][]*ten
 	})
 	StopLocal(rts)
 	ls := make([]string, n)
+	st := make([]Stats, n)
 	for i, b := range logs {
 		ls[i] = b.b.String() // the loops have stopped
+		st[i] = rts[i].Stats()
 	}
-	return out, ls
+	return out, ls, st
 }
 
 // hierWorkload: allreduces of every op over integer and float dtypes and
@@ -164,10 +167,23 @@ func TestHierarchicalEqualsFlat(t *testing.T) {
 		{"even ranks' set on 4 nodes x 2", []int{0, 0, 1, 1, 2, 2, 3, 3}, "4x1", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			flat, _ := hierRun(t, tc.nodeOf, false, tc.sets)
-			hier, logs := hierRun(t, tc.nodeOf, true, tc.sets)
+			flat, _, flatStats := hierRun(t, tc.nodeOf, false, tc.sets)
+			hier, logs, hierStats := hierRun(t, tc.nodeOf, true, tc.sets)
 			if err := sameResults(flat, hier); err != nil {
 				t.Fatal(err)
+			}
+			for rank := range tc.nodeOf {
+				f, h := flatStats[rank], hierStats[rank]
+				if f.HierarchicalAllreduces != 0 || f.HierarchicalAllgathers != 0 {
+					t.Fatalf("rank %d: flat run counted hierarchical collectives: %+v", rank, f)
+				}
+				// The ranks that ran the workload on several nodes ran
+				// every allreduce and allgather hierarchically.
+				ran := !tc.sets || rank%2 == 0
+				if on := h.HierarchicalAllreduces > 0 && h.HierarchicalAllgathers > 0; on != (ran && tc.layout != "") {
+					t.Fatalf("rank %d (layout %q): %d hierarchical allreduces, %d allgathers", rank, tc.layout,
+						h.HierarchicalAllreduces, h.HierarchicalAllgathers)
+				}
 			}
 			on := strings.Contains(logs[0], "hierarchical collectives on")
 			if tc.layout == "" {

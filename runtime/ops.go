@@ -94,7 +94,7 @@ func (r *Runtime) checkReduce(p *pset, op ReduceOp, dt tensor.DType) error {
 	}
 	if op == Adasum {
 		if p.id != 0 {
-			return invalid("Adasum is supported on the global process set only, not on process set %d", p.id)
+			return invalid("%s (process set %d)", AdasumProcessSetText, p.id)
 		}
 		if p.size&(p.size-1) != 0 || bits.OnesCount(uint(p.size)) != 1 {
 			return fmt.Errorf("%w: %s", ErrInvalidArgument, adasumPow2Text)

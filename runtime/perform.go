@@ -243,6 +243,7 @@ func (l *loop) reduceBytes(b []byte, dt tensor.DType, op tensor.ReduceOp) error 
 		}
 		if l.hier != nil && l.cfg.HierarchicalAllreduce {
 			err = l.hier.Allreduce(t, op) // reduce-scatter in the node, allreduce across, allgather in the node
+			l.r.stats.hierAR.Add(1)
 		} else {
 			err = l.com.Allreduce(t, op)
 		}
@@ -490,6 +491,7 @@ func (l *loop) allgather(e *entry, resp *wire.Response) error {
 	shape[0] = rows
 	e.out = tensor.New(e.req.DType, shape...)
 	if l.hier != nil && l.cfg.HierarchicalAllgather {
+		l.r.stats.hierAG.Add(1)
 		return l.hier.Allgatherv(e.in, e.out, l.counts) // gather in the node, allgather across, broadcast in the node
 	}
 	return l.com.Allgatherv(e.in, e.out, l.counts)

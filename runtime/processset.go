@@ -95,16 +95,27 @@ func (ps *ProcessSet) Rank() int {
 func (ps *ProcessSet) Included() bool { return ps.Rank() >= 0 }
 
 // String formats the set as Horovod prints one:
-// "ProcessSet(process_set_id=1, ranks=[0, 2])".
+// "ProcessSet(process_set_id=1, ranks=[0, 2], mpi_comm=None)", with
+// process_set_id=None before registration (and after a failed one) and
+// mpi_comm=<communicator> for a set made by ProcessSetFromComm.
 func (ps *ProcessSet) String() string {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	return ps.format()
+}
+
+// format is String with ps.mu held.
+func (ps *ProcessSet) format() string {
 	var b strings.Builder
 	b.WriteString("ProcessSet(process_set_id=")
 	if ps.id < 0 {
 		b.WriteString("None")
 	} else {
 		b.WriteString(strconv.Itoa(ps.id))
+	}
+	if ps.ranks == nil && ps.isComm {
+		b.WriteString(", ranks=None, mpi_comm=<communicator>)")
+		return b.String()
 	}
 	b.WriteString(", ranks=[")
 	for i, r := range ps.ranks {
@@ -113,17 +124,21 @@ func (ps *ProcessSet) String() string {
 		}
 		b.WriteString(strconv.Itoa(r))
 	}
-	b.WriteString("])")
+	if ps.isComm {
+		b.WriteString("], mpi_comm=<communicator>)")
+	} else {
+		b.WriteString("], mpi_comm=None)")
+	}
 	return b.String()
 }
 
 // The process set error codes, Horovod's HOROVOD_PROCESS_SET_ERROR_*.
 const (
-	ProcessSetErrorInit     = -1 // mismatched or invalid registration at Init
+	ProcessSetErrorInit     = -1 // the runtime is not initialised; mismatched or invalid registration
 	ProcessSetErrorDynamic  = -2 // adding or removing without dynamic process sets
 	ProcessSetErrorUnknown  = -3 // the set does not exist, or was removed
 	ProcessSetErrorForeign  = -4 // this process is not a member of the set
-	ProcessSetErrorShutdown = -5 // the runtime is not running
+	ProcessSetErrorShutdown = -5 // the runtime was shut down, or failed
 	ProcessSetErrorExisting = -6 // a set with these ranks exists already
 )
 
@@ -144,6 +159,8 @@ type ProcessSetError struct {
 	Op      string
 	Code    int
 	Message string
+
+	cause error // the runtime's own error, for ProcessSetErrorInit before Init and ProcessSetErrorShutdown
 }
 
 // Error implements the error interface.
@@ -154,28 +171,61 @@ func (e *ProcessSetError) Error() string {
 	return "hvd: " + e.Op + ": " + e.Message
 }
 
-// Unwrap returns the sentinel of the error's kind.
-func (e *ProcessSetError) Unwrap() error {
+// Unwrap returns the sentinel of the error's kind and, where the runtime
+// was not running, the runtime's own error (ErrNotInitialized, or the
+// shutdown and its cause).
+func (e *ProcessSetError) Unwrap() []error {
+	var s error
 	switch e.Code {
 	case ProcessSetErrorInit:
-		return ErrProcessSetInit
+		s = ErrProcessSetInit
 	case ProcessSetErrorDynamic:
-		return ErrDynamicProcessSets
+		s = ErrDynamicProcessSets
 	case ProcessSetErrorUnknown:
-		return ErrUnknownProcessSet
+		s = ErrUnknownProcessSet
 	case ProcessSetErrorForeign:
-		return ErrForeignProcessSet
+		s = ErrForeignProcessSet
 	case ProcessSetErrorExisting:
-		return ErrExistingProcessSet
+		s = ErrExistingProcessSet
 	case ProcessSetErrorShutdown:
-		return ErrShutdown
+		s = ErrShutdown
 	}
-	return nil
+	var out []error
+	for _, err := range []error{s, e.cause} {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// notRunning turns the error of a registration made while the runtime is
+// not running into Horovod's process set codes: ProcessSetErrorInit before
+// Init (wrapping ErrNotInitialized too), ProcessSetErrorShutdown after
+// Shutdown or a failure (wrapping the shutdown error and its cause). Other
+// errors are returned as they are.
+func notRunning(op string, err error) error {
+	var pe *ProcessSetError
+	switch {
+	case err == nil || errors.As(err, &pe):
+		return err
+	case errors.Is(err, ErrNotInitialized):
+		return &ProcessSetError{Op: op, Code: ProcessSetErrorInit, Message: strings.TrimPrefix(err.Error(), "hvd: "), cause: err}
+	case errors.Is(err, ErrShutdown):
+		return &ProcessSetError{Op: op, Code: ProcessSetErrorShutdown, Message: strings.TrimPrefix(err.Error(), "hvd: "), cause: err}
+	}
+	return err
 }
 
 // MismatchedProcessSetsText is Horovod's error when the processes register
 // different numbers of static process sets.
 const MismatchedProcessSetsText = "Different ranks tried to set up mismatching numbers of process sets"
+
+// AdasumProcessSetText is Horovod's error for an Adasum reduction asked of
+// a process set other than the global one (the collective fails with an
+// error wrapping ErrInvalidArgument that carries it, at once, on the rank
+// that asked).
+const AdasumProcessSetText = "Adasum does not support non-global process sets yet."
 
 // WithProcessSets registers static process sets at Init, in the order
 // given, with ids 1, 2, ...: every process must pass the same sets in the
@@ -475,7 +525,7 @@ func (r *Runtime) initProcessSets(g *loop, static []*ProcessSet, dynamic bool) e
 		}
 		if id := r.findSet(ranks); id >= 0 {
 			return &ProcessSetError{Op: "Init", Code: ProcessSetErrorExisting,
-				Message: fmt.Sprintf("process set %d (ranks %v) duplicates process set %d", i, ranks, id)}
+				Message: fmt.Sprintf("Horovod could not be initialized because process_sets entry number %d is a duplicate: %v (of process set %d)", i, ps, id)}
 		}
 		if err := g.addSet(ps, ranks); err != nil {
 			return err
@@ -624,7 +674,7 @@ const processSetPrefix = "process_set."
 // Included false.
 func (r *Runtime) AddProcessSet(ctx context.Context, ranks []int) (*ProcessSet, error) {
 	if err := r.checkRunning(); err != nil {
-		return nil, err
+		return nil, notRunning("AddProcessSet", err)
 	}
 	rs := slices.Clone(ranks)
 	slices.Sort(rs)
@@ -645,7 +695,7 @@ func (r *Runtime) AddProcessSet(ctx context.Context, ranks []int) (*ProcessSet, 
 // global set cannot be removed.
 func (r *Runtime) RemoveProcessSet(ctx context.Context, ps *ProcessSet) error {
 	if err := r.checkRunning(); err != nil {
-		return err
+		return notRunning("RemoveProcessSet", err)
 	}
 	if ps == nil {
 		return invalid("RemoveProcessSet of a nil process set")
@@ -675,21 +725,26 @@ func (r *Runtime) setControl(ctx context.Context, op string, so *setOp) error {
 	seq := r.psSeq
 	r.psMu.Unlock()
 	if !dynamic {
+		verb := "adding"
+		if !so.add {
+			verb = "removing"
+		}
 		return &ProcessSetError{Op: op, Code: ProcessSetErrorDynamic,
-			Message: "Set HOROVOD_DYNAMIC_PROCESS_SETS=1 or pass hvd.WithDynamicProcessSets() to Init to add or remove process sets after initialization."}
+			Message: "Set HOROVOD_DYNAMIC_PROCESS_SETS=1 to allow " + verb + " process sets after Horovod initialization " +
+				"(or pass hvd.WithDynamicProcessSets() to Init)."}
 	}
 	h := newHandle(1)
 	e := &entry{req: wire.Request{Rank: int32(r.Rank()), Type: wire.Barrier, Name: processSetPrefix + strconv.FormatUint(seq, 10),
 		Device: wire.CPU, Prescale: 1, Postscale: 1}, h: h, enqueued: time.Now(), setOp: so}
-	gp, err := r.setFor("AddProcessSet", nil)
+	gp, err := r.setFor(op, nil)
 	if err != nil {
-		return err
+		return notRunning(op, err)
 	}
 	if err := r.enqueue(gp, e); err != nil {
-		return err
+		return notRunning(op, err)
 	}
 	r.q.signal()
-	return h.Wait(ctx)
+	return notRunning(op, h.Wait(ctx))
 }
 
 // performSetOp carries out a registration on the global loop, where every
@@ -703,9 +758,13 @@ func (l *loop) performSetOp(e *entry) error {
 	if err != nil {
 		return fmt.Errorf("gathering process set registrations: %w", err)
 	}
+	op := "RemoveProcessSet"
+	if so.add {
+		op = "AddProcessSet"
+	}
 	for rk, b := range all {
 		if string(b) != string(all[0]) {
-			e.h.fail(&ProcessSetError{Op: "AddProcessSet", Code: ProcessSetErrorInit,
+			e.h.fail(&ProcessSetError{Op: op, Code: ProcessSetErrorInit,
 				Message: fmt.Sprintf("Different ranks tried to add or remove mismatching process sets: rank %d asked to %v, rank 0 something else", rk, so)})
 			return nil
 		}
@@ -714,7 +773,7 @@ func (l *loop) performSetOp(e *entry) error {
 	if so.add {
 		if id := r.findSet(so.ranks); id >= 0 {
 			e.h.fail(&ProcessSetError{Op: "AddProcessSet", Code: ProcessSetErrorExisting,
-				Message: fmt.Sprintf("process set %d has the ranks %v already", id, so.ranks)})
+				Message: fmt.Sprintf("Attempted to add a duplicate process set: %v (process set %d has these ranks)", so.set, id)})
 			return nil
 		}
 		if err := l.addSet(so.set, so.ranks); err != nil {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,7 +66,7 @@ func scenarioDisjointSets(r *Runtime, even, odd *ProcessSet) error {
 	if want := slices.Index(members, rank); mine.Rank() != want || mine.Size() != len(members) {
 		return fmt.Errorf("set rank %d size %d, want %d %d", mine.Rank(), mine.Size(), want, len(members))
 	}
-	if got, want := even.String(), fmt.Sprintf("ProcessSet(process_set_id=1, ranks=%s)", pyList(parity(size, 0))); got != want {
+	if got, want := even.String(), fmt.Sprintf("ProcessSet(process_set_id=1, ranks=%s, mpi_comm=None)", pyList(parity(size, 0))); got != want {
 		return fmt.Errorf("String() = %q, want %q", got, want)
 	}
 	if n := len(r.ProcessSets()); n != 3 {
@@ -101,6 +102,9 @@ func scenarioDisjointSets(r *Runtime, even, odd *ProcessSet) error {
 				return fmt.Errorf("round %d result %d: %v, want %v", round, k, got, wants[k])
 			}
 		}
+	}
+	if err := groupsInSet(ctx, r, mine); err != nil {
+		return err
 	}
 	// Average divides by the set's size.
 	avg, err := r.Allreduce(ctx, tensor.FromFloat64([]float64{float64(rank)}), "avg", Average, InProcessSet(mine))
@@ -210,6 +214,85 @@ func scenarioDisjointSets(r *Runtime, even, odd *ProcessSet) error {
 	return nil
 }
 
+// groupsInSet runs the grouped operations and an AllreduceGroup within
+// ps, under the same names in every set, and checks each result against
+// the set's members.
+func groupsInSet(ctx context.Context, r *Runtime, ps *ProcessSet) error {
+	rank, members := r.Rank(), ps.Ranks()
+	n := len(members)
+	// A grouped allreduce: Average divides by the set's size.
+	outs, err := r.GroupedAllreduce(ctx, []*tensor.Tensor{tensor.FromFloat64([]float64{float64(rank)}),
+		tensor.FromInt64([]int64{int64(rank), 1})}, "grp", Sum, InProcessSet(ps))
+	if err != nil {
+		return fmt.Errorf("grouped allreduce: %w", err)
+	}
+	sum := sumOf(members, func(g int) float64 { return float64(g) })
+	if outs[0].Float64s()[0] != sum || outs[1].Int64s()[0] != int64(sum) || outs[1].Int64s()[1] != int64(n) {
+		return fmt.Errorf("grouped allreduce: %v %v, want %v and [%v %d]", outs[0].Float64s(), outs[1].Int64s(), sum, sum, n)
+	}
+	// An AllreduceGroup, two steps (the second from the set's cache).
+	a, b := tensor.New(tensor.Float32, 3), tensor.New(tensor.Float32, 1)
+	g, err := r.NewAllreduceGroup([]*tensor.Tensor{a, b}, []string{"ga", "gb"}, Average, InProcessSet(ps))
+	if err != nil {
+		return fmt.Errorf("allreduce group: %w", err)
+	}
+	defer g.Close()
+	for step := range 2 {
+		for i := range a.Float32s() {
+			a.Float32s()[i] = float32(rank + step + i)
+		}
+		b.Float32s()[0] = float32(rank)
+		h, err := g.Start()
+		if err != nil {
+			return fmt.Errorf("allreduce group step %d: %w", step, err)
+		}
+		if err := h.Wait(ctx); err != nil {
+			return fmt.Errorf("allreduce group step %d: %w", step, err)
+		}
+		for i, v := range a.Float32s() {
+			if want := float32(sum/float64(n)) + float32(step+i); v != want {
+				return fmt.Errorf("allreduce group step %d: a[%d] = %v, want %v", step, i, v, want)
+			}
+		}
+		if want := float32(sum / float64(n)); b.Float32s()[0] != want {
+			return fmt.Errorf("allreduce group step %d: b = %v, want %v", step, b.Float32s()[0], want)
+		}
+	}
+	// A grouped allgather: rank+1 rows and one row, in set order.
+	rows := make([]int64, rank+1)
+	for i := range rows {
+		rows[i] = int64(rank)
+	}
+	gs, err := r.GroupedAllgather(ctx, []*tensor.Tensor{tensor.FromInt64(rows, rank+1), tensor.FromInt64([]int64{int64(rank * 10)}, 1)},
+		"gag", InProcessSet(ps))
+	if err != nil {
+		return fmt.Errorf("grouped allgather: %w", err)
+	}
+	var want0, want1 []int64
+	for _, m := range members {
+		for range m + 1 {
+			want0 = append(want0, int64(m))
+		}
+		want1 = append(want1, int64(m*10))
+	}
+	if !slices.Equal(gs[0].Int64s(), want0) || !slices.Equal(gs[1].Int64s(), want1) {
+		return fmt.Errorf("grouped allgather: %v %v, want %v %v", gs[0].Int64s(), gs[1].Int64s(), want0, want1)
+	}
+	// A grouped reducescatter of n rows: one row each.
+	in := make([]float64, n)
+	for i := range in {
+		in[i] = float64(i + rank)
+	}
+	rs, err := r.GroupedReducescatter(ctx, []*tensor.Tensor{tensor.FromFloat64(in, n, 1)}, "grs", Sum, InProcessSet(ps))
+	if err != nil {
+		return fmt.Errorf("grouped reducescatter: %w", err)
+	}
+	if want := float64(n*ps.Rank()) + sum; rs[0].Len() != 1 || rs[0].Float64s()[0] != want {
+		return fmt.Errorf("grouped reducescatter: %v, want [%v]", rs[0].Float64s(), want)
+	}
+	return nil
+}
+
 func pyList(rs []int) string {
 	s := "["
 	for i, r := range rs {
@@ -261,8 +344,12 @@ func scenarioErrors(r *Runtime, even, odd *ProcessSet) error {
 	if rank%2 == 1 {
 		mine = odd
 	}
-	if _, err := r.AllreduceAsync(tensor.FromFloat32([]float32{1}), "ada", Adasum, InProcessSet(mine)); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := r.AllreduceAsync(tensor.FromFloat32([]float32{1}), "ada", Adasum, InProcessSet(mine)); !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), AdasumProcessSetText) {
 		return fmt.Errorf("adasum on a non-global set: %v", err)
+	}
+	if err := works("adasum"); err != nil {
+		return err
 	}
 	outside := -1
 	for g := range size {
@@ -279,10 +366,15 @@ func scenarioErrors(r *Runtime, even, odd *ProcessSet) error {
 	if _, err := r.AllgatherAsync(x, "scaled", Prescale(2)); !errors.Is(err, ErrInvalidArgument) {
 		return fmt.Errorf("allgather with a prescale: %v", err)
 	}
-	if _, err := r.AddProcessSet(ctx, []int{0}); !errors.Is(err, ErrDynamicProcessSets) {
+	if _, err := r.AddProcessSet(ctx, []int{0}); !errors.Is(err, ErrDynamicProcessSets) || !errors.As(err, &pe) ||
+		pe.Code != ProcessSetErrorDynamic || !strings.Contains(err.Error(), "Set HOROVOD_DYNAMIC_PROCESS_SETS=1 to allow adding process sets after Horovod initialization") {
 		return fmt.Errorf("AddProcessSet without dynamic sets: %v", err)
 	}
-	if err := r.RemoveProcessSet(ctx, mine); !errors.Is(err, ErrDynamicProcessSets) {
+	if err := works("add"); err != nil {
+		return err
+	}
+	if err := r.RemoveProcessSet(ctx, mine); !errors.Is(err, ErrDynamicProcessSets) ||
+		!strings.Contains(err.Error(), "to allow removing process sets") {
 		return fmt.Errorf("RemoveProcessSet without dynamic sets: %v", err)
 	}
 	return works("end")
@@ -376,7 +468,10 @@ func scenarioDynamic(r *Runtime) error {
 		return err
 	}
 	// A duplicate of an existing set, on every rank.
-	if _, err := r.AddProcessSet(ctx, lowRanks); !errors.Is(err, ErrExistingProcessSet) {
+	var pe *ProcessSetError
+	if _, err := r.AddProcessSet(ctx, lowRanks); !errors.Is(err, ErrExistingProcessSet) || !errors.As(err, &pe) ||
+		pe.Code != ProcessSetErrorExisting ||
+		!strings.Contains(err.Error(), fmt.Sprintf("Attempted to add a duplicate process set: ProcessSet(process_set_id=None, ranks=%s, mpi_comm=None)", pyList(lowRanks))) {
 		return fmt.Errorf("duplicate add: %v", err)
 	}
 	if err := works("duplicate"); err != nil {

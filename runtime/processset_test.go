@@ -127,7 +127,8 @@ func TestProcessSetsMismatchedAtInit(t *testing.T) {
 		return []Option{WithProcessSets(NewProcessSet(0, 1), NewProcessSet(1, 0))}
 	})
 	for i, err := range errs {
-		if !errors.Is(err, ErrExistingProcessSet) {
+		if !errors.Is(err, ErrExistingProcessSet) || !strings.Contains(err.Error(),
+			"Horovod could not be initialized because process_sets entry number 1 is a duplicate: ProcessSet(process_set_id=None, ranks=[0, 1], mpi_comm=None)") {
 			t.Errorf("rank %d: Init with a duplicate set = %v", i, err)
 		}
 	}
@@ -173,6 +174,9 @@ func TestProcessSetFromComm(t *testing.T) {
 	sets := make([]*ProcessSet, n)
 	rts, errs := initEach(t, group, func(rank int) []Option {
 		sets[rank] = ProcessSetFromComm(subs[rank])
+		if got, want := sets[rank].String(), "ProcessSet(process_set_id=None, ranks=None, mpi_comm=<communicator>)"; got != want {
+			t.Errorf("before Init: %q, want %q", got, want)
+		}
 		return []Option{WithProcessSets(sets[rank])}
 	})
 	if err := errors.Join(errs...); err != nil {
@@ -180,7 +184,8 @@ func TestProcessSetFromComm(t *testing.T) {
 	}
 	(&cluster{rts: rts}).each(t, func(r *Runtime, rank int) error {
 		ps := sets[rank]
-		if fmt.Sprint(ps.Ranks()) != "[1 3]" || ps.ID() != 1 || ps.Included() != (rank%2 == 1) {
+		if fmt.Sprint(ps.Ranks()) != "[1 3]" || ps.ID() != 1 || ps.Included() != (rank%2 == 1) ||
+			ps.String() != "ProcessSet(process_set_id=1, ranks=[1, 3], mpi_comm=<communicator>)" {
 			return fmt.Errorf("set %v included %v", ps, ps.Included())
 		}
 		if !ps.Included() {
@@ -291,6 +296,43 @@ func TestProcessSetStallShutsDown(t *testing.T) {
 	for _, r := range rts[1:] {
 		if _, err := r.Allreduce(ctxT(t), tensor.FromFloat64([]float64{1}), "x", Sum); !errors.Is(err, ErrShutdown) {
 			t.Fatalf("rank %d after the stall: %v", r.Rank(), err)
+		}
+	}
+}
+
+// TestProcessSetNotRunning: registrations before Init and after Shutdown
+// fail with Horovod's codes (ProcessSetErrorInit, ProcessSetErrorShutdown)
+// and still match the runtime's own errors.
+func TestProcessSetNotRunning(t *testing.T) {
+	ctx := ctxT(t)
+	var pe *ProcessSetError
+	r := new(Runtime)
+	_, err := r.AddProcessSet(ctx, []int{0})
+	if !errors.As(err, &pe) || pe.Code != ProcessSetErrorInit || !errors.Is(err, ErrNotInitialized) ||
+		err.Error() != "hvd: AddProcessSet: "+notInitializedText {
+		t.Fatalf("AddProcessSet before Init: %v", err)
+	}
+	rts, errs := initEach(t, comm.NewGroup(2), func(int) []Option { return []Option{WithDynamicProcessSets()} })
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	var sets [2]*ProcessSet
+	(&cluster{rts: rts}).each(t, func(r *Runtime, rank int) error {
+		p, err := r.AddProcessSet(ctx, []int{0})
+		sets[rank] = p
+		return err
+	})
+	if t.Failed() {
+		return
+	}
+	ps := sets[0]
+	StopLocal(rts)
+	for _, err := range []error{
+		func() error { _, err := rts[0].AddProcessSet(ctx, []int{1}); return err }(),
+		rts[0].RemoveProcessSet(ctx, ps),
+	} {
+		if !errors.As(err, &pe) || pe.Code != ProcessSetErrorShutdown || !errors.Is(err, ErrShutdown) {
+			t.Fatalf("after Shutdown: %v", err)
 		}
 	}
 }

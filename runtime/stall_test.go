@@ -28,6 +28,13 @@ func (s *logSink) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// String returns what was written so far.
+func (s *logSink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // events decodes the JSON events written so far.
 func (s *logSink) events(t *testing.T) []map[string]any {
 	t.Helper()

@@ -29,6 +29,13 @@ type Stats struct {
 	// not finished: the settings may still change. Every rank turns it
 	// off at the same cycle.
 	Tuning bool
+	// HierarchicalAllreduces and HierarchicalAllgathers count the
+	// collectives that ran by the hierarchical algorithms
+	// (HOROVOD_HIERARCHICAL_ALLREDUCE and _ALLGATHER where a process set
+	// spans several nodes), in every process set, each transport call once
+	// (each chunk of a chunked allreduce): they stay zero where the knobs
+	// are off or ignored (one node), which is how to tell.
+	HierarchicalAllreduces, HierarchicalAllgathers int64
 }
 
 type stats struct {
@@ -38,6 +45,7 @@ type stats struct {
 	cached, cachedNs     atomic.Int64
 	copied, inPlace      atomic.Int64
 	tuning               atomic.Bool
+	hierAR, hierAG       atomic.Int64
 }
 
 // Stats returns the loop's counters.
@@ -55,5 +63,8 @@ func (r *Runtime) Stats() Stats {
 		FusedCopied:  s.copied.Load(),
 		FusedInPlace: s.inPlace.Load(),
 		Tuning:       s.tuning.Load(),
+
+		HierarchicalAllreduces: s.hierAR.Load(),
+		HierarchicalAllgathers: s.hierAG.Load(),
 	}
 }

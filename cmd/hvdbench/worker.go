@@ -407,7 +407,7 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a 
 	}
 	fmt.Printf("impl=runtime transport=%s case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d fchunk=%d maxfused=%d hierarchical=%v nodes=%d verified=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
 		"us_per_cached_cycle=%.1f cached_cycles_per_step=%.2f us_per_active_cycle=%.1f active_cycles_per_step=%.2f us_per_idle_cycle=%.1f slow_cycles=%d allocs_per_step=%.1f\n",
-		transport, name, c.tensors, bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, a.hierarchical, rt.Size()/rt.LocalSize(), verified, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
+		transport, name, c.tensors, bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, a.hierarchical, len(rt.Nodes()), verified, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
 		usCached, float64(cached)/float64(a.iters), usPerCycle, float64(active)/float64(a.iters), idleUs, s1.SlowCycles-s0.SlowCycles,
 		float64(after.Mallocs-before.Mallocs)/float64(a.iters))
 	return nil
