@@ -2,6 +2,7 @@ package optim_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/importer"
@@ -11,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -52,6 +54,26 @@ func readmeBlock(readme []byte, heading string) (string, error) {
 	return string(rest[:end]), nil
 }
 
+// moduleRoot returns the directory of go.mod above the working directory
+// (the package's directory under go test, the repository's root when
+// scripts/mpitest.sh runs the test binary).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = up
+	}
+}
+
 // TestREADMESnippets type-checks the README's examples of post-local SGD,
 // SyncBatchNorm and PowerSGD against the packages as they are, so that
 // the README cannot drift from the API (the runnable Examples,
@@ -61,13 +83,19 @@ func TestREADMESnippets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list -export")
 	}
-	readme, err := os.ReadFile("../README.md")
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The packages' export data, from the build cache.
-	out, err := exec.Command("go", "list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}",
-		"github.com/gohorovod/gohorovod/optim/nn", "github.com/gohorovod/gohorovod/runtime").Output()
+	cmd := exec.Command("go", "list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}",
+		"github.com/gohorovod/gohorovod/optim/nn", "github.com/gohorovod/gohorovod/runtime")
+	cmd.Dir = root
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list -export: %v", err)
 	}
