@@ -350,6 +350,10 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 				y[i] = train.Labels[s]
 			}
 			n := len(idx)
+			var sent int64 // by PowerSGD before this step, whose buckets start in backward
+			if psgd != nil {
+				sent = psgd.BytesAllreduced()
+			}
 			if err := opt.ZeroGrad(); err != nil {
 				return res, err
 			}
@@ -361,10 +365,6 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 				return res, err
 			}
 			synchronous := local == nil || !local.Local()
-			var sent int64
-			if psgd != nil {
-				sent = psgd.BytesAllreduced()
-			}
 			t0 := time.Now()
 			if err := opt.Step(); err != nil {
 				return res, err
