@@ -3,6 +3,7 @@ package optim_test
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/gohorovod/gohorovod/optim"
 	hvd "github.com/gohorovod/gohorovod/runtime"
@@ -174,4 +175,70 @@ func ExampleNewPowerSGD() {
 	// step 1: (0,0) 1.000, (0,1) 2.000, (0,2) 0.000
 	// step 2: (0,0) 1.000, (0,1) 2.000, (0,2) 0.000
 	// bytes sent: 9728
+}
+
+// clipHook is a user's communication hook: it clips each rank's gradient
+// to norm at most 1 before averaging it (the plain allreduce hook does
+// the rest). Start runs as soon as the bucket's gradients are Ready;
+// Finish once every bucket of the step has arrived.
+type clipHook struct{}
+
+func (clipHook) Start(c optim.Collectives, b *optim.Bucket) (optim.Waiter, error) {
+	for _, g := range b.Grads {
+		v := g.Float64s()
+		var sq float64
+		for _, x := range v {
+			sq += x * x
+		}
+		if n := math.Sqrt(sq); n > 1 {
+			for i := range v {
+				v[i] /= n
+			}
+		}
+	}
+	return optim.AllreduceHook().Start(c, b) // names derived from b.Name
+}
+
+func (clipHook) Finish(b *optim.Bucket) error { return optim.AllreduceHook().Finish(b) }
+
+// Two ranks average the gradient of a 2-vector through a communication
+// hook of their own (WithCommHook): rank 0's gradient (3, 4) is clipped to
+// norm 1, (0.6, 0.8), rank 1's (0, 0.5) is left as it is, and both ranks
+// step with their mean.
+func ExampleWithCommHook() {
+	err := hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
+		coll, err := optim.FromRuntime(r)
+		if err != nil {
+			return err
+		}
+		p := optim.Param{Name: "w", Value: tensor.New(tensor.Float64, 2), Grad: tensor.New(tensor.Float64, 2)}
+		sgd, err := optim.NewSGD([]optim.Param{p}, optim.SGDConfig{LR: 1})
+		if err != nil {
+			return err
+		}
+		opt, err := optim.NewDistributed(sgd, coll, optim.WithCommHook(clipHook{}))
+		if err != nil {
+			return err
+		}
+		defer opt.Close()
+		if err := opt.ZeroGrad(); err != nil {
+			return err
+		}
+		copy(p.Grad.Float64s(), [][]float64{{3, 4}, {0, 0.5}}[rank]) // backward
+		if err := opt.Ready(p); err != nil {
+			return err
+		}
+		if err := opt.Step(); err != nil {
+			return err
+		}
+		if rank == 0 {
+			fmt.Printf("gradient %.2f, w %.2f\n", p.Grad.Float64s(), p.Value.Float64s())
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// gradient [0.30 0.65], w [-0.30 -0.65]
 }

@@ -34,10 +34,11 @@ type PowerSGDConfig struct {
 	StartPowerSGDIter int
 	// MinCompressionRate: a gradient of rows×cols (a higher-rank one is
 	// rows = its first dimension, cols = the product of the rest) is
-	// compressed when rows·cols / ((rows+cols)·rank) >= it, else it is
-	// allreduced as it is, batched with the bucket's other such
-	// gradients (vectors, small matrices). 0 means torch's default, 2;
-	// a small positive value (say 1e-9) compresses every matrix.
+	// compressed when rows·cols > it·(rows+cols)·rank (torch's
+	// _should_compress: a compression rate above it), else it is
+	// allreduced as it is, batched with the bucket's other such gradients
+	// (vectors, small matrices). 0 means torch's default, 2; a small
+	// positive value (say 1e-9) compresses every matrix.
 	MinCompressionRate float64
 	// NoErrorFeedback turns off error feedback (torch's
 	// use_error_feedback=False): the part of each compressed gradient
@@ -175,7 +176,7 @@ func (h *PowerSGD) plan(b *Bucket) *psgdPlan {
 		}
 		rows, cols, ok := matrixShape(g.Shape())
 		r := min(h.cfg.MatrixApproximationRank, rows, cols)
-		if !ok || r == 0 || float64(rows)*float64(cols) < h.cfg.MinCompressionRate*float64((rows+cols)*r) {
+		if !ok || r == 0 || float64(rows)*float64(cols) <= h.cfg.MinCompressionRate*float64((rows+cols)*r) {
 			ln.rest = append(ln.rest, k)
 			continue
 		}

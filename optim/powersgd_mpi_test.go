@@ -44,7 +44,7 @@ func TestMPIPowerSGD(t *testing.T) {
 		b := int64(tensor.New(s.dt, s.shape...).NumBytes())
 		all += b
 		rows, cols, ok := matrixShape(s.shape)
-		if rk := min(r, rows, cols); ok && float64(rows*cols)/float64((rows+cols)*rk) >= 2 {
+		if rk := min(r, rows, cols); ok && float64(rows*cols) > 2*float64((rows+cols)*rk) {
 			want += int64((rows + cols) * rk * s.dt.Size())
 		} else {
 			want += b

@@ -236,7 +236,7 @@ func TestPowerSGDWireBytes(t *testing.T) {
 		all += b
 		rows, cols, ok := matrixShape(s.shape)
 		rk := min(r, rows, cols)
-		if ok && float64(rows*cols)/float64((rows+cols)*rk) >= 2 {
+		if ok && float64(rows*cols) > 2*float64((rows+cols)*rk) {
 			want += int64((rows + cols) * rk * s.dt.Size())
 		} else {
 			want += b
@@ -654,6 +654,39 @@ func TestPowerSGDErrors(t *testing.T) {
 	}
 	if err := opt.SetState(good); !errors.Is(err, ErrInFlight) {
 		t.Fatalf("SetState during a step: %v", err)
+	}
+}
+
+// TestPowerSGDMinCompressionRate: a matrix is compressed only when its
+// compression rate, rows·cols / ((rows+cols)·rank), is above
+// MinCompressionRate, as torch's _should_compress decides: 8×8 at rank 2
+// (rate exactly 2) travels as it is, 9×9 (2.25) is compressed, and a
+// 3×40 matrix at rank 8, approximated at rank 3 (rate 120/129), only
+// with a minimum rate below that.
+func TestPowerSGDMinCompressionRate(t *testing.T) {
+	for _, c := range []struct {
+		shape      []int
+		rank       int
+		rate       float64
+		compressed bool
+	}{
+		{[]int{8, 8}, 2, 0, false},
+		{[]int{9, 9}, 2, 0, true},
+		{[]int{8, 8}, 2, 1.99, true},
+		{[]int{3, 40}, 8, 0, false},
+		{[]int{3, 40}, 8, 0.9, true},
+		{[]int{40}, 1, 1e-9, false},
+		{[]int{4, 3, 3, 3}, 1, 0, true}, // conv weight: 4×27, rate 108/31
+	} {
+		h, err := NewPowerSGD(PowerSGDConfig{MatrixApproximationRank: c.rank, MinCompressionRate: c.rate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := tensor.New(tensor.Float32, c.shape...)
+		pl := h.plan(&Bucket{Name: "b", Params: []Param{{Name: "w", Value: g, Grad: g}}, Grads: []*tensor.Tensor{g}})
+		if got := len(pl.lanes[0].comp) == 1; got != c.compressed {
+			t.Errorf("%v at rank %d, minimum rate %g: compressed %v, want %v", c.shape, c.rank, c.rate, got, c.compressed)
+		}
 	}
 }
 

@@ -46,7 +46,7 @@ func runElastic(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (
 	if err != nil {
 		return res, err
 	}
-	opt, err := newOptimizer(o, model, coll)
+	opt, _, err := newOptimizer(o, model, coll)
 	if err != nil {
 		return res, err
 	}

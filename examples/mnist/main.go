@@ -288,7 +288,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 	if err := optim.BroadcastParameters(ctx, coll, model.Params(), 0); err != nil {
 		return res, err
 	}
-	dist, err := newOptimizer(o, model, coll)
+	dist, psgd, err := newOptimizer(o, model, coll)
 	if err != nil {
 		return res, err
 	}
@@ -315,6 +315,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 	for _, p := range model.Params() {
 		bytes += p.Value.NumBytes()
 	}
+	wire := o.gradientWire(bytes)
 	normBytes := 0 // per step: each sync batch norm's two allreduces of 1+2C float64s
 	if o.norm == "sync" {
 		for _, bn := range bns {
@@ -324,10 +325,10 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 	if rank == 0 {
 		fmt.Fprintf(out, "mnist: %d ranks, MLP %v, batch norm %s, batch %d per rank, lr %g·%d, %d epochs\n", size, widths, o.norm, o.batch, o.lr, size, o.epochs)
 		if local != nil {
-			fmt.Fprintf(out, "post-local SGD: %d synchronous steps, then the parameters (%d bytes) averaged every %d steps%s, the gradients (%d bytes) allreduced every step before\n",
-				o.localStart, bytes, o.period, o.nodePeriodText(), bytes)
+			fmt.Fprintf(out, "post-local SGD: %d synchronous steps, then the parameters (%d bytes) averaged every %d steps%s, the gradients (%d bytes) allreduced every step before%s\n",
+				o.localStart, bytes, o.period, o.nodePeriodText(), bytes, wire)
 		} else {
-			fmt.Fprintf(out, "synchronous SGD: the gradients (%d bytes) allreduced every step\n", bytes)
+			fmt.Fprintf(out, "synchronous SGD: the gradients (%d bytes) allreduced every step%s\n", bytes, wire)
 		}
 	}
 	x := make([]float32, o.batch*mnist.Pixels)
@@ -349,6 +350,10 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 				y[i] = train.Labels[s]
 			}
 			n := len(idx)
+			var sent int64 // by PowerSGD before this step, whose buckets start in backward
+			if psgd != nil {
+				sent = psgd.BytesAllreduced()
+			}
 			if err := opt.ZeroGrad(); err != nil {
 				return res, err
 			}
@@ -365,7 +370,11 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 				return res, err
 			}
 			stepTime += time.Since(t0)
-			moved += stepBytes(local, synchronous, bytes) + normBytes
+			grads := o.gradientBytes(bytes)
+			if psgd != nil {
+				grads = int(psgd.BytesAllreduced() - sent)
+			}
+			moved += stepBytes(local, synchronous, grads, bytes) + normBytes
 			loss.Add(l, float64(n))
 		}
 		if local != nil && !local.Averaged() {
@@ -453,25 +462,49 @@ func load(o options) (train, test *mnist.Set, widths []int, err error) {
 
 // newOptimizer returns SGD over the model's parameters wrapped in a
 // DistributedOptimizer on coll: gradients are averaged across ranks as
-// backward produces them.
-func newOptimizer(o options, model *mlp.MLP, coll optim.Collectives) (*optim.DistributedOptimizer, error) {
+// backward produces them. With --powersgd-rank it also returns the
+// PowerSGD hook through which they travel (else nil).
+func newOptimizer(o options, model *mlp.MLP, coll optim.Collectives) (*optim.DistributedOptimizer, *optim.PowerSGD, error) {
 	sgd, err := optim.NewSGD(model.Params(), optim.SGDConfig{LR: o.lr, Momentum: o.momentum, WeightDecay: o.wd})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	comp, _ := o.compression()
 	dopts := []optim.DistOption{optim.WithCompression(comp), optim.BucketBytes(o.bucket)}
+	var h *optim.PowerSGD
 	if o.psgdRank > 0 {
-		h, err := optim.NewPowerSGD(optim.PowerSGDConfig{MatrixApproximationRank: o.psgdRank, StartPowerSGDIter: o.psgdFrom, Seed: o.seed})
+		h, err = optim.NewPowerSGD(optim.PowerSGDConfig{MatrixApproximationRank: o.psgdRank, StartPowerSGDIter: o.psgdFrom, Seed: o.seed})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		dopts = append(dopts, optim.WithCommHook(h))
 	}
 	if o.groups > 0 {
 		dopts = append(dopts, optim.NumGroups(o.groups))
 	}
-	return optim.NewDistributed(sgd, coll, dopts...)
+	dist, err := optim.NewDistributed(sgd, coll, dopts...)
+	return dist, h, err
+}
+
+// gradientBytes is what a synchronous step allreduces of gradients of
+// bytes bytes (float32) without PowerSGD: half as many with --compression.
+func (o options) gradientBytes(bytes int) int {
+	if o.compress != "none" {
+		return bytes / 2
+	}
+	return bytes
+}
+
+// gradientWire describes how the gradients travel, for the first lines
+// printed.
+func (o options) gradientWire(bytes int) string {
+	switch {
+	case o.psgdRank > 0:
+		return fmt.Sprintf(", compressed by PowerSGD at rank %d after %d steps", o.psgdRank, o.psgdFrom)
+	case o.compress != "none":
+		return fmt.Sprintf(", as %s (%d bytes)", o.compress, o.gradientBytes(bytes))
+	}
+	return ""
 }
 
 // trainer is the optimizer of the training loop: the DistributedOptimizer,
@@ -501,13 +534,16 @@ func newLocalSGD(ctx context.Context, o options, r *hvd.Runtime, dist *optim.Dis
 	return optim.NewPostLocalSGD(dist, cfg)
 }
 
-// stepBytes is what the step just taken allreduced on this rank: the
-// gradients (bytes) in a synchronous step, the parameters (as many bytes)
-// in a local step that averaged (across all ranks or within the node),
-// nothing in one that did not.
-func stepBytes(local *optim.PostLocalSGD, synchronous bool, bytes int) int {
-	if synchronous || local.Averager().Due(local.Steps()) >= 0 {
-		return bytes
+// stepBytes is what the step just taken allreduced on this rank: grads
+// (the gradients as they travelled) in a synchronous step, the parameters
+// (params bytes) in a local step that averaged (across all ranks or
+// within the node), nothing in one that did not.
+func stepBytes(local *optim.PostLocalSGD, synchronous bool, grads, params int) int {
+	switch {
+	case synchronous:
+		return grads
+	case local.Averager().Due(local.Steps()) >= 0:
+		return params
 	}
 	return 0
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +63,77 @@ func TestLocalSGD(t *testing.T) {
 	if want := fmt.Sprintf(" %.0f KiB allreduced/step", float64((50+11)*940584)/1024/94); !strings.Contains(outs[0].String(), want) {
 		t.Errorf("rank 0 printed %q, want %q", outs[0].String(), want)
 	}
+}
+
+// TestAccuracyParity trains at np 2 on the in-memory group (two epochs on
+// the first 12,000 images, the same seed and data order for each) with
+// synchronous SGD, with PowerSGD at rank 2 and with post-local SGD
+// averaging every 4 steps, and checks that each of the last two ends
+// within 0.5 points of synchronous SGD's test accuracy (the issue's
+// bound; the full-data figures are in the README) while its training
+// differs from it (other parameters) and moves fewer bytes per step.
+func TestAccuracyParity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains on MNIST")
+	}
+	const n = 2
+	base := []string{"--epochs", "2", "--train-limit", "12000", "--warmup-epochs", "0.5"}
+	sync, syncOut := trainLocal(t, n, base...)
+	syncKiB := allreducedKiB(t, syncOut[0].String())
+	t.Logf("synchronous: %.2f%%, %.0f KiB/step", 100*sync[0].accuracy, syncKiB)
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"powersgd-rank-2", []string{"--powersgd-rank", "2", "--powersgd-start", "50"}},
+		{"local-sgd-period-4", []string{"--local-sgd-start", "50", "--averaging-period", "4"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, outs := trainLocal(t, n, append(append([]string(nil), base...), c.args...)...)
+			kib := allreducedKiB(t, outs[0].String())
+			t.Logf("%s: %.2f%%, %.0f KiB/step", c.name, 100*res[0].accuracy, kib)
+			if res[0].checksum != res[1].checksum {
+				t.Fatal("ranks ended with different parameters")
+			}
+			if res[0].checksum == sync[0].checksum {
+				t.Fatal("trained exactly as synchronous SGD did")
+			}
+			if d := 100 * (sync[0].accuracy - res[0].accuracy); d > 0.5 {
+				t.Errorf("test accuracy %.2f%%, %.2f points below synchronous SGD's %.2f%%", 100*res[0].accuracy, d, 100*sync[0].accuracy)
+			}
+			if !(kib < syncKiB/2) {
+				t.Errorf("%.0f KiB allreduced per step, synchronous SGD %.0f", kib, syncKiB)
+			}
+			if c.name == "powersgd-rank-2" {
+				// The last epoch is compressed throughout: per step the
+				// weights' factors, (rows+cols)·2 float32s each, and the
+				// biases as they are.
+				want := float64(((256+784)*2+(128+256)*2+(10+128)*2+256+128+10)*4) / 1024
+				if math.Round(want) != kib {
+					t.Errorf("%.0f KiB allreduced per step, want %.0f", kib, want)
+				}
+			}
+		})
+	}
+}
+
+// allreducedKiB returns the KiB allreduced per step that the last epoch
+// line of out reports.
+func allreducedKiB(t *testing.T, out string) float64 {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	for i := 1; i < len(f); i++ {
+		if strings.HasPrefix(f[i], "KiB") {
+			v, err := strconv.ParseFloat(f[i-1], 64)
+			if err != nil {
+				t.Fatalf("%q: %v", lines[len(lines)-1], err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no KiB allreduced/step in %q", out)
+	return 0
 }
 
 // TestElastic runs the elastic path in a process alone (one rank, no
