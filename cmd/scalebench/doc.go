@@ -4,7 +4,8 @@
 // each np, the bound: np independent single-rank copies of the same
 // program running at once, whose samples/s are summed (what np ranks
 // could reach if communication cost nothing and they only shared the
-// machine). It prints samples/s, the bound, the ideal (np times one
+// machine). Every process of both, job and bound, runs at the same cores
+// per rank: scalebench sets GOMAXPROCS to the cores over np (at least 1). It prints samples/s, the bound, the ideal (np times one
 // rank's) and the efficiency against each, and draws them in a PNG.
 //
 //	go build -tags mpi -o bin/ ./examples/mnist ./cmd/scalebench

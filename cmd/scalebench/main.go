@@ -41,11 +41,15 @@ func main() {
 	var pts []scaling.Point
 	single := 0.0
 	for np := 1; np <= *maxNP; np *= 2 {
-		measured, err := launched(*launcher, np, *program, args)
+		// Every rank, of the job and of the bound, gets the same share of
+		// the cores (GOMAXPROCS), so that the bound differs from the job
+		// only in communication.
+		env := []string{scaling.CoreShareEnv(runtime.NumCPU(), np)}
+		measured, err := launched(env, *launcher, np, *program, args)
 		if err != nil {
 			fail(fmt.Errorf("np %d: %w", np, err))
 		}
-		bound, err := independent(np, *program, args)
+		bound, err := independent(env, np, *program, args)
 		if err != nil {
 			fail(fmt.Errorf("bound at np %d: %w", np, err))
 		}
@@ -78,10 +82,10 @@ func main() {
 	fmt.Println("plot:", *pngPath)
 }
 
-// launched runs the program under the launcher at np ranks and returns its
-// samples/s.
-func launched(launcher string, np int, program string, args []string) (float64, error) {
-	out, err := run(launcher, append([]string{fmt.Sprint(np), program}, args...)...)
+// launched runs the program under the launcher at np ranks, with env added
+// to the environment, and returns its samples/s.
+func launched(env []string, launcher string, np int, program string, args []string) (float64, error) {
+	out, err := runEnv(env, launcher, append([]string{fmt.Sprint(np), program}, args...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -89,9 +93,9 @@ func launched(launcher string, np int, program string, args []string) (float64, 
 }
 
 // independent runs np single-rank copies of the program at once (no
-// launcher: each is rank 0 of a job of one) and returns their summed
-// samples/s.
-func independent(np int, program string, args []string) (float64, error) {
+// launcher: each is rank 0 of a job of one), with env added to the
+// environment, and returns their summed samples/s.
+func independent(env []string, np int, program string, args []string) (float64, error) {
 	rates := make([]float64, np)
 	errs := make([]error, np)
 	var wg sync.WaitGroup
@@ -99,7 +103,7 @@ func independent(np int, program string, args []string) (float64, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := run(program, args...)
+			out, err := runEnv(env, program, args...)
 			if err == nil {
 				rates[i], err = scaling.Rate(bytes.NewReader(out))
 			}

@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"io"
 	"regexp"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -35,6 +36,19 @@ var samplesRE = regexp.MustCompile(`epoch (\d+):.*?([0-9.]+) samples/s`)
 // ErrNoThroughput is returned when output holds no epoch line with a
 // samples/s figure.
 var ErrNoThroughput = errors.New("scaling: no \"epoch N: ... X samples/s\" line in the output")
+
+// CoreShare is the cores (GOMAXPROCS) of each of np ranks on a machine of
+// cpus cores: an equal share, at least one.
+func CoreShare(cpus, np int) int { return max(1, cpus/max(1, np)) }
+
+// CoreShareEnv is the environment entry that gives each of np processes on
+// a machine of cpus cores its CoreShare: scalebench sets it for the job's
+// ranks and for the bound's independent copies alike, so that the bound
+// runs at the same cores per rank (a copy left alone would take every
+// core, as a single-rank job does).
+func CoreShareEnv(cpus, np int) string {
+	return "GOMAXPROCS=" + strconv.Itoa(CoreShare(cpus, np))
+}
 
 // Table writes one line per point: np, measured, bound, ideal, and the
 // efficiency against the bound and against the ideal. single is the

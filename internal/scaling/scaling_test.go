@@ -55,3 +55,16 @@ func TestPlotIsAPNG(t *testing.T) {
 		t.Fatal("an empty plot must fail")
 	}
 }
+
+func TestCoreShare(t *testing.T) {
+	for _, c := range []struct{ cpus, np, want int }{
+		{16, 1, 16}, {16, 2, 8}, {16, 8, 2}, {16, 16, 1}, {2, 4, 1}, {2, 2, 1}, {3, 2, 1}, {4, 0, 4},
+	} {
+		if got := CoreShare(c.cpus, c.np); got != c.want {
+			t.Errorf("CoreShare(%d, %d) = %d, want %d", c.cpus, c.np, got, c.want)
+		}
+	}
+	if got := CoreShareEnv(16, 4); got != "GOMAXPROCS=4" {
+		t.Errorf("CoreShareEnv(16, 4) = %q", got)
+	}
+}
