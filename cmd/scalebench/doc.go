@@ -5,7 +5,9 @@
 // program running at once, whose samples/s are summed (what np ranks
 // could reach if communication cost nothing and they only shared the
 // machine). Every process of both, job and bound, runs at the same cores
-// per rank: scalebench sets GOMAXPROCS to the cores over np (at least 1). It prints samples/s, the bound, the ideal (np times one
+// per rank: scalebench sets GOMAXPROCS to the cores over np (at least 1).
+// Each np's job and bound run -rounds times (default 3), interleaved and
+// alternating which goes first, and the table and plot take the medians. It prints samples/s, the bound, the ideal (np times one
 // rank's) and the efficiency against each, and draws them in a PNG.
 //
 //	go build -tags mpi -o bin/ ./examples/mnist ./cmd/scalebench

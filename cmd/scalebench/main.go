@@ -26,7 +26,7 @@ func main() {
 	np := flag.Int("np", 2, "with -sweep: the ranks")
 	fusions := flag.String("fusion", "1,4,16,64", "with -sweep: fusion thresholds in MiB")
 	cycles := flag.String("cycle", "1,5,25", "with -sweep: cycle times in ms")
-	rounds := flag.Int("rounds", 3, "with -sweep: runs of each setting (the table gives their median)")
+	rounds := flag.Int("rounds", 3, "runs of each np's job and bound (with -sweep: of each setting), interleaved; the table gives their medians")
 	flag.Parse()
 	args := flag.Args()
 	if *sweep {
@@ -35,30 +35,49 @@ func main() {
 		}
 		return
 	}
-	if *maxNP < 1 {
-		fail(fmt.Errorf("-max-np %d: want at least 1", *maxNP))
+	if *maxNP < 1 || *rounds < 1 {
+		fail(fmt.Errorf("-max-np %d, -rounds %d: want at least 1", *maxNP, *rounds))
+	}
+	// Every round measures each np's job and bound, alternating which
+	// goes first, so that both see about the same machine load; the
+	// table has the medians over the rounds.
+	var nps []int
+	for np := 1; np <= *maxNP; np *= 2 {
+		nps = append(nps, np)
+	}
+	measured, bound := make([][]float64, len(nps)), make([][]float64, len(nps))
+	for r := range *rounds {
+		for k, np := range nps {
+			// Every rank, of the job and of the bound, gets the same
+			// share of the cores (GOMAXPROCS), so that the bound differs
+			// from the job only in communication.
+			env := []string{scaling.CoreShareEnv(runtime.NumCPU(), np)}
+			var m, b float64
+			var err error
+			for _, job := range scaling.Order(2, r+k) {
+				if job == 0 {
+					m, err = launched(env, *launcher, np, *program, args)
+				} else {
+					b, err = independent(env, np, *program, args)
+				}
+				if err != nil {
+					fail(fmt.Errorf("np %d (%s): %w", np, [2]string{"job", "bound"}[job], err))
+				}
+			}
+			measured[k], bound[k] = append(measured[k], m), append(bound[k], b)
+			fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d: %.0f samples/s, bound %.0f\n", r+1, np, m, b)
+		}
 	}
 	var pts []scaling.Point
 	single := 0.0
-	for np := 1; np <= *maxNP; np *= 2 {
-		// Every rank, of the job and of the bound, gets the same share of
-		// the cores (GOMAXPROCS), so that the bound differs from the job
-		// only in communication.
-		env := []string{scaling.CoreShareEnv(runtime.NumCPU(), np)}
-		measured, err := launched(env, *launcher, np, *program, args)
-		if err != nil {
-			fail(fmt.Errorf("np %d: %w", np, err))
-		}
-		bound, err := independent(env, np, *program, args)
-		if err != nil {
-			fail(fmt.Errorf("bound at np %d: %w", np, err))
-		}
+	for k, np := range nps {
+		p := scaling.Point{NP: np, Measured: scaling.Median(measured[k]), Bound: scaling.Median(bound[k])}
 		if np == 1 {
-			single = bound
+			single = p.Bound
 		}
-		pts = append(pts, scaling.Point{NP: np, Measured: measured, Bound: bound})
-		fmt.Fprintf(os.Stderr, "scalebench: np %d: %.0f samples/s, bound %.0f\n", np, measured, bound)
+		pts = append(pts, p)
 	}
+	fmt.Printf("%s, %d rounds, median samples/s\n", *program, *rounds)
 	if err := scaling.Table(os.Stdout, pts, single); err != nil {
 		fail(err)
 	}
