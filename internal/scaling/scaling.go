@@ -79,6 +79,13 @@ func Plot(w io.Writer, title string, pts []Point, single float64) error {
 	p.X.Label.Text = "ranks (np)"
 	p.Y.Label.Text = "samples/s"
 	p.Legend.Top, p.Legend.Left = true, true
+	// From zero, ticks at the process counts measured.
+	p.Y.Min = 0
+	var ticks []plot.Tick
+	for _, pt := range pts {
+		ticks = append(ticks, plot.Tick{Value: float64(pt.NP), Label: strconv.Itoa(pt.NP)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	ideal, bound, measured := make(plotter.XYs, len(pts)), make(plotter.XYs, len(pts)), make(plotter.XYs, len(pts))
 	for i, pt := range pts {
 		x := float64(pt.NP)
@@ -107,6 +114,7 @@ func Plot(w io.Writer, title string, pts []Point, single float64) error {
 		p.Add(line, points)
 		p.Legend.Add(l.name, line, points)
 	}
+	p.Y.Max *= 1.3 // room for the legend above the lines
 	wt, err := p.WriterTo(6*vg.Inch, 4*vg.Inch, "png")
 	if err != nil {
 		return err
