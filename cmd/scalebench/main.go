@@ -72,6 +72,13 @@ func main() {
 	single := 0.0
 	for k, np := range nps {
 		p := scaling.Point{NP: np, Measured: scaling.Median(measured[k]), Bound: scaling.Median(bound[k])}
+		if *rounds > 1 {
+			ratios := make([]float64, *rounds)
+			for r := range ratios {
+				ratios[r] = measured[k][r] / bound[k][r]
+			}
+			p.Paired = scaling.Median(ratios)
+		}
 		if np == 1 {
 			single = p.Bound
 		}

@@ -18,6 +18,11 @@ type Point struct {
 	NP       int
 	Measured float64 // the data-parallel job over NP ranks
 	Bound    float64 // NP independent single-rank jobs running at once, summed
+	// Paired is the median over rounds of each round's Measured/Bound
+	// (0: one round, or not known): on a machine whose load drifts, the
+	// job and the bound of one round saw about the same load, so this
+	// ratio is steadier than the ratio of the medians.
+	Paired float64
 }
 
 // Ideal is NP times the single-rank throughput single.
@@ -51,16 +56,29 @@ func CoreShareEnv(cpus, np int) string {
 }
 
 // Table writes one line per point: np, measured, bound, ideal, and the
-// efficiency against the bound and against the ideal. single is the
-// one-rank throughput.
+// efficiency against the bound and against the ideal, and, when some
+// point has one, the paired efficiency. single is the one-rank
+// throughput.
 func Table(w io.Writer, pts []Point, single float64) error {
-	if _, err := fmt.Fprintf(w, "%4s %12s %12s %12s %10s %10s\n", "np", "samples/s", "bound", "ideal", "vs bound", "vs ideal"); err != nil {
+	paired := false
+	for _, p := range pts {
+		paired = paired || p.Paired > 0
+	}
+	head := fmt.Sprintf("%4s %12s %12s %12s %10s %10s", "np", "samples/s", "bound", "ideal", "vs bound", "vs ideal")
+	if paired {
+		head += fmt.Sprintf(" %18s", "vs bound (paired)")
+	}
+	if _, err := fmt.Fprintln(w, head); err != nil {
 		return err
 	}
 	for _, p := range pts {
 		ideal := p.Ideal(single)
-		if _, err := fmt.Fprintf(w, "%4d %12.0f %12.0f %12.0f %9.1f%% %9.1f%%\n",
-			p.NP, p.Measured, p.Bound, ideal, 100*p.Efficiency(), 100*p.Measured/ideal); err != nil {
+		line := fmt.Sprintf("%4d %12.0f %12.0f %12.0f %9.1f%% %9.1f%%",
+			p.NP, p.Measured, p.Bound, ideal, 100*p.Efficiency(), 100*p.Measured/ideal)
+		if paired {
+			line += fmt.Sprintf(" %17.1f%%", 100*p.Paired)
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err
 		}
 	}

@@ -34,14 +34,23 @@ func TestTableAndEfficiency(t *testing.T) {
 	if err := Table(&b, pts, 100); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "   2          150          180          200      83.3%      75.0%") {
+	if !strings.Contains(b.String(), "   2          150          180          200      83.3%      75.0%\n") || strings.Contains(b.String(), "paired") {
 		t.Fatalf("table:\n%s", b.String())
+	}
+	// With rounds, the median of the per-round ratios is shown too.
+	pts[1].Paired = 0.9
+	b.Reset()
+	if err := Table(&b, pts, 100); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "vs bound (paired)") || !strings.Contains(b.String(), "75.0%              90.0%\n") {
+		t.Fatalf("table with paired efficiency:\n%s", b.String())
 	}
 }
 
 func TestPlotIsAPNG(t *testing.T) {
 	var b bytes.Buffer
-	if err := Plot(&b, "t", []Point{{1, 100, 100}, {2, 150, 180}, {4, 250, 330}}, 100); err != nil {
+	if err := Plot(&b, "t", []Point{{NP: 1, Measured: 100, Bound: 100}, {NP: 2, Measured: 150, Bound: 180}, {NP: 4, Measured: 250, Bound: 330}}, 100); err != nil {
 		t.Fatal(err)
 	}
 	img, err := png.Decode(&b)
