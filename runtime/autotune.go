@@ -32,6 +32,10 @@ type tuning struct {
 	// its requests up.
 	capacity    int
 	switchCache bool
+	// seen holds the names allreduced since the current step began (rank
+	// 0); observed counts the steps given to the tuner.
+	seen     map[string]bool
+	observed int
 }
 
 // openTuning starts autotuning on the global set's loop when the
@@ -51,7 +55,8 @@ func (l *loop) openTuning() error {
 	init := autotune.Params{FusionBytes: l.cfg.FusionThreshold, CycleTime: l.cfg.CycleTime,
 		HierarchicalAllreduce: l.cfg.HierarchicalAllreduce, HierarchicalAllgather: l.cfg.HierarchicalAllgather,
 		CacheEnabled: l.cfg.CacheCapacity > 0, ChunkBytes: int64(l.chunk), FusionChunkBytes: int64(l.fuseChunk)}
-	tu := &tuning{msg: make([]int64, 8), applied: init, since: time.Now(), capacity: l.cfg.CacheCapacity}
+	tu := &tuning{msg: make([]int64, 8), applied: init, since: time.Now(), capacity: l.cfg.CacheCapacity,
+		seen: make(map[string]bool)}
 	if l.rank == 0 {
 		fixed := map[string]bool{
 			autotune.DimFusionMB:               l.cfg.FusionThreshold != d.FusionThreshold,
@@ -147,13 +152,19 @@ func (l *loop) switchTuningCache() {
 	l.st.SetCache(cache.New(capacity, l.rank))
 }
 
-// observeTuning gives rank 0's tuner the bytes a cycle allreduced: one
-// observation per cycle that reduced something, timed from the last one.
+// observeTuning gives rank 0's tuner one observation per training step:
+// the bytes allreduced in the step and the time it took. As Horovod counts
+// steps per tensor name, a step ends at the cycle that reduces a name
+// already reduced since the last step ended; each observation covers the
+// cycles since the last one, that one included, and the time since it.
+// Cycles that reduce nothing are only time.
 func (l *loop) observeTuning(resps []wire.Response) {
 	tu := l.tune
 	if tu == nil || tu.done || tu.t == nil {
 		return
 	}
+	again := false
+	var bytes int64
 	for i := range resps {
 		r := &resps[i]
 		if t := wire.RequestType(r.Type); t != wire.Allreduce && t != wire.Adasum {
@@ -164,15 +175,31 @@ func (l *loop) observeTuning(resps []wire.Response) {
 			for _, d := range s {
 				n *= d
 			}
-			tu.bytes += n * int64(r.DType.Size())
+			bytes += n * int64(r.DType.Size())
+		}
+		for _, name := range r.Names {
+			again = again || tu.seen[name]
 		}
 	}
-	if tu.bytes == 0 {
+	if bytes == 0 {
 		return
 	}
-	now := time.Now()
-	tu.t.Observe(tu.bytes, now.Sub(tu.since))
-	tu.bytes, tu.since = 0, now
+	tu.bytes += bytes
+	if again {
+		now := time.Now()
+		tu.t.Observe(tu.bytes, now.Sub(tu.since))
+		tu.observed++
+		tu.bytes, tu.since = 0, now
+		clear(tu.seen)
+	}
+	for i := range resps {
+		r := &resps[i]
+		if t := wire.RequestType(r.Type); t == wire.Allreduce || t == wire.Adasum {
+			for _, name := range r.Names {
+				tu.seen[name] = true
+			}
+		}
+	}
 }
 
 func (tu *tuning) closeLog(l *loop) {

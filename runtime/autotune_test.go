@@ -126,3 +126,44 @@ func TestAutotune(t *testing.T) {
 		})
 	}
 }
+
+// TestAutotuneCountsSteps: the tuner observes training steps, not cycles
+// (as Horovod counts steps per tensor name): a step that allreduces three
+// tensors one after another, in three cycles, is one observation, with the
+// bytes of all three.
+func TestAutotuneCountsSteps(t *testing.T) {
+	const n, steps = 2, 12
+	cfg := config.Default()
+	cfg.Autotune = true
+	cfg.AutotuneWarmupSamples, cfg.AutotuneStepsPerSample, cfg.AutotuneMaxSamples = 0, 1, 50
+	rts, errs := initEach(t, comm.NewGroup(n), func(int) []Option {
+		return []Option{WithConfig(cfg), WithLogger(zerolog.Nop())}
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	for range steps {
+		(&cluster{rts: rts}).each(t, func(r *Runtime, rank int) error {
+			for _, name := range []string{"a", "b", "c"} {
+				x := tensor.FromFloat32(make([]float32, 1000))
+				if err := r.AllreduceInPlace(ctx, x, name, Sum); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	StopLocal(rts)
+	tu := rts[0].loop.tune
+	// The first step only starts the count; every later one ends one.
+	if tu.observed != steps-1 {
+		t.Fatalf("%d observations over %d steps of 3 tensors (3 cycles each), want %d", tu.observed, steps, steps-1)
+	}
+	// The last observation ended at the last step's cycle of a (a step's
+	// first cycle ends the step before, its bytes counted there): b's and
+	// c's bytes (4000 each) wait for the next.
+	if tu.bytes != 2*4000 {
+		t.Fatalf("bytes since the last observation: %d", tu.bytes)
+	}
+}

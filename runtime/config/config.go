@@ -227,7 +227,8 @@ type Config struct {
 	// AutotuneWarmupSamples is how many scores are discarded first.
 	// HOROVOD_AUTOTUNE_WARMUP_SAMPLES.
 	AutotuneWarmupSamples int
-	// AutotuneStepsPerSample is how many observed cycles make one sample.
+	// AutotuneStepsPerSample is how many training steps make one sample
+	// (a step ends when a tensor name is allreduced again).
 	// HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE.
 	AutotuneStepsPerSample int
 	// AutotuneMaxSamples bounds the Bayesian optimisation.
