@@ -26,9 +26,10 @@
 // defaults. The autotuned run's figure must come from steps run after the
 // tuner had finished (mnist's last epoch must not be marked
 // "(autotuning)"; synthetic warms up until tuning ends), else the sweep
-// stops with an error; HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE and the other
-// autotune variables in scalebench's environment shorten the tuning.
+// stops with an error. At Horovod's defaults tuning takes about 1,550
+// training steps; HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE and the other autotune
+// variables in scalebench's environment shorten it.
 //
-//	bin/scalebench -sweep -np 2 -program bin/mnist -- --epochs 4
+//	HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=1 bin/scalebench -sweep -np 2 -program bin/mnist -- --epochs 4
 //	bin/scalebench -sweep -np 2 -program bin/synthetic -fusion 1,4,16,64 -cycle 1,5,25 -- --model resnet50
 package main
