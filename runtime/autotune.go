@@ -7,6 +7,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/autotune"
+	"github.com/gohorovod/gohorovod/runtime/internal/cache"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -22,15 +23,28 @@ type tuning struct {
 	done    bool
 	bytes   int64     // allreduced since the last observation
 	since   time.Time // the last observation
-	msg     []int64   // the broadcast: fusion bytes, cycle ns, hier allreduce, hier allgather, chunk, fusion chunk, done
+	msg     []int64   // the broadcast: fusion bytes, cycle ns, hier allreduce, hier allgather, chunk, fusion chunk, cache, done
 	applied autotune.Params
+	// capacity is the response cache's configured capacity; switchCache
+	// asks the next global cycle to replace the cache (with one of
+	// capacity when applied.CacheEnabled, else with none) before it
+	// begins: the cycle that received the setting had already looked
+	// its requests up.
+	capacity    int
+	switchCache bool
+	// seen holds the names allreduced since the current step began (rank
+	// 0); observed counts the steps given to the tuner.
+	seen     map[string]bool
+	observed int
 }
 
 // openTuning starts autotuning on the global set's loop when the
 // configuration asks for it. The knobs that differ from their defaults
-// were set by the user and stay fixed; the response cache is never
-// switched (it stays as configured). After Horovod's knobs the tuner
-// tries the runtime's own piece sizes (WithChunkBytes and
+// were set by the user and stay fixed (the response cache among them: a
+// capacity other than the default, 0 included, is not switched). After
+// Horovod's knobs (the categorical ones: hierarchical allreduce and
+// allgather where there are several nodes, the response cache on and off)
+// the tuner tries the runtime's own piece sizes (WithChunkBytes and
 // WithFusionChunkBytes, a few values each) on the global set.
 func (l *loop) openTuning() error {
 	if !l.cfg.Autotune || l.size == 1 {
@@ -41,14 +55,15 @@ func (l *loop) openTuning() error {
 	init := autotune.Params{FusionBytes: l.cfg.FusionThreshold, CycleTime: l.cfg.CycleTime,
 		HierarchicalAllreduce: l.cfg.HierarchicalAllreduce, HierarchicalAllgather: l.cfg.HierarchicalAllgather,
 		CacheEnabled: l.cfg.CacheCapacity > 0, ChunkBytes: int64(l.chunk), FusionChunkBytes: int64(l.fuseChunk)}
-	tu := &tuning{msg: make([]int64, 7), applied: init, since: time.Now()}
+	tu := &tuning{msg: make([]int64, 8), applied: init, since: time.Now(), capacity: l.cfg.CacheCapacity,
+		seen: make(map[string]bool)}
 	if l.rank == 0 {
 		fixed := map[string]bool{
 			autotune.DimFusionMB:               l.cfg.FusionThreshold != d.FusionThreshold,
 			autotune.DimCycleTimeMs:            l.cfg.CycleTime != d.CycleTime,
 			autotune.BoolHierarchicalAllreduce: l.hier == nil || l.cfg.HierarchicalAllreduce,
 			autotune.BoolHierarchicalAllgather: l.hier == nil || l.cfg.HierarchicalAllgather,
-			autotune.BoolCacheEnabled:          true,
+			autotune.BoolCacheEnabled:          l.cfg.CacheCapacity != d.CacheCapacity || l.cfg.CacheCapacity <= 0,
 			autotune.ChoiceChunkBytes:          l.chunk != defaultChunkBytes,
 			autotune.ChoiceFusionChunkBytes:    l.fuseChunk != defaultFusionChunkBytes,
 		}
@@ -83,15 +98,19 @@ func (l *loop) syncTuning() error {
 		p := tu.t.Current()
 		tu.msg[0], tu.msg[1] = p.FusionBytes, int64(p.CycleTime)
 		tu.msg[2], tu.msg[3] = b2i(p.HierarchicalAllreduce), b2i(p.HierarchicalAllgather)
-		tu.msg[4], tu.msg[5], tu.msg[6] = p.ChunkBytes, p.FusionChunkBytes, b2i(tu.t.Done())
+		tu.msg[4], tu.msg[5] = p.ChunkBytes, p.FusionChunkBytes
+		tu.msg[6], tu.msg[7] = b2i(p.CacheEnabled), b2i(tu.t.Done())
 	}
 	if err := l.com.Bcast(tensor.FromInt64(tu.msg), 0); err != nil {
 		return fmt.Errorf("autotune: broadcasting the setting: %w", err)
 	}
 	p := autotune.Params{FusionBytes: tu.msg[0], CycleTime: time.Duration(tu.msg[1]),
-		HierarchicalAllreduce: tu.msg[2] != 0, HierarchicalAllgather: tu.msg[3] != 0, CacheEnabled: tu.applied.CacheEnabled,
+		HierarchicalAllreduce: tu.msg[2] != 0, HierarchicalAllgather: tu.msg[3] != 0, CacheEnabled: tu.msg[6] != 0,
 		ChunkBytes: tu.msg[4], FusionChunkBytes: tu.msg[5]}
 	if p != tu.applied {
+		if p.CacheEnabled != tu.applied.CacheEnabled {
+			tu.switchCache = true
+		}
 		l.cfg.FusionThreshold, l.cfg.CycleTime = p.FusionBytes, p.CycleTime
 		l.cfg.HierarchicalAllreduce, l.cfg.HierarchicalAllgather = p.HierarchicalAllreduce, p.HierarchicalAllgather
 		l.chunk, l.fuseChunk = int(p.ChunkBytes), int(p.FusionChunkBytes)
@@ -99,29 +118,53 @@ func (l *loop) syncTuning() error {
 		l.log.Debug().Int64("fusion_threshold", p.FusionBytes).Dur("cycle_time", p.CycleTime).
 			Bool("hierarchical_allreduce", p.HierarchicalAllreduce).Bool("hierarchical_allgather", p.HierarchicalAllgather).
 			Int64("chunk_bytes", p.ChunkBytes).Int64("fusion_chunk_bytes", p.FusionChunkBytes).
-			Msg("autotune: new setting")
+			Bool("cache_enabled", p.CacheEnabled).Msg("autotune: new setting")
 	}
-	if tu.msg[6] != 0 {
+	if tu.msg[7] != 0 {
 		tu.done = true
 		l.r.stats.tuning.Store(false)
 		if l.rank == 0 {
 			l.log.Info().Int64("fusion_threshold", p.FusionBytes).Dur("cycle_time", p.CycleTime).
 				Bool("hierarchical_allreduce", p.HierarchicalAllreduce).Bool("hierarchical_allgather", p.HierarchicalAllgather).
 				Int64("chunk_bytes", p.ChunkBytes).Int64("fusion_chunk_bytes", p.FusionChunkBytes).
-				Msg("Autotuner: best parameters kept")
+				Bool("cache_enabled", p.CacheEnabled).Msg("Autotuner: best parameters kept")
 			tu.closeLog(l)
 		}
 	}
 	return nil
 }
 
-// observeTuning gives rank 0's tuner the bytes a cycle allreduced: one
-// observation per cycle that reduced something, timed from the last one.
+// switchTuningCache runs before a global cycle begins: when the last
+// setting switched the response cache, every rank (at the same cycle, the
+// one after the broadcast) replaces its cache, with an empty one of the
+// configured capacity or with none. It runs after tuning has finished too,
+// for a final setting that switched the cache.
+func (l *loop) switchTuningCache() {
+	tu := l.tune
+	if tu == nil || !tu.switchCache {
+		return
+	}
+	tu.switchCache = false
+	capacity := 0
+	if tu.applied.CacheEnabled {
+		capacity = tu.capacity
+	}
+	l.st.SetCache(cache.New(capacity, l.rank))
+}
+
+// observeTuning gives rank 0's tuner one observation per training step:
+// the bytes allreduced in the step and the time it took. As Horovod counts
+// steps per tensor name, a step ends at the cycle that reduces a name
+// already reduced since the last step ended; each observation covers the
+// cycles since the last one, that one included, and the time since it.
+// Cycles that reduce nothing are only time.
 func (l *loop) observeTuning(resps []wire.Response) {
 	tu := l.tune
 	if tu == nil || tu.done || tu.t == nil {
 		return
 	}
+	again := false
+	var bytes int64
 	for i := range resps {
 		r := &resps[i]
 		if t := wire.RequestType(r.Type); t != wire.Allreduce && t != wire.Adasum {
@@ -132,15 +175,31 @@ func (l *loop) observeTuning(resps []wire.Response) {
 			for _, d := range s {
 				n *= d
 			}
-			tu.bytes += n * int64(r.DType.Size())
+			bytes += n * int64(r.DType.Size())
+		}
+		for _, name := range r.Names {
+			again = again || tu.seen[name]
 		}
 	}
-	if tu.bytes == 0 {
+	if bytes == 0 {
 		return
 	}
-	now := time.Now()
-	tu.t.Observe(tu.bytes, now.Sub(tu.since))
-	tu.bytes, tu.since = 0, now
+	tu.bytes += bytes
+	if again {
+		now := time.Now()
+		tu.t.Observe(tu.bytes, now.Sub(tu.since))
+		tu.observed++
+		tu.bytes, tu.since = 0, now
+		clear(tu.seen)
+	}
+	for i := range resps {
+		r := &resps[i]
+		if t := wire.RequestType(r.Type); t == wire.Allreduce || t == wire.Adasum {
+			for _, name := range r.Names {
+				tu.seen[name] = true
+			}
+		}
+	}
 }
 
 func (tu *tuning) closeLog(l *loop) {

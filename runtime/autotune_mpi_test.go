@@ -12,7 +12,7 @@ import (
 
 // TestMPIAutotune: as processes, rank 0's tuner finishes while the ranks
 // reduce, and every rank ends with the setting it kept, the runtime's
-// piece sizes included.
+// piece sizes and the response cache (tried off and on) included.
 func TestMPIAutotune(t *testing.T) {
 	cfg := testConfig()
 	cfg.Autotune = true
@@ -37,8 +37,9 @@ func TestMPIAutotune(t *testing.T) {
 	}
 	r.Shutdown()
 	l := r.loop
-	const n = 5
-	mine := []int64{l.cfg.FusionThreshold, int64(l.cfg.CycleTime), b2i(l.tune.done), int64(l.chunk), int64(l.fuseChunk)}
+	const n = 6
+	mine := []int64{l.cfg.FusionThreshold, int64(l.cfg.CycleTime), b2i(l.tune.done), int64(l.chunk), int64(l.fuseChunk),
+		int64(l.st.Cache().Capacity())}
 	all := make([]int64, n*world.Size())
 	counts := make([]int, world.Size())
 	for i := range counts {
@@ -49,9 +50,12 @@ func TestMPIAutotune(t *testing.T) {
 	}
 	for k := range world.Size() {
 		got := all[n*k : n*(k+1)]
-		if got[0] != 0 || got[1] != all[1] || got[2] != 1 || got[3] != all[3] || got[4] != all[4] {
-			t.Fatalf("rank %d ended with fusion %d cycle %d done %d chunk %d fusion chunk %d; rank 0 with %v",
-				k, got[0], got[1], got[2], got[3], got[4], all[:n])
+		if got[0] != 0 || got[1] != all[1] || got[2] != 1 || got[3] != all[3] || got[4] != all[4] || got[5] != all[5] {
+			t.Fatalf("rank %d ended with fusion %d cycle %d done %d chunk %d fusion chunk %d cache capacity %d; rank 0 with %v",
+				k, got[0], got[1], got[2], got[3], got[4], got[5], all[:n])
 		}
+	}
+	if want := map[bool]int64{true: int64(cfg.CacheCapacity), false: 0}[l.tune.applied.CacheEnabled]; all[5] != want {
+		t.Fatalf("cache capacity %d with cache_enabled %v kept", all[5], l.tune.applied.CacheEnabled)
 	}
 }

@@ -423,6 +423,9 @@ func (l *loop) cycle() (bool, error) {
 	// Only the global set decides to stop; the other sets' cycles run
 	// after its cycle, and not at all once it has stopped.
 	stopping := isGlobal && (l.shutdownRequested() || l.stallErr != nil || l.failing != nil)
+	if isGlobal {
+		l.switchTuningCache() // autotune.go
+	}
 	words := l.st.Begin(l.items, stopping)
 	if len(l.msgs) > 0 && l.log.Trace().Enabled() {
 		l.traceStart(words)

@@ -38,13 +38,14 @@
 // runtime's allreduce of the same gradients (resnet50),
 // optimizer_over_allreduce.
 //
-// Every case is checked once after its timed steps, outside them: the
-// inputs are re-filled with rank-dependent small integers (exact in
-// float32), one more step runs, and every element of every tensor must
-// equal the sum over ranks (in the optimizer case, every averaged gradient
-// must equal the average, exactly over a power of two ranks, and the
-// parameters after the update must be equal on every rank); verified=N
-// counts the elements compared with their expected value. On a mismatch
-// the worker exits non-zero naming the case, tensor, element, got and
-// want.
+// The result of every step (warm-up and timed) is checked, outside the
+// timer: before each step the inputs are set to rank-dependent small
+// integers (exact in float32), and after it every element of every tensor
+// must equal the sum over ranks; in the optimizer case every averaged
+// gradient must equal the average (exactly over a power of two ranks)
+// after every step, and after the last the parameters must be equal on
+// every rank. verified=N counts the elements compared with their expected
+// value over all steps. On a mismatch the worker goes on stepping (the
+// other ranks would wait on it) and then exits non-zero naming the case,
+// the step, tensor, element, got and want.
 package main

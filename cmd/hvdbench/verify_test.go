@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
+
+	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -71,5 +74,62 @@ func TestVerifyTolerance(t *testing.T) {
 	}
 	if averageTol(2) != 0 || averageTol(8) != 0 || averageTol(1) != 0 {
 		t.Fatal("averages over a power of two ranks are exact")
+	}
+}
+
+// TestMeasureChecksEveryStep: measure sets the inputs before, and checks
+// the result after, every step (warm-up and timed), outside the timer; a
+// step whose result is wrong fails the case, naming the step, even when
+// the steps after it are right; the final check runs once.
+func TestMeasureChecksEveryStep(t *testing.T) {
+	rt := new(hvd.Runtime)
+	if err := rt.Init(hvd.WithLogger(zerolog.Nop())); err != nil { // one rank
+		t.Fatal(err)
+	}
+	defer rt.Shutdown()
+	ctl := &rtControl{rt: rt}
+	a := workerArgs{iters: 4, warmup: 2}
+	for _, badStep := range []int{-1, 1, 99} { // 99: none
+		t.Run(fmt.Sprint(badStep), func(t *testing.T) {
+			ts := []*tensor.Tensor{tensor.New(tensor.Float32, 10)}
+			steps, prepared, checked, finals := 0, 0, 0, 0
+			c, err := allreduceBench(rt, fmt.Sprintf("c%d", badStep+2), []int{10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.close()
+			inner := c.step
+			c.step = func() error {
+				if prepared != steps+1 {
+					return fmt.Errorf("step %d ran with its inputs set %d times", steps, prepared)
+				}
+				steps++
+				return inner()
+			}
+			innerPrepare, innerCheck := c.prepare, c.check
+			c.prepare = func() { prepared++; innerPrepare() }
+			c.check = func() (int, error) {
+				checked++
+				if steps-1-a.warmup == badStep {
+					ts[0].Float32s()[3] = 1 // not the sum
+					return verify("c", ts, func(i, j int) float64 { return 0 }, 0)
+				}
+				return innerCheck()
+			}
+			c.final = func() (int, error) { finals++; return 0, nil }
+			err = measure(rt, ctl, "c", c, knobs{}, a)
+			switch {
+			case badStep == 99 && err != nil:
+				t.Fatal(err)
+			case badStep != 99 && (err == nil || !strings.Contains(err.Error(), fmt.Sprintf("step %d:", badStep))):
+				t.Fatalf("a wrong result at step %d: %v", badStep, err)
+			}
+			if steps != a.warmup+a.iters || finals != 1 {
+				t.Fatalf("%d steps, %d final checks; want %d, 1", steps, finals, a.warmup+a.iters)
+			}
+			if want := a.warmup + a.iters; badStep == 99 && checked != want {
+				t.Fatalf("%d checks of %d steps", checked, want)
+			}
+		})
 	}
 }

@@ -229,16 +229,22 @@ func runConfig(ctl control, sets map[string][]int, k knobs, a workerArgs) error 
 	return nil
 }
 
-// benchCase is one case set up on a runtime: its timed step, and its
-// check, run once after the timed steps (outside them).
+// benchCase is one case set up on a runtime: its timed step, and around
+// every step (warm-up and timed alike), outside the timer, prepare and
+// check; then, once after all steps, final.
 type benchCase struct {
 	tensors int
 	bytes   float64
 	step    func() error
 	close   func()
-	// check re-fills the inputs, runs one untimed step and checks every
-	// element; it returns the number of elements checked.
+	// prepare sets the step's inputs (nil: nothing to set).
+	prepare func()
+	// check checks every element of the step's result; it returns the
+	// number of elements checked.
 	check func() (int, error)
+	// final, when not nil, checks what the steps left behind, across
+	// ranks (it may run collectives: every rank calls it).
+	final func() (int, error)
 }
 
 func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a workerArgs) error {
@@ -278,7 +284,6 @@ func allreduceBench(rt *hvd.Runtime, name string, counts []int) (benchCase, erro
 		names[i] = fmt.Sprintf("%s.%d", name, i)
 		total += cnt
 	}
-	fillRanked(ts, rank)
 	g, err := rt.NewAllreduceGroup(ts, names, hvd.Sum)
 	if err != nil {
 		return benchCase{}, err
@@ -291,21 +296,19 @@ func allreduceBench(rt *hvd.Runtime, name string, counts []int) (benchCase, erro
 		}
 		return h.Wait(ctx)
 	}
+	// Each step sums in place: the inputs are set again before it.
+	prepare := func() { fillRanked(ts, rank) }
 	check := func() (int, error) {
-		// The timed steps summed in place over and over: start again
-		// from the known inputs.
-		fillRanked(ts, rank)
-		if err := step(); err != nil {
-			return 0, err
-		}
 		return verify(name, ts, func(i, j int) float64 { return expectedSum(i, j, n) }, 0)
 	}
-	return benchCase{tensors: len(counts), bytes: float64(total * 4), step: step, check: check,
+	return benchCase{tensors: len(counts), bytes: float64(total * 4), step: step, prepare: prepare, check: check,
 		close: func() { g.Close() }}, nil
 }
 
-// measure times c's steps, checks c once after them and prints the case's
-// line on rank 0.
+// measure times c's steps, checks the result of every step outside the
+// timer (and c.final once after them), and prints the case's line on rank
+// 0. A rank whose check fails goes on stepping, so that the others do not
+// wait on it, and every rank learns of the failure at the end.
 func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a workerArgs) error {
 	// Collect the previous cases' tensors now, not in the middle of this
 	// case's timed steps (the yardstick has no collector to pay for).
@@ -319,6 +322,8 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a 
 	cycleCost := tensor.New(tensor.Float64, a.iters)
 	var before, after goruntime.MemStats
 	var s0, s1, prev hvd.Stats
+	verified := 0
+	var verr error
 	for it := -a.warmup; it <= a.iters; it++ {
 		if it == 0 {
 			goruntime.ReadMemStats(&before)
@@ -337,6 +342,9 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a 
 		if it == a.iters {
 			break
 		}
+		if c.prepare != nil {
+			c.prepare()
+		}
 		t0 := time.Now()
 		if err := step(); err != nil {
 			return err
@@ -344,12 +352,26 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a 
 		if it >= 0 {
 			local.Float64s()[it] = time.Since(t0).Seconds()
 		}
+		if verr == nil {
+			var k int
+			k, verr = c.check()
+			verified += k
+			if verr != nil {
+				verr = fmt.Errorf("step %d: %w", it, verr)
+			}
+		}
 	}
 	goruntime.ReadMemStats(&after)
 	s1 = rt.Stats()
-	// Check every element once, outside the timed steps; every rank
-	// learns whether any rank failed, so that none waits on the others.
-	verified, verr := c.check()
+	if c.final != nil {
+		k, err := c.final()
+		verified += k
+		if verr == nil {
+			verr = err
+		}
+	}
+	// Every rank learns whether any rank failed, so that none waits on
+	// the others.
 	bad := tensor.New(tensor.Float64, 1)
 	if verr != nil {
 		bad.Float64s()[0] = 1

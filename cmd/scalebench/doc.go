@@ -4,7 +4,10 @@
 // each np, the bound: np independent single-rank copies of the same
 // program running at once, whose samples/s are summed (what np ranks
 // could reach if communication cost nothing and they only shared the
-// machine). It prints samples/s, the bound, the ideal (np times one
+// machine). Every process of both, job and bound, runs at the same cores
+// per rank: scalebench sets GOMAXPROCS to the cores over np (at least 1).
+// Each np's job and bound run -rounds times (default 3), interleaved and
+// alternating which goes first, and the table and plot take the medians. It prints samples/s, the bound, the ideal (np times one
 // rank's) and the efficiency against each, and draws them in a PNG.
 //
 //	go build -tags mpi -o bin/ ./examples/mnist ./cmd/scalebench
@@ -23,9 +26,10 @@
 // defaults. The autotuned run's figure must come from steps run after the
 // tuner had finished (mnist's last epoch must not be marked
 // "(autotuning)"; synthetic warms up until tuning ends), else the sweep
-// stops with an error; HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE and the other
-// autotune variables in scalebench's environment shorten the tuning.
+// stops with an error. At Horovod's defaults tuning takes about 1,550
+// training steps; HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE and the other autotune
+// variables in scalebench's environment shorten it.
 //
-//	bin/scalebench -sweep -np 2 -program bin/mnist -- --epochs 4
+//	HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=1 bin/scalebench -sweep -np 2 -program bin/mnist -- --epochs 4
 //	bin/scalebench -sweep -np 2 -program bin/synthetic -fusion 1,4,16,64 -cycle 1,5,25 -- --model resnet50
 package main

@@ -26,7 +26,7 @@ func main() {
 	np := flag.Int("np", 2, "with -sweep: the ranks")
 	fusions := flag.String("fusion", "1,4,16,64", "with -sweep: fusion thresholds in MiB")
 	cycles := flag.String("cycle", "1,5,25", "with -sweep: cycle times in ms")
-	rounds := flag.Int("rounds", 3, "with -sweep: runs of each setting (the table gives their median)")
+	rounds := flag.Int("rounds", 3, "runs of each np's job and bound (with -sweep: of each setting), interleaved; the table gives their medians")
 	flag.Parse()
 	args := flag.Args()
 	if *sweep {
@@ -35,26 +35,56 @@ func main() {
 		}
 		return
 	}
-	if *maxNP < 1 {
-		fail(fmt.Errorf("-max-np %d: want at least 1", *maxNP))
+	if *maxNP < 1 || *rounds < 1 {
+		fail(fmt.Errorf("-max-np %d, -rounds %d: want at least 1", *maxNP, *rounds))
+	}
+	// Every round measures each np's job and bound, alternating which
+	// goes first, so that both see about the same machine load; the
+	// table has the medians over the rounds.
+	var nps []int
+	for np := 1; np <= *maxNP; np *= 2 {
+		nps = append(nps, np)
+	}
+	measured, bound := make([][]float64, len(nps)), make([][]float64, len(nps))
+	for r := range *rounds {
+		for k, np := range nps {
+			// Every rank, of the job and of the bound, gets the same
+			// share of the cores (GOMAXPROCS), so that the bound differs
+			// from the job only in communication.
+			env := []string{scaling.CoreShareEnv(runtime.NumCPU(), np)}
+			var m, b float64
+			var err error
+			for _, job := range scaling.Order(2, r+k) {
+				if job == 0 {
+					m, err = launched(env, *launcher, np, *program, args)
+				} else {
+					b, err = independent(env, np, *program, args)
+				}
+				if err != nil {
+					fail(fmt.Errorf("np %d (%s): %w", np, [2]string{"job", "bound"}[job], err))
+				}
+			}
+			measured[k], bound[k] = append(measured[k], m), append(bound[k], b)
+			fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d: %.0f samples/s, bound %.0f\n", r+1, np, m, b)
+		}
 	}
 	var pts []scaling.Point
 	single := 0.0
-	for np := 1; np <= *maxNP; np *= 2 {
-		measured, err := launched(*launcher, np, *program, args)
-		if err != nil {
-			fail(fmt.Errorf("np %d: %w", np, err))
-		}
-		bound, err := independent(np, *program, args)
-		if err != nil {
-			fail(fmt.Errorf("bound at np %d: %w", np, err))
+	for k, np := range nps {
+		p := scaling.Point{NP: np, Measured: scaling.Median(measured[k]), Bound: scaling.Median(bound[k])}
+		if *rounds > 1 {
+			ratios := make([]float64, *rounds)
+			for r := range ratios {
+				ratios[r] = measured[k][r] / bound[k][r]
+			}
+			p.Paired = scaling.Median(ratios)
 		}
 		if np == 1 {
-			single = bound
+			single = p.Bound
 		}
-		pts = append(pts, scaling.Point{NP: np, Measured: measured, Bound: bound})
-		fmt.Fprintf(os.Stderr, "scalebench: np %d: %.0f samples/s, bound %.0f\n", np, measured, bound)
+		pts = append(pts, p)
 	}
+	fmt.Printf("%s, %d rounds, median samples/s\n", *program, *rounds)
 	if err := scaling.Table(os.Stdout, pts, single); err != nil {
 		fail(err)
 	}
@@ -78,10 +108,10 @@ func main() {
 	fmt.Println("plot:", *pngPath)
 }
 
-// launched runs the program under the launcher at np ranks and returns its
-// samples/s.
-func launched(launcher string, np int, program string, args []string) (float64, error) {
-	out, err := run(launcher, append([]string{fmt.Sprint(np), program}, args...)...)
+// launched runs the program under the launcher at np ranks, with env added
+// to the environment, and returns its samples/s.
+func launched(env []string, launcher string, np int, program string, args []string) (float64, error) {
+	out, err := runEnv(env, launcher, append([]string{fmt.Sprint(np), program}, args...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -89,9 +119,9 @@ func launched(launcher string, np int, program string, args []string) (float64, 
 }
 
 // independent runs np single-rank copies of the program at once (no
-// launcher: each is rank 0 of a job of one) and returns their summed
-// samples/s.
-func independent(np int, program string, args []string) (float64, error) {
+// launcher: each is rank 0 of a job of one), with env added to the
+// environment, and returns their summed samples/s.
+func independent(env []string, np int, program string, args []string) (float64, error) {
 	rates := make([]float64, np)
 	errs := make([]error, np)
 	var wg sync.WaitGroup
@@ -99,7 +129,7 @@ func independent(np int, program string, args []string) (float64, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := run(program, args...)
+			out, err := runEnv(env, program, args...)
 			if err == nil {
 				rates[i], err = scaling.Rate(bytes.NewReader(out))
 			}

@@ -46,9 +46,8 @@
 // host updates told to rank 0. A job that ends badly returns an
 // *ElasticError with the driver's reason. docs/EMBEDDED.md describes it.
 //
-// Flags and variables for knobs that are not implemented yet (--autotune,
-// --autotune-log-file, --mpi-threads-disable) are passed on but draw a
-// warning on stderr; the
+// Flags and variables for knobs that are not implemented yet
+// (--mpi-threads-disable) are passed on but draw a warning on stderr; the
 // placement variables of the launcher's own environment (HOROVOD_RANK, ...)
 // are not passed on, since MPI places the workers.
 //

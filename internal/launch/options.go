@@ -68,6 +68,11 @@ type Options struct {
 	HierarchicalAllgather bool
 	Autotune              bool
 	AutotuneLogFile       string
+	// horovodrun's other autotune flags (HOROVOD_AUTOTUNE_*).
+	AutotuneWarmupSamples  int
+	AutotuneStepsPerSample int
+	AutotuneMaxSamples     int
+	AutotuneNoise          float64
 
 	// Elastic mode (see Elastic): horovodrun's elastic flags.
 	MinNP               int    // --min-np; 0 (not given) means NP
@@ -170,6 +175,10 @@ func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
 	fs.BoolVar(&o.HierarchicalAllgather, "hierarchical-allgather", false, "hierarchical allgather: gather within each host, allgather across hosts, broadcast within each host (HOROVOD_HIERARCHICAL_ALLGATHER)")
 	fs.BoolVar(&o.Autotune, "autotune", false, "tune fusion threshold, cycle time and the runtime's piece sizes while training (HOROVOD_AUTOTUNE)")
 	fs.StringVar(&o.AutotuneLogFile, "autotune-log-file", "", "CSV `FILE` of the autotuning samples (HOROVOD_AUTOTUNE_LOG)")
+	fs.IntVar(&o.AutotuneWarmupSamples, "autotune-warmup-samples", d.AutotuneWarmupSamples, "the first `N` autotuning scores are discarded (HOROVOD_AUTOTUNE_WARMUP_SAMPLES)")
+	fs.IntVar(&o.AutotuneStepsPerSample, "autotune-steps-per-sample", d.AutotuneStepsPerSample, "`N` training steps make one autotuning sample (HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE)")
+	fs.IntVar(&o.AutotuneMaxSamples, "autotune-bayes-opt-max-samples", d.AutotuneMaxSamples, "the Bayesian optimisation scores at most `N` settings (HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES)")
+	fs.Float64Var(&o.AutotuneNoise, "autotune-gaussian-process-noise", d.AutotuneNoise, "the Gaussian process's `NOISE`, in [0, 1] (HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE)")
 
 	fs.StringVar(&o.HostDiscoveryScript, "host-discovery-script", "", "elastic mode: executable `SCRIPT` printing the available hosts, one per line, host:slots or host (not with -H/--hostfile)")
 	fs.IntVar(&o.MinNP, "min-np", 0, "elastic mode: keep training with no fewer than `N` processes, else wait for more (default -np)")
@@ -458,6 +467,18 @@ func (o *Options) ApplyTo(c config.Config) (config.Config, error) {
 	}
 	if o.set["autotune-log-file"] {
 		c.AutotuneLog = o.AutotuneLogFile
+	}
+	if o.set["autotune-warmup-samples"] {
+		c.AutotuneWarmupSamples = o.AutotuneWarmupSamples
+	}
+	if o.set["autotune-steps-per-sample"] {
+		c.AutotuneStepsPerSample = o.AutotuneStepsPerSample
+	}
+	if o.set["autotune-bayes-opt-max-samples"] {
+		c.AutotuneMaxSamples = o.AutotuneMaxSamples
+	}
+	if o.set["autotune-gaussian-process-noise"] {
+		c.AutotuneNoise = o.AutotuneNoise
 	}
 	if o.set["gloo-timeout-seconds"] {
 		c.GlooTimeout = seconds(o.GlooTimeoutSeconds)

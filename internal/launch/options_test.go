@@ -87,7 +87,9 @@ func TestApplyTo(t *testing.T) {
 	o, err := Parse([]string{"-np", "2", "--fusion-threshold-mb", "32", "--cycle-time-ms", "2.5", "--timeline-filename", "tl.json",
 		"--timeline-mark-cycles", "--no-stall-check", "--stall-check-warning-time-seconds", "2",
 		"--stall-check-shutdown-time-seconds", "5", "--log-level", "debug", "--mpi-threads-disable",
-		"--hierarchical-allreduce", "--autotune", "--autotune-log-file", "at.csv", "--log-without-timestamp", "prog"}, io.Discard)
+		"--hierarchical-allreduce", "--autotune", "--autotune-log-file", "at.csv", "--log-without-timestamp",
+		"--autotune-warmup-samples", "0", "--autotune-steps-per-sample", "4", "--autotune-bayes-opt-max-samples", "9",
+		"--autotune-gaussian-process-noise", "0.25", "prog"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +104,7 @@ func TestApplyTo(t *testing.T) {
 	want.StallCheckTime, want.StallShutdownTime = 2*time.Second, 5*time.Second
 	want.LogLevel, want.MPIThreadsDisable, want.HierarchicalAllreduce = config.LevelDebug, true, true
 	want.Autotune, want.AutotuneLog, want.LogHideTime = true, "at.csv", true
+	want.AutotuneWarmupSamples, want.AutotuneStepsPerSample, want.AutotuneMaxSamples, want.AutotuneNoise = 0, 4, 9, 0.25
 	if got != want {
 		t.Errorf("ApplyTo\n got %+v\nwant %+v", got, want)
 	}
@@ -324,5 +327,17 @@ func TestElasticHelp(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "elastic mode: "); n != 7 {
 		t.Errorf("--help marks %d flags as elastic-mode flags, want 7", n)
+	}
+}
+
+// TestAutotuneNoiseRange: horovodrun refuses a Gaussian process noise
+// outside [0, 1]; so does the launcher, before anything starts.
+func TestAutotuneNoiseRange(t *testing.T) {
+	o, err := Parse([]string{"-np", "2", "--autotune", "--autotune-gaussian-process-noise", "1.5", "prog"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.ApplyTo(config.Default()); err == nil || !strings.Contains(err.Error(), "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE") {
+		t.Fatalf("noise 1.5: %v", err)
 	}
 }

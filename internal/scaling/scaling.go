@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"io"
 	"regexp"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -17,6 +18,11 @@ type Point struct {
 	NP       int
 	Measured float64 // the data-parallel job over NP ranks
 	Bound    float64 // NP independent single-rank jobs running at once, summed
+	// Paired is the median over rounds of each round's Measured/Bound
+	// (0: one round, or not known): on a machine whose load drifts, the
+	// job and the bound of one round saw about the same load, so this
+	// ratio is steadier than the ratio of the medians.
+	Paired float64
 }
 
 // Ideal is NP times the single-rank throughput single.
@@ -36,17 +42,43 @@ var samplesRE = regexp.MustCompile(`epoch (\d+):.*?([0-9.]+) samples/s`)
 // samples/s figure.
 var ErrNoThroughput = errors.New("scaling: no \"epoch N: ... X samples/s\" line in the output")
 
+// CoreShare is the cores (GOMAXPROCS) of each of np ranks on a machine of
+// cpus cores: an equal share, at least one.
+func CoreShare(cpus, np int) int { return max(1, cpus/max(1, np)) }
+
+// CoreShareEnv is the environment entry that gives each of np processes on
+// a machine of cpus cores its CoreShare: scalebench sets it for the job's
+// ranks and for the bound's independent copies alike, so that the bound
+// runs at the same cores per rank (a copy left alone would take every
+// core, as a single-rank job does).
+func CoreShareEnv(cpus, np int) string {
+	return "GOMAXPROCS=" + strconv.Itoa(CoreShare(cpus, np))
+}
+
 // Table writes one line per point: np, measured, bound, ideal, and the
-// efficiency against the bound and against the ideal. single is the
-// one-rank throughput.
+// efficiency against the bound and against the ideal, and, when some
+// point has one, the paired efficiency. single is the one-rank
+// throughput.
 func Table(w io.Writer, pts []Point, single float64) error {
-	if _, err := fmt.Fprintf(w, "%4s %12s %12s %12s %10s %10s\n", "np", "samples/s", "bound", "ideal", "vs bound", "vs ideal"); err != nil {
+	paired := false
+	for _, p := range pts {
+		paired = paired || p.Paired > 0
+	}
+	head := fmt.Sprintf("%4s %12s %12s %12s %10s %10s", "np", "samples/s", "bound", "ideal", "vs bound", "vs ideal")
+	if paired {
+		head += fmt.Sprintf(" %18s", "vs bound (paired)")
+	}
+	if _, err := fmt.Fprintln(w, head); err != nil {
 		return err
 	}
 	for _, p := range pts {
 		ideal := p.Ideal(single)
-		if _, err := fmt.Fprintf(w, "%4d %12.0f %12.0f %12.0f %9.1f%% %9.1f%%\n",
-			p.NP, p.Measured, p.Bound, ideal, 100*p.Efficiency(), 100*p.Measured/ideal); err != nil {
+		line := fmt.Sprintf("%4d %12.0f %12.0f %12.0f %9.1f%% %9.1f%%",
+			p.NP, p.Measured, p.Bound, ideal, 100*p.Efficiency(), 100*p.Measured/ideal)
+		if paired {
+			line += fmt.Sprintf(" %17.1f%%", 100*p.Paired)
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err
 		}
 	}
@@ -65,6 +97,13 @@ func Plot(w io.Writer, title string, pts []Point, single float64) error {
 	p.X.Label.Text = "ranks (np)"
 	p.Y.Label.Text = "samples/s"
 	p.Legend.Top, p.Legend.Left = true, true
+	// From zero, ticks at the process counts measured.
+	p.Y.Min = 0
+	var ticks []plot.Tick
+	for _, pt := range pts {
+		ticks = append(ticks, plot.Tick{Value: float64(pt.NP), Label: strconv.Itoa(pt.NP)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	ideal, bound, measured := make(plotter.XYs, len(pts)), make(plotter.XYs, len(pts)), make(plotter.XYs, len(pts))
 	for i, pt := range pts {
 		x := float64(pt.NP)
@@ -93,6 +132,7 @@ func Plot(w io.Writer, title string, pts []Point, single float64) error {
 		p.Add(line, points)
 		p.Legend.Add(l.name, line, points)
 	}
+	p.Y.Max *= 1.3 // room for the legend above the lines
 	wt, err := p.WriterTo(6*vg.Inch, 4*vg.Inch, "png")
 	if err != nil {
 		return err

@@ -34,14 +34,23 @@ func TestTableAndEfficiency(t *testing.T) {
 	if err := Table(&b, pts, 100); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "   2          150          180          200      83.3%      75.0%") {
+	if !strings.Contains(b.String(), "   2          150          180          200      83.3%      75.0%\n") || strings.Contains(b.String(), "paired") {
 		t.Fatalf("table:\n%s", b.String())
+	}
+	// With rounds, the median of the per-round ratios is shown too.
+	pts[1].Paired = 0.9
+	b.Reset()
+	if err := Table(&b, pts, 100); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "vs bound (paired)") || !strings.Contains(b.String(), "75.0%              90.0%\n") {
+		t.Fatalf("table with paired efficiency:\n%s", b.String())
 	}
 }
 
 func TestPlotIsAPNG(t *testing.T) {
 	var b bytes.Buffer
-	if err := Plot(&b, "t", []Point{{1, 100, 100}, {2, 150, 180}, {4, 250, 330}}, 100); err != nil {
+	if err := Plot(&b, "t", []Point{{NP: 1, Measured: 100, Bound: 100}, {NP: 2, Measured: 150, Bound: 180}, {NP: 4, Measured: 250, Bound: 330}}, 100); err != nil {
 		t.Fatal(err)
 	}
 	img, err := png.Decode(&b)
@@ -53,5 +62,18 @@ func TestPlotIsAPNG(t *testing.T) {
 	}
 	if err := Plot(&b, "t", nil, 1); err == nil {
 		t.Fatal("an empty plot must fail")
+	}
+}
+
+func TestCoreShare(t *testing.T) {
+	for _, c := range []struct{ cpus, np, want int }{
+		{16, 1, 16}, {16, 2, 8}, {16, 8, 2}, {16, 16, 1}, {2, 4, 1}, {2, 2, 1}, {3, 2, 1}, {4, 0, 4},
+	} {
+		if got := CoreShare(c.cpus, c.np); got != c.want {
+			t.Errorf("CoreShare(%d, %d) = %d, want %d", c.cpus, c.np, got, c.want)
+		}
+	}
+	if got := CoreShareEnv(16, 4); got != "GOMAXPROCS=4" {
+		t.Errorf("CoreShareEnv(16, 4) = %q", got)
 	}
 }

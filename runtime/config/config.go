@@ -213,11 +213,13 @@ type Config struct {
 	// gohorovod always asks for, and requires, MPI_THREAD_MULTIPLE; setting
 	// it logs a warning at Init.
 	MPIThreadsDisable bool
-	// Autotune tunes FusionThreshold and CycleTime (and the hierarchical
-	// knobs, where the job spans several nodes) while training runs: rank
-	// 0 scores each setting by the bytes allreduced per second and picks
-	// the next by Bayesian optimisation, then keeps the best. Knobs set
-	// away from their defaults stay fixed. HOROVOD_AUTOTUNE.
+	// Autotune tunes FusionThreshold and CycleTime while training runs:
+	// rank 0 scores each setting by the bytes allreduced per second and
+	// picks the next by Bayesian optimisation, then tries the categorical
+	// knobs off and on (the hierarchical ones where the job spans several
+	// nodes, the response cache) and the runtime's piece sizes, and keeps
+	// the best. Knobs set away from their defaults stay fixed.
+	// HOROVOD_AUTOTUNE.
 	Autotune bool
 	// AutotuneLog is a CSV file where rank 0 records each scored setting,
 	// in Horovod's format; empty means none. HOROVOD_AUTOTUNE_LOG.
@@ -225,7 +227,8 @@ type Config struct {
 	// AutotuneWarmupSamples is how many scores are discarded first.
 	// HOROVOD_AUTOTUNE_WARMUP_SAMPLES.
 	AutotuneWarmupSamples int
-	// AutotuneStepsPerSample is how many observed cycles make one sample.
+	// AutotuneStepsPerSample is how many training steps make one sample
+	// (a step ends when a tensor name is allreduced again).
 	// HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE.
 	AutotuneStepsPerSample int
 	// AutotuneMaxSamples bounds the Bayesian optimisation.

@@ -1,7 +1,7 @@
 // Package autotune is the decision core of Horovod-style autotuning as a
 // pure state machine: no clock, no goroutines and no I/O besides an
 // io.Writer for the CSV log. The runtime calls Tuner.Observe once per
-// training step (or cycle) with that step's allreduced bytes and duration
+// training step with that step's allreduced bytes and duration
 // and applies the Params it returns.
 //
 // As in Horovod's parameter_manager, the numeric knobs (fusion threshold in

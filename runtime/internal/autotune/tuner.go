@@ -185,7 +185,7 @@ func (t *Tuner) Done() bool { return t.stage == stageDone }
 // Err returns the first error writing the log, if any.
 func (t *Tuner) Err() error { return t.err }
 
-// Observe records one training step (or cycle) that allreduced bytes in
+// Observe records one training step that allreduced bytes in
 // elapsed under the Current setting. Every StepsPerSample steps it takes a
 // sample (bytes per microsecond); every SamplesPerScore samples their
 // median scores the setting and, past the warm-up, the tuner moves on. It

@@ -67,6 +67,16 @@ func New(c *cache.Cache, s *stall.Inspector) *State {
 	return &State{cache: c, stall: s, invalid: make(map[string]bool)}
 }
 
+// SetCache replaces the rank's response cache with c (capacity 0: no
+// cache) between cycles: after a cycle's Decide (and Negotiated), before
+// the next Begin. Every rank must replace its cache at the same cycle (the
+// autotuner switches the cache on and off so): the caches then stay alike.
+// The requests forced through negotiation are forgotten with the entries.
+func (s *State) SetCache(c *cache.Cache) {
+	s.cache = c
+	clear(s.invalid)
+}
+
 // Cache returns the rank's response cache.
 func (s *State) Cache() *cache.Cache { return s.cache }
 

@@ -399,3 +399,41 @@ func TestStaleCachedGoesToNegotiation(t *testing.T) {
 		t.Fatalf("coordinator pending %v", p)
 	}
 }
+
+// TestSetCache: the autotuner switches the response cache off and on
+// between cycles, on every rank at the same cycle. With it off every
+// request is negotiated; switched on again it starts empty, fills and is
+// hit; the results are the same throughout.
+func TestSetCache(t *testing.T) {
+	const n = 3
+	c := newCluster(t, n, 16)
+	round := func(wantNegotiate bool) {
+		t.Helper()
+		for r := range n {
+			c.submit(r, allreduce("allreduce.w", 8))
+		}
+		got := c.step()
+		for r := range n {
+			want(t, got, r, "ALLREDUCE allreduce.w")
+			if c.states[r].d.Negotiate != wantNegotiate {
+				t.Fatalf("rank %d negotiated %v, want %v", r, c.states[r].d.Negotiate, wantNegotiate)
+			}
+		}
+	}
+	round(true)  // cached now
+	round(false) // a hit
+	for r := range n {
+		c.states[r].Invalidate("allreduce.w") // forgotten with the cache
+		c.states[r].SetCache(cache.New(0, r))
+	}
+	round(true)
+	round(true) // off: never cached
+	for r := range n {
+		if c.states[r].Cache().Len() != 0 || len(c.states[r].invalid) != 0 {
+			t.Fatalf("rank %d: the switched-off cache holds %d entries, %d invalidations", r, c.states[r].Cache().Len(), len(c.states[r].invalid))
+		}
+		c.states[r].SetCache(cache.New(16, r))
+	}
+	round(true) // on again, empty
+	round(false)
+}
