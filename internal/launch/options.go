@@ -153,7 +153,7 @@ func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
 	fs.BoolVar(&o.MPI, "mpi", false, "run the workers under mpirun (the default when it is on PATH)")
 	fs.Float64Var(&o.GlooTimeoutSeconds, "gloo-timeout-seconds", d.GlooTimeout.Seconds(), "with --gloo: end the job when the workers have not all met `SECONDS` after the start")
 	fs.StringVar(&o.MPIArgs, "mpi-args", "", "extra mpirun `ARGS`, e.g. --mpi-args=\"--mca btl self,vader\"")
-	fs.StringVar(&o.SingleCopy, "mpi-single-copy", "none", "Open MPI's single-copy mechanism between the ranks of one host: `none` (copy in and out through shared memory: the faster on the machines measured), cma (cross-memory attach; refused where a probe finds it does not work) or auto (cma where the probe finds it works)")
+	fs.StringVar(&o.SingleCopy, "mpi-single-copy", "auto", "Open MPI's single-copy mechanism between the ranks of one host: `auto` (cross-memory attach where a probe finds it works, else none), cma (cross-memory attach; refused where the probe finds it does not work) or none (copy in and out through shared memory)")
 	fs.StringVar(&o.OutputFilename, "output-filename", "", "write each rank's stdout and stderr under `DIR`")
 	fs.BoolVar(&o.Verbose, "verbose", false, "print the checks and the mpirun command")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print the mpirun command and environment, start nothing")

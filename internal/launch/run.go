@@ -496,8 +496,8 @@ func (l *Launcher) checkBuild(ctx context.Context) {
 
 // singleCopy decides --mpi-single-copy: whether the ranks of one host use
 // cross-memory attach. It matters only to a job under Open MPI's mpirun
-// on this host alone; there, cma is refused and auto falls back to none
-// (with a note) where the probe finds it does not work.
+// on this host alone; there, cma is refused and auto (the default) falls
+// back to none (with a note) where the probe finds it does not work.
 func (l *Launcher) singleCopy(mode string, spec Spec) (bool, error) {
 	switch mode {
 	case "none", "":
@@ -515,10 +515,13 @@ func (l *Launcher) singleCopy(mode string, spec Spec) (bool, error) {
 	if !spec.AllLocal() {
 		return false, nil
 	}
-	err := errors.New("no probe")
-	if l.ProbeCMA != nil {
-		err = l.ProbeCMA()
+	if l.ProbeCMA == nil { // a launcher without a probe (tests): cma is refused, auto is none
+		if mode == "cma" {
+			return false, usagef("--mpi-single-copy=cma: no probe")
+		}
+		return false, nil
 	}
+	err := l.ProbeCMA()
 	switch {
 	case err == nil:
 		return true, nil
