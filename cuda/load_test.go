@@ -386,12 +386,7 @@ func TestStageCopyFailsMidway(t *testing.T) {
 		{"back to device", cudamock.HtoD, "staging piece 3 of 10 back: ", 4, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cudart, _ := mocks(t)
-			rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
-			must(t, err)
-			g, err := rt.OpenDevice(1)
-			must(t, err)
-			defer g.Close()
+			g, cudart := mockDevice(t, cudamock.CUDA124, 1)
 			p, err := g.Alloc(n)
 			must(t, err)
 			defer g.Free(p)
@@ -453,12 +448,7 @@ func TestStageCopyFailsMidway(t *testing.T) {
 // wait and a join wait per stream used (8 streams for five copies: five),
 // the side streams made once and grown, every byte right.
 func TestCopyDtoDSpreadAgainstMock(t *testing.T) {
-	cudart, _ := cudamock.Libraries(t, cudamock.CUDA130)
-	rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
-	must(t, err)
-	g, err := rt.OpenDevice(0)
-	must(t, err)
-	defer g.Close()
+	g, cudart := mockDevice(t, cudamock.CUDA130, 0)
 	sizes := []int{10, 300, 1, 4096, 77}
 	total := 0
 	for _, n := range sizes {
@@ -520,12 +510,7 @@ func TestCopyBatchRefusedAgainstMock(t *testing.T) {
 		name string
 	}{{801, "cudaErrorNotSupported"}, {1, "cudaErrorInvalidValue"}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cudart, _ := cudamock.Libraries(t, cudamock.CUDA130)
-			rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
-			must(t, err)
-			g, err := rt.OpenDevice(0)
-			must(t, err)
-			defer g.Close()
+			g, cudart := mockDevice(t, cudamock.CUDA130, 0)
 			sizes := []int{10, 300, 4096}
 			var srcs, dsts []uintptr
 			for i, n := range sizes {
@@ -563,4 +548,17 @@ func TestCopyBatchRefusedAgainstMock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mockDevice opens device dev of the mock runtime of variant v (closed when
+// the test ends) and returns it with the mock library's path.
+func mockDevice(t *testing.T, v cudamock.Variant, dev int) (*cuda.GPU, string) {
+	t.Helper()
+	cudart, _ := cudamock.Libraries(t, v)
+	rt, err := cuda.OpenRuntime(cuda.LoadConfig{CudartPath: cudart})
+	must(t, err)
+	g, err := rt.OpenDevice(dev)
+	must(t, err)
+	t.Cleanup(func() { g.Close() })
+	return g, cudart
 }

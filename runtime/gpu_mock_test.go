@@ -110,32 +110,7 @@ func TestGPUMockStagedInPieces(t *testing.T) {
 	}
 	counts := cudamock.Counts(t, cudart)
 	c.each(t, func(r *Runtime, rank int) error {
-		var ts []*tensor.Tensor
-		for k, m := range []int{100, 200, 301} {
-			x, err := toDev(devs[rank], seq(float32(rank+k), m))
-			if err != nil {
-				return err
-			}
-			defer cuda.FreeTensor(devs[rank], x)
-			ts = append(ts, x)
-		}
-		h, err := r.GroupedAllreduceAsyncInPlace(ts, "grads", Average)
-		if err != nil {
-			return err
-		}
-		if err := h.Wait(ctxT(t)); err != nil {
-			return err
-		}
-		for k, x := range ts {
-			got, err := hostOf(devs[rank], x, false)
-			if err != nil {
-				return err
-			}
-			if err := wantEach(got, func(i int) float32 { return float32(n-1)/2 + float32(k+i) }); err != nil {
-				return err
-			}
-		}
-		return nil
+		return groupedAverageOnDevice(t, r, devs[rank], rank, n)
 	})
 	// The fusion buffer is filled and emptied with one cudaMemcpyBatchAsync
 	// each way on each rank.

@@ -63,34 +63,40 @@ func TestGPUStagedInPieces(t *testing.T) {
 		}
 	}
 	c.each(t, func(r *Runtime, rank int) error {
-		d := c.devs[rank]
-		var ts []*tensor.Tensor
-		for k, m := range []int{100, 200, 301} {
-			x, err := toDev(d, seq(float32(rank+k), m))
-			if err != nil {
-				return err
-			}
-			defer cuda.FreeTensor(d, x)
-			ts = append(ts, x)
-		}
-		h, err := r.GroupedAllreduceAsyncInPlace(ts, "grads", Average)
+		return groupedAverageOnDevice(t, r, c.devs[rank], rank, n)
+	})
+}
+
+// groupedAverageOnDevice averages a group of three device tensors (100, 200
+// and 301 float32s, rank+k+i at element i of tensor k) over n ranks on d and
+// checks every element.
+func groupedAverageOnDevice(t *testing.T, r *Runtime, d cuda.Device, rank, n int) error {
+	var ts []*tensor.Tensor
+	for k, m := range []int{100, 200, 301} {
+		x, err := toDev(d, seq(float32(rank+k), m))
 		if err != nil {
 			return err
 		}
-		if err := h.Wait(ctxT(t)); err != nil {
+		defer cuda.FreeTensor(d, x)
+		ts = append(ts, x)
+	}
+	h, err := r.GroupedAllreduceAsyncInPlace(ts, "grads", Average)
+	if err != nil {
+		return err
+	}
+	if err := h.Wait(ctxT(t)); err != nil {
+		return err
+	}
+	for k, x := range ts {
+		got, err := hostOf(d, x, false)
+		if err != nil {
 			return err
 		}
-		for k, x := range ts {
-			got, err := hostOf(d, x, false)
-			if err != nil {
-				return err
-			}
-			if err := wantEach(got, func(i int) float32 { return float32(n-1)/2 + float32(k+i) }); err != nil {
-				return fmt.Errorf("tensor %d: %w", k, err)
-			}
+		if err := wantEach(got, func(i int) float32 { return float32(n-1)/2 + float32(k+i) }); err != nil {
+			return fmt.Errorf("tensor %d: %w", k, err)
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // TestGPUStagedPieceFault fails the host allreduce of one piece on rank 1
