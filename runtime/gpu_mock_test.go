@@ -4,6 +4,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -116,8 +117,15 @@ func TestGPUMockStagedInPieces(t *testing.T) {
 	// each way on each rank.
 	after := cudamock.Counts(t, cudart)
 	if batches, copies := after[1]-counts[1], after[2]-counts[2]; batches != 2*n || copies != 2*3*n {
-		t.Errorf("%d cudaMemcpyBatchAsync calls of %d copies for a fused allreduce of 3 tensors at np %d, want %d of %d",
-			batches, copies, n, 2*n, 2*3*n)
+		// Say what happened instead: the batch call refused (and why),
+		// the copies made one at a time, or the tensors not fused.
+		var why strings.Builder
+		for rank, d := range devs {
+			fmt.Fprintf(&why, "; rank %d: batch refused: %v, fused bytes copied: %d", rank, d.BatchRefused(), c.rts[rank].Stats().FusedCopied)
+		}
+		t.Errorf("%d cudaMemcpyBatchAsync calls of %d copies for a fused allreduce of 3 tensors at np %d, want %d of %d "+
+			"(mock counters before %v, after %v: memcpyAsync, batch calls, batched copies, stream waits, streams)%s",
+			batches, copies, n, 2*n, 2*3*n, counts, after, why.String())
 	}
 }
 
