@@ -65,6 +65,7 @@ type GPU struct {
 	mu           sync.Mutex
 	closed       bool
 	batchRefused error // why cudaMemcpyBatchAsync is no longer used
+	kernel       copyKernelState
 
 	// The batched copies' fallback, made at first use: side streams and
 	// the events that fork them off the stream and join them back.
@@ -171,7 +172,8 @@ func (g *GPU) CopyDtoD(dst, src uintptr, n int) error {
 	return g.stream.CopyDtoD(dst, src, n)
 }
 
-// CopyDtoDBatch queues the copies as one cudaMemcpyBatchAsync on the
+// CopyDtoDBatch queues the copies with the copy kernel (CopyDtoDKernel)
+// where the driver loads it; else as one cudaMemcpyBatchAsync on the
 // device's stream when the runtime has it (CUDA 12.8+); otherwise it
 // spreads them over FanOutStreams side streams (CopyDtoDSpread). When the
 // runtime refuses the batch call itself (cudaErrorNotSupported,
@@ -182,6 +184,18 @@ func (g *GPU) CopyDtoD(dst, src uintptr, n int) error {
 func (g *GPU) CopyDtoDBatch(dsts, srcs []uintptr, sizes []int) error {
 	if err := g.live(); err != nil {
 		return err
+	}
+	if err := checkBatch(dsts, srcs, sizes); err != nil {
+		return err
+	}
+	if g.CopyKernelRefused() == nil {
+		err := g.CopyDtoDKernel(dsts, srcs, sizes)
+		if err == nil || errors.Is(err, ErrClosed) {
+			return err
+		}
+		// Not loaded, or the launch refused: the copies that ran (whole
+		// launches of non-overlapping copies) are harmless to repeat.
+		g.refuseCopyKernel(err)
 	}
 	if !g.rt.HasMemcpyBatch() || g.BatchRefused() != nil {
 		return g.CopyDtoDSpread(dsts, srcs, sizes, FanOutStreams)
@@ -415,6 +429,7 @@ func (g *GPU) Close() error {
 	g.closed = true
 	g.mu.Unlock()
 	serr := g.stream.Synchronize()
+	g.unloadCopyKernel()
 	derr := g.stream.Destroy()
 	for i, s := range g.side {
 		derr = errors.Join(derr, s.Destroy(), g.joined[i].Destroy())
@@ -433,4 +448,58 @@ func (g *GPU) Close() error {
 		return serr
 	}
 	return derr
+}
+
+// copyKernelState is a GPU's copy kernel: loaded at first use in the
+// device's primary context (which the runtime makes current with
+// cudaSetDevice), or the reason it is not used.
+type copyKernelState struct {
+	tried  bool
+	module uintptr
+	fn     uintptr
+	err    error
+}
+
+// CopyKernelRefused returns why CopyDtoDBatch does not use the copy
+// kernel (the driver library or the kernel could not be loaded, or a
+// launch failed), or nil while it does or has not tried yet.
+func (g *GPU) CopyKernelRefused() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.kernel.err
+}
+
+// refuseCopyKernel stops CopyDtoDBatch from using the kernel after err.
+func (g *GPU) refuseCopyKernel(err error) {
+	g.mu.Lock()
+	g.kernel.err = err
+	g.mu.Unlock()
+}
+
+// checkBatch validates a batch of device-to-device copies: as many
+// destinations and sources as sizes, no negative size, no address 0 in a
+// copy that moves bytes.
+func checkBatch(dsts, srcs []uintptr, sizes []int) error {
+	if len(dsts) != len(srcs) || len(dsts) != len(sizes) {
+		return fmt.Errorf("cuda: batch of %d destinations, %d sources and %d sizes", len(dsts), len(srcs), len(sizes))
+	}
+	for i, n := range sizes {
+		switch {
+		case n < 0:
+			return fmt.Errorf("cuda: batched copy %d of %d bytes", i, n)
+		case n > 0 && (dsts[i] == 0 || srcs[i] == 0):
+			return fmt.Errorf("cuda: batched copy %d of %d bytes with address 0 (%#x <- %#x)", i, n, dsts[i], srcs[i])
+		}
+	}
+	return nil
+}
+
+// CopyDtoDMemcpyBatch queues the copies as one cudaMemcpyBatchAsync on
+// the device's stream, whatever CopyDtoDBatch would choose (gpucheck
+// measures the ways against each other); ErrNoMemcpyBatch before CUDA 12.8.
+func (g *GPU) CopyDtoDMemcpyBatch(dsts, srcs []uintptr, sizes []int) error {
+	if err := g.live(); err != nil {
+		return err
+	}
+	return g.stream.CopyDtoDBatch(dsts, srcs, sizes)
 }

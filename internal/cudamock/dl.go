@@ -59,3 +59,18 @@ func Source(t testing.TB, path string) string {
 	purego.RegisterLibFunc(&source, h, "mockSource")
 	return source()
 }
+
+// DriverCounts reads the mock driver's counters (the library at path,
+// already loaded): modules loaded, kernel launches, copies launched,
+// modules unloaded.
+func DriverCounts(t testing.TB, path string) [4]int64 {
+	var c [4]int64
+	call(t, path, "mockDriverCounts", uintptr(unsafe.Pointer(&c[0])))
+	return c
+}
+
+// FailLaunch makes the mock driver's cuLaunchKernel fail with code (0:
+// work again).
+func FailLaunch(t testing.TB, path string, code int) {
+	call(t, path, "mockFailLaunch", uintptr(code))
+}

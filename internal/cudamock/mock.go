@@ -11,7 +11,7 @@ import (
 	"runtime"
 )
 
-//go:embed testdata/mockcudart.c testdata/mocknccl.c
+//go:embed testdata/mockcudart.c testdata/mocknccl.c testdata/mockcuda.c
 var sources embed.FS
 
 //go:embed testdata/prebuilt
@@ -101,6 +101,29 @@ func Compile(cc string, v Variant, cudart, nccl string) error {
 		if out, err := exec.Command(cc, flags...).CombinedOutput(); err != nil {
 			return fmt.Errorf("cudamock: building %s: %v\n%s", b.out, err, out)
 		}
+	}
+	return nil
+}
+
+// CompileDriver builds the mock CUDA driver library (testdata/mockcuda.c:
+// the copy kernel's module loading and launches) with the C compiler cc
+// into path.
+func CompileDriver(cc, path string) error {
+	dir, err := os.MkdirTemp("", "cudamock")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	src, err := sources.ReadFile("testdata/mockcuda.c")
+	if err != nil {
+		return err
+	}
+	in := filepath.Join(dir, "mockcuda.c")
+	if err := os.WriteFile(in, src, 0o644); err != nil {
+		return err
+	}
+	if out, err := exec.Command(cc, "-shared", "-fPIC", "-O2", "-s", "-o", path, in).CombinedOutput(); err != nil {
+		return fmt.Errorf("cudamock: building %s: %v\n%s", path, err, out)
 	}
 	return nil
 }

@@ -31,3 +31,20 @@ func Libraries(t testing.TB, v Variant) (cudart, nccl string) {
 	}
 	return cudart, nccl
 }
+
+// Driver returns the directory of a fresh mock CUDA driver library, named
+// libcuda.so.1 as the cuda package opens it (so a process started with the
+// directory on LD_LIBRARY_PATH loads it), built with gcc; it skips t
+// without gcc (there is no prebuilt copy).
+func Driver(t testing.TB) string {
+	t.Helper()
+	gcc, err := exec.LookPath("gcc")
+	if err != nil || os.Getenv("GOHOROVOD_CUDAMOCK") == "prebuilt" {
+		t.Skip("the mock CUDA driver library needs gcc")
+	}
+	dir := t.TempDir()
+	if err := CompileDriver(gcc, filepath.Join(dir, "libcuda.so.1")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

@@ -210,8 +210,15 @@ func FusionCopy(d cuda.Device, sizes []int, iters int) (res []Result, err error)
 		return nil
 	}
 	g, _ := d.(*cuda.GPU)
+	kernel := false
+	if g != nil {
+		// A first call loads the copy kernel, or finds it refused.
+		kernel = g.CopyDtoDKernel(nil, nil, nil) == nil && g.CopyKernelRefused() == nil
+	}
 	how := "batched"
 	switch {
+	case kernel:
+		how = "copy kernel"
 	case g != nil && g.Runtime().HasMemcpyBatch():
 		how = "cudaMemcpyBatchAsync"
 	case g != nil:
@@ -224,6 +231,12 @@ func FusionCopy(d cuda.Device, sizes []int, iters int) (res []Result, err error)
 	}{{"in", true}, {"out", false}} {
 		if err := measure(fmt.Sprintf("fusion copy %s (%d tensors, %s)", dir.name, k, how), dir.in, batch); err != nil {
 			return nil, err
+		}
+		if kernel && g.Runtime().HasMemcpyBatch() {
+			memcpyBatch := func(dsts, srcs []uintptr) error { return g.CopyDtoDMemcpyBatch(dsts, srcs, sizes) }
+			if err := measure(fmt.Sprintf("fusion copy %s (%d tensors, cudaMemcpyBatchAsync)", dir.name, k), dir.in, memcpyBatch); err != nil {
+				return nil, err
+			}
 		}
 		if g != nil && g.Runtime().HasMemcpyBatch() {
 			for _, streams := range SpreadStreams {

@@ -154,6 +154,14 @@ func CheckDevice(d cuda.Device) (err error) {
 		return fmt.Errorf("stage: %w", err)
 	}
 
+	// Batched copies (the fusion buffer's): more copies than one copy
+	// kernel launch takes, of sizes and at offsets that allow 16-byte,
+	// 4-byte and only 1-byte words, each followed by a byte that must stay
+	// untouched.
+	if err := checkBatch(d, alloc); err != nil {
+		return fmt.Errorf("CopyDtoDBatch: %w", err)
+	}
+
 	// Tensors to the device and back.
 	src := tensor.FromFloat32([]float32{1, -2, 3.5, 4e10, 5, 6}, 2, 3)
 	dt, err := cuda.ToDevice(d, src)
@@ -248,6 +256,63 @@ func checkStage(d cuda.Device, p uintptr, host []byte) error {
 		}
 		if out[i] != want {
 			return fmt.Errorf("after a failure in piece 3, byte %d is %#x, want %#x", i, out[i], want)
+		}
+	}
+	return nil
+}
+
+// checkBatch copies 300 pieces of a patterned device buffer into another,
+// packed with a one-byte gap after each, through one CopyDtoDBatch, and
+// checks every byte, the gaps included.
+func checkBatch(d cuda.Device, alloc func(int) (uintptr, error)) error {
+	sizes := []int{1, 3, 4, 12, 16, 17, 100, 4096, 65539, 1<<16 + 16}
+	const copies = 300
+	var dsts, srcs []uintptr
+	var ns, srcOff, dstOff []int
+	srcTotal, dstTotal := 0, 0
+	for i := range copies {
+		n := sizes[i%len(sizes)]
+		srcTotal += i % 16 // source offsets of every alignment
+		ns, srcOff, dstOff = append(ns, n), append(srcOff, srcTotal), append(dstOff, dstTotal)
+		srcTotal += n
+		dstTotal += n + 1
+	}
+	src, err := alloc(srcTotal)
+	if err != nil {
+		return err
+	}
+	dst, err := alloc(dstTotal)
+	if err != nil {
+		return err
+	}
+	want := make([]byte, srcTotal)
+	pattern(want, 7)
+	if err := d.CopyHtoD(src, want); err != nil {
+		return err
+	}
+	if err := d.Memset(dst, 0, dstTotal); err != nil {
+		return err
+	}
+	for i := range ns {
+		dsts, srcs = append(dsts, dst+uintptr(dstOff[i])), append(srcs, src+uintptr(srcOff[i]))
+	}
+	if err := d.CopyDtoDBatch(dsts, srcs, ns); err != nil {
+		return err
+	}
+	got := make([]byte, dstTotal)
+	if err := d.CopyDtoH(got, dst); err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		return err
+	}
+	for i, n := range ns {
+		piece := got[dstOff[i] : dstOff[i]+n]
+		if !bytes.Equal(piece, want[srcOff[i]:srcOff[i]+n]) {
+			return fmt.Errorf("copy %d of %d bytes (source offset %d, destination offset %d) arrived wrong", i, n, srcOff[i], dstOff[i])
+		}
+		if gap := got[dstOff[i]+n]; gap != 0 {
+			return fmt.Errorf("copy %d of %d bytes wrote past its end (byte %d after it is %d)", i, n, dstOff[i]+n, gap)
 		}
 	}
 	return nil

@@ -63,6 +63,9 @@ func Run(w io.Writer, cfg Config) error {
 		for _, r := range res {
 			fmt.Fprintf(w, "     %v\n", r)
 		}
+		if err := g.CopyKernelRefused(); err != nil {
+			fmt.Fprintf(w, "note the copy kernel is not used (%v): the fusion copies go through cudaMemcpyBatchAsync or streams\n", err)
+		}
 		if err := g.BatchRefused(); err != nil {
 			fmt.Fprintf(w, "note the runtime refused cudaMemcpyBatchAsync (%v): the rows that name it measured the copies spread over %d streams\n",
 				err, cuda.FanOutStreams)

@@ -123,9 +123,9 @@ type Executor struct {
 }
 
 // copyBatch collects a fusion buffer's device-to-device copies, to be
-// queued with one Device.CopyDtoDBatch (one cudaMemcpyBatchAsync from CUDA
-// 12.8: a cudaMemcpyAsync per tensor cost 10x the copy's own time for
-// ResNet-50's 161 tensors).
+// queued with one Device.CopyDtoDBatch (the cuda package's copy kernel, or
+// one cudaMemcpyBatchAsync from CUDA 12.8: a cudaMemcpyAsync per tensor
+// cost 10x the copy's own time for ResNet-50's 161 tensors).
 type copyBatch struct {
 	dsts, srcs []uintptr
 	sizes      []int

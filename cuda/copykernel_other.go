@@ -1,0 +1,13 @@
+//go:build !(linux && (amd64 || arm64)) || nogpu
+
+package cuda
+
+// CopyDtoDKernel fails: this build loads no CUDA library.
+func (g *GPU) CopyDtoDKernel(dsts, srcs []uintptr, sizes []int) error {
+	if err := g.live(); err != nil {
+		return err
+	}
+	return ErrNoDlopen
+}
+
+func (g *GPU) unloadCopyKernel() {}
