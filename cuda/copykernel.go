@@ -159,6 +159,11 @@ func (g *GPU) CopyDtoDKernel(dsts, srcs []uintptr, sizes []int) error {
 	if err := checkBatch(dsts, srcs, sizes); err != nil {
 		return err
 	}
+	return g.launchCopies(dsts, srcs, sizes)
+}
+
+// launchCopies is CopyDtoDKernel on a checked batch of a live GPU.
+func (g *GPU) launchCopies(dsts, srcs []uintptr, sizes []int) error {
 	fn, d, err := g.copyKernel()
 	if err != nil {
 		return err

@@ -10,4 +10,6 @@ func (g *GPU) CopyDtoDKernel(dsts, srcs []uintptr, sizes []int) error {
 	return ErrNoDlopen
 }
 
+func (g *GPU) launchCopies(dsts, srcs []uintptr, sizes []int) error { return ErrNoDlopen }
+
 func (g *GPU) unloadCopyKernel() {}

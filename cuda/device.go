@@ -189,9 +189,9 @@ func (g *GPU) CopyDtoDBatch(dsts, srcs []uintptr, sizes []int) error {
 		return err
 	}
 	if g.CopyKernelRefused() == nil {
-		err := g.CopyDtoDKernel(dsts, srcs, sizes)
-		if err == nil || errors.Is(err, ErrClosed) {
-			return err
+		err := g.launchCopies(dsts, srcs, sizes) // checked above
+		if err == nil {
+			return nil
 		}
 		// Not loaded, or the launch refused: the copies that ran (whole
 		// launches of non-overlapping copies) are harmless to repeat.
