@@ -164,42 +164,76 @@ func rank(rt *cuda.Runtime, cfg Config, c comm.Communicator, hc config.Config, e
 			return "", err
 		}
 	}
-	grp, err := r.NewAllreduceGroup(ts, names(k), hvd.Average)
+	grp, err := r.NewAllreduceGroup(ts, names("fused", k), hvd.Average)
 	if err != nil {
 		return "", err
 	}
 	defer grp.Close()
-	times := make([]time.Duration, 0, max(cfg.Iters, 1))
-	for it := 0; it < max(cfg.Iters, 1); it++ {
+	// The yardstick: the same allreduce of host tensors through the same
+	// runtime and communicator, interleaved with the device's, so that
+	// the ratio says whether the GPU's copies or the host collective
+	// bound the staged path.
+	hts := make([]*tensor.Tensor, k)
+	for i := range hts {
+		hts[i] = tensor.New(tensor.Float32, cfg.Elems/k)
+	}
+	hgrp, err := r.NewAllreduceGroup(hts, names("host", k), hvd.Average)
+	if err != nil {
+		return "", err
+	}
+	defer hgrp.Close()
+	timed := func(g *hvd.AllreduceGroup) (time.Duration, error) {
+		t0 := time.Now()
+		h, err := g.Start()
+		if err != nil {
+			return 0, err
+		}
+		if err := h.Wait(ctx); err != nil {
+			return 0, err
+		}
+		return time.Since(t0), nil
+	}
+	iters := max(cfg.Iters, 1)
+	times := make([]time.Duration, 0, iters)
+	htimes := make([]time.Duration, 0, iters)
+	for it := 0; it < iters; it++ {
 		for i, t := range ts {
 			if err := cuda.CopyToDevice(g, t, fill(cfg.Elems/k, func(int) float32 { return float32(rk + i) })); err != nil {
 				return "", err
 			}
+			copy(hts[i].Float32s(), fill(cfg.Elems/k, func(int) float32 { return float32(rk + i) }).Float32s())
 		}
-		t0 := time.Now()
-		h, err := grp.Start()
+		d, err := timed(grp)
 		if err != nil {
 			return "", err
 		}
-		if err := h.Wait(ctx); err != nil {
+		times = append(times, d)
+		if d, err = timed(hgrp); err != nil {
 			return "", err
 		}
-		times = append(times, time.Since(t0))
+		htimes = append(htimes, d)
 	}
 	slices.Sort(times)
-	best, med := times[0], times[len(times)/2]
+	slices.Sort(htimes)
+	best, med, hmed := times[0], times[len(times)/2], htimes[len(htimes)/2]
 	for i, t := range ts {
 		h, err := cuda.ToHost(g, t)
 		if err != nil {
 			return "", err
 		}
-		if want := float32(size-1)/2 + float32(i); h.Float32s()[0] != want {
-			return "", fmt.Errorf("fused average: tensor %d = %v, want %v", i, h.Float32s()[0], want)
+		want := float32(size-1)/2 + float32(i)
+		if got := h.Float32s()[0]; got != want {
+			return "", fmt.Errorf("fused average: tensor %d = %v, want %v", i, got, want)
+		}
+		if got := hts[i].Float32s()[len(hts[i].Float32s())-1]; got != want {
+			return "", fmt.Errorf("host fused average: tensor %d = %v, want %v", i, got, want)
 		}
 	}
 	bytes := float64(k * (cfg.Elems / k) * 4)
-	line := fmt.Sprintf("fused allreduce of %d x %d float32 (%.1f MiB), %d runs: median %v (%.2f GB/s algbw), best %v (%.2f GB/s); cycle time included",
-		k, cfg.Elems/k, bytes/(1<<20), len(times), med.Round(time.Microsecond), bytes/med.Seconds()/1e9, best.Round(time.Microsecond), bytes/best.Seconds()/1e9)
+	line := fmt.Sprintf("fused allreduce of %d x %d float32 (%.1f MiB), %d runs: median %v (%.2f GB/s algbw), best %v (%.2f GB/s); cycle time included\n"+
+		"     the same of host tensors (yardstick, interleaved): median %v (%.2f GB/s algbw); device/host time %.2f",
+		k, cfg.Elems/k, bytes/(1<<20), len(times), med.Round(time.Microsecond), bytes/med.Seconds()/1e9, best.Round(time.Microsecond), bytes/best.Seconds()/1e9,
+		hmed.Round(time.Microsecond), bytes/hmed.Seconds()/1e9, med.Seconds()/hmed.Seconds())
 	// Allgather, broadcast, alltoall, reducescatter.
 	a, err := dev(fill(4, func(int) float32 { return float32(rk) }))
 	if err != nil {
@@ -237,10 +271,10 @@ func rank(rt *cuda.Runtime, cfg Config, c comm.Communicator, hc config.Config, e
 	return line, nil
 }
 
-func names(k int) []string {
+func names(prefix string, k int) []string {
 	s := make([]string, k)
 	for i := range s {
-		s[i] = fmt.Sprintf("fused.%d", i)
+		s[i] = fmt.Sprintf("%s.%d", prefix, i)
 	}
 	return s
 }
