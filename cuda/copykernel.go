@@ -16,34 +16,16 @@ import (
 // The fusion buffer's copies as one kernel launch: cudaMemcpyBatchAsync
 // still costs a few microseconds per copy (measured on an H100: ResNet-50's
 // 161 gradients took 569 µs batched against 80 µs for one copy of the same
-// bytes), while one kernel that walks every copy moves them at close to
-// the device's copy bandwidth. The kernel (copykernel.ptx) is loaded
-// through the CUDA driver API (libcuda.so.1, which every machine with the
-// driver has), compiled by the driver for the device at first use.
-
+// bytes), while one kernel over every copy moves them at close to the
+// device's copy bandwidth. The kernels (copykernel.ptx) are loaded through
+// the CUDA driver API (libcuda.so.1, which every machine with the driver
+// has), compiled by the driver for the device at first use, and each is
+// checked on the device by a copy of known bytes (copyKernelSelfTest)
+// before it is used: the first of CopyKernelPieces and CopyKernelWalk to
+// pass is the one CopyDtoDBatch launches.
+//
 //go:embed copykernel.ptx
 var copyKernelPTX string
-
-const (
-	// copyKernelMax is the copies one launch takes: three arrays of 128
-	// 64-bit values fill 3 KiB of the 4 KiB of kernel parameters.
-	copyKernelMax = 128
-	// copyKernelThreads is the threads per block; the blocks are one per
-	// 64 KiB of the launch's bytes, at least one and at most
-	// copyKernelBlocks.
-	copyKernelThreads = 256
-	copyKernelBlocks  = 2048
-)
-
-// copyKernelArgs is the kernel's parameter list: count, then the
-// destinations, sources and sizes (the PTX's args, 8-byte aligned).
-type copyKernelArgs struct {
-	count uint32
-	_     uint32
-	dsts  [copyKernelMax]uint64
-	srcs  [copyKernelMax]uint64
-	sizes [copyKernelMax]uint64
-}
 
 // driverLib holds the driver API entry points the copy kernel needs.
 type driverLib struct {
@@ -96,25 +78,118 @@ func (d *driverLib) error(code int, what string) error {
 	return fmt.Errorf("cuda: %s: %s (CUresult %d)", what, msg, code)
 }
 
-// copyKernel returns the loaded kernel function of g, loading it at the
-// first call.
-func (g *GPU) copyKernel() (uintptr, *driverLib, error) {
+// copyKernel returns the kernel CopyDtoDBatch launches, loading the
+// module and checking its kernels on the device at the first call.
+func (g *GPU) copyKernel() (uintptr, CopyKernelKind, *driverLib, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	k := &g.kernel
 	if k.tried {
-		return k.fn, driver, k.err
+		return k.fn, k.use, driver, k.err
 	}
 	k.tried = true
+	if err := g.loadCopyKernels(); err != nil {
+		k.err = err
+		for i := range k.failed {
+			k.failed[i] = err
+		}
+		return 0, 0, driver, err
+	}
+	for kind := CopyKernelKind(0); kind < copyKernelKinds; kind++ {
+		if k.fns[kind] == 0 {
+			continue // k.failed says why
+		}
+		if err := g.copyKernelSelfTest(kind, k.fns[kind]); err != nil {
+			k.failed[kind] = err
+			continue
+		}
+		k.fn, k.use = k.fns[kind], kind
+		return k.fn, kind, driver, nil
+	}
+	k.err = fmt.Errorf("cuda: no copy kernel passed its check on device %d: %w", g.dev, errors.Join(k.failed[:]...))
+	return 0, 0, driver, k.err
+}
+
+// copyKernelSelfTest copies selfTestBatch's copies of a patterned device
+// buffer into another with kernel fn (of the given kind) and checks every
+// byte of the destination, the bytes between the copies included: a kernel
+// is used only if it copies right on this device (g.mu held; it uses the
+// stream and the runtime directly).
+func (g *GPU) copyKernelSelfTest(kind CopyKernelKind, fn uintptr) (err error) {
+	fail := func(err error) error {
+		return fmt.Errorf("cuda: the copy kernel %v failed its check on device %d: %w", kind, g.dev, err)
+	}
+	srcOff, dstOff, sizes, srcTotal, dstTotal := selfTestBatch()
+	src, err := g.rt.Malloc(g.dev, srcTotal)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if ferr := g.rt.Free(g.dev, src); ferr != nil && err == nil {
+			err = fail(ferr)
+		}
+	}()
+	dst, err := g.rt.Malloc(g.dev, dstTotal)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if ferr := g.rt.Free(g.dev, dst); ferr != nil && err == nil {
+			err = fail(ferr)
+		}
+	}()
+	in := make([]byte, srcTotal)
+	for i := range in {
+		in[i] = byte(i*131 + i>>8 + 1)
+	}
+	const untouched = 0xa5
+	if err := g.stream.CopyHtoD(src, in); err != nil {
+		return fail(err)
+	}
+	if err := g.stream.Memset(dst, untouched, dstTotal); err != nil {
+		return fail(err)
+	}
+	dsts, srcs := make([]uintptr, len(sizes)), make([]uintptr, len(sizes))
+	for i := range sizes {
+		dsts[i], srcs[i] = dst+uintptr(dstOff[i]), src+uintptr(srcOff[i])
+	}
+	if err := g.launchKernel(kind, fn, driver, dsts, srcs, sizes); err != nil {
+		return fail(err)
+	}
+	out := make([]byte, dstTotal)
+	if err := g.stream.CopyDtoH(out, dst); err != nil {
+		return fail(err)
+	}
+	if err := g.stream.Synchronize(); err != nil {
+		return fail(err)
+	}
+	want := make([]byte, dstTotal)
+	for i := range want {
+		want[i] = untouched
+	}
+	for i, n := range sizes {
+		copy(want[dstOff[i]:dstOff[i]+n], in[srcOff[i]:srcOff[i]+n])
+	}
+	for i := range want {
+		if out[i] != want[i] {
+			return fail(fmt.Errorf("destination byte %d is %#x, want %#x", i, out[i], want[i]))
+		}
+	}
+	return nil
+}
+
+// loadCopyKernels loads copykernel.ptx into the device's primary context
+// and looks its kernels up (g.mu held). A kernel missing from the module
+// is recorded in g.kernel.failed; an error means no kernel at all.
+func (g *GPU) loadCopyKernels() error {
+	k := &g.kernel
 	lib, ok := g.rt.api.(*cudartLib)
 	if !ok {
-		k.err = errors.New("cuda: the copy kernel needs the CUDA runtime loaded from its library")
-		return 0, nil, k.err
+		return errors.New("cuda: the copy kernel needs the CUDA runtime loaded from its library")
 	}
 	d, err := loadDriver()
 	if err != nil {
-		k.err = err
-		return 0, nil, err
+		return err
 	}
 	ptx := append([]byte(copyKernelPTX), 0)
 	log := make([]byte, 4096)
@@ -122,8 +197,7 @@ func (g *GPU) copyKernel() (uintptr, *driverLib, error) {
 	// complaint, should the driver refuse the PTX.
 	opts := []uint32{5, 6}
 	vals := []uintptr{uintptr(unsafe.Pointer(&log[0])), uintptr(len(log))}
-	var module, fn uintptr
-	name := append([]byte("gohorovod_copy_batch"), 0)
+	var module uintptr
 	var pin runtime.Pinner
 	pin.Pin(&log[0])
 	defer pin.Unpin()
@@ -132,26 +206,37 @@ func (g *GPU) copyKernel() (uintptr, *driverLib, error) {
 			uintptr(unsafe.Pointer(&opts[0])), uintptr(unsafe.Pointer(&vals[0])))
 	})
 	if code != 0 {
-		k.err = d.error(code, "loading the copy kernel (cuModuleLoadDataEx)")
+		err := d.error(code, "loading the copy kernel (cuModuleLoadDataEx)")
 		if jit := cString(&log[0]); jit != "" {
-			k.err = fmt.Errorf("%w: %s", k.err, jit)
+			err = fmt.Errorf("%w: %s", err, jit)
 		}
-		return 0, d, k.err
+		return err
 	}
-	if code := call(d.moduleGetFunction, uintptr(unsafe.Pointer(&fn)), module, uintptr(unsafe.Pointer(&name[0]))); code != 0 {
-		k.err = d.error(code, "cuModuleGetFunction(gohorovod_copy_batch)")
+	found := 0
+	for kind := CopyKernelKind(0); kind < copyKernelKinds; kind++ {
+		var fn uintptr
+		name := append([]byte(kind.entry()), 0)
+		if code := call(d.moduleGetFunction, uintptr(unsafe.Pointer(&fn)), module, uintptr(unsafe.Pointer(&name[0]))); code != 0 {
+			k.failed[kind] = d.error(code, fmt.Sprintf("cuModuleGetFunction(%s)", kind.entry()))
+			continue
+		}
+		k.fns[kind] = fn
+		found++
+	}
+	if found == 0 {
 		call(d.moduleUnload, module)
-		return 0, d, k.err
+		return errors.Join(k.failed[:]...)
 	}
-	k.module, k.fn = module, fn
-	return fn, d, nil
+	k.module = module
+	return nil
 }
 
 // CopyDtoDKernel queues the device-to-device copies dsts[i] <- srcs[i] of
-// sizes[i] bytes on the device's stream as launches of one copy kernel
-// (128 copies each), loaded through the driver API at the first call. It
-// fails where the kernel cannot be loaded (CopyKernelRefused says why);
-// CopyDtoDBatch then uses cudaMemcpyBatchAsync instead.
+// sizes[i] bytes on the device's stream as launches of the copy kernel in
+// use (128 copies each; CopyKernelInUse), loaded and checked at the first
+// call. It fails where no kernel can be loaded or passes its check
+// (CopyKernelRefused says why); CopyDtoDBatch then uses
+// cudaMemcpyBatchAsync instead.
 func (g *GPU) CopyDtoDKernel(dsts, srcs []uintptr, sizes []int) error {
 	if err := g.live(); err != nil {
 		return err
@@ -162,12 +247,67 @@ func (g *GPU) CopyDtoDKernel(dsts, srcs []uintptr, sizes []int) error {
 	return g.launchCopies(dsts, srcs, sizes)
 }
 
-// launchCopies is CopyDtoDKernel on a checked batch of a live GPU.
-func (g *GPU) launchCopies(dsts, srcs []uintptr, sizes []int) error {
-	fn, d, err := g.copyKernel()
+// CopyDtoDKernelOf is CopyDtoDKernel with the given kernel, whichever is
+// in use (gpucheck measures them against each other). It fails if that
+// kernel could not be loaded or failed its check on this device
+// (CopyKernelFailed).
+func (g *GPU) CopyDtoDKernelOf(kind CopyKernelKind, dsts, srcs []uintptr, sizes []int) error {
+	if err := g.live(); err != nil {
+		return err
+	}
+	if err := checkBatch(dsts, srcs, sizes); err != nil {
+		return err
+	}
+	if kind < 0 || kind >= copyKernelKinds {
+		return fmt.Errorf("cuda: no copy kernel %v", kind)
+	}
+	g.copyKernel() // loads and checks the kernels, once
+	g.mu.Lock()
+	fn, err := g.kernel.fns[kind], g.kernel.failed[kind]
+	g.mu.Unlock()
 	if err != nil {
 		return err
 	}
+	if fn == 0 {
+		return fmt.Errorf("cuda: the copy kernel %v is not loaded (device %d closed?)", kind, g.dev)
+	}
+	return g.launchKernel(kind, fn, driver, dsts, srcs, sizes)
+}
+
+// CopyKernelInUse returns the kernel that CopyDtoDBatch launches, loading
+// and checking the kernels if no copy has yet; or why none is used.
+func (g *GPU) CopyKernelInUse() (CopyKernelKind, error) {
+	if err := g.live(); err != nil {
+		return 0, err
+	}
+	_, kind, _, err := g.copyKernel()
+	return kind, err
+}
+
+// CopyKernelFailed returns why the given kernel is not usable on this
+// device (it could not be loaded, or its check on the device failed), or
+// nil if it passed; nil also before the kernels are loaded.
+func (g *GPU) CopyKernelFailed(kind CopyKernelKind) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if kind < 0 || kind >= copyKernelKinds {
+		return fmt.Errorf("cuda: no copy kernel %v", kind)
+	}
+	return g.kernel.failed[kind]
+}
+
+// launchCopies is CopyDtoDKernel on a checked batch of a live GPU.
+func (g *GPU) launchCopies(dsts, srcs []uintptr, sizes []int) error {
+	fn, kind, d, err := g.copyKernel()
+	if err != nil {
+		return err
+	}
+	return g.launchKernel(kind, fn, d, dsts, srcs, sizes)
+}
+
+// launchKernel queues a checked batch as launches of kernel fn of the
+// given kind, on the device's stream.
+func (g *GPU) launchKernel(kind CopyKernelKind, fn uintptr, d *driverLib, dsts, srcs []uintptr, sizes []int) error {
 	lib := g.rt.api.(*cudartLib)
 	args := new(copyKernelArgs)
 	params := new([2]uintptr)
@@ -176,42 +316,21 @@ func (g *GPU) launchCopies(dsts, srcs []uintptr, sizes []int) error {
 	pin.Pin(params)
 	defer pin.Unpin()
 	params[0], params[1] = uintptr(unsafe.Pointer(&args.count)), uintptr(unsafe.Pointer(&args.dsts))
-	flush := func(total int) error {
-		if args.count == 0 {
-			return nil
-		}
-		blocks := min(max(total>>16, 1), copyKernelBlocks)
+	return fillLaunches(args, dsts, srcs, sizes, func(plan copyPlan) error {
+		blocks := plan.grid(kind)
 		code := lib.onDevice(g.dev, func() int {
 			return call(d.launchKernel, fn, uintptr(blocks), 1, 1, copyKernelThreads, 1, 1, 0, g.stream.handle,
 				uintptr(unsafe.Pointer(params)), 0)
 		})
-		args.count = 0
-		return d.error(code, fmt.Sprintf("cuLaunchKernel(gohorovod_copy_batch, %d blocks) on device %d", blocks, g.dev))
-	}
-	total := 0
-	for i, n := range sizes {
-		if n == 0 {
-			continue
-		}
-		c := args.count
-		args.dsts[c], args.srcs[c], args.sizes[c] = uint64(dsts[i]), uint64(srcs[i]), uint64(n)
-		args.count++
-		total += n
-		if args.count == copyKernelMax {
-			if err := flush(total); err != nil {
-				return err
-			}
-			total = 0
-		}
-	}
-	return flush(total)
+		return d.error(code, fmt.Sprintf("cuLaunchKernel(%s, %d blocks) on device %d", kind.entry(), blocks, g.dev))
+	})
 }
 
 // unloadCopyKernel releases the kernel's module (Close).
 func (g *GPU) unloadCopyKernel() {
 	g.mu.Lock()
 	m := g.kernel.module
-	g.kernel.module, g.kernel.fn = 0, 0
+	g.kernel.module, g.kernel.fn, g.kernel.fns = 0, 0, [copyKernelKinds]uintptr{}
 	g.mu.Unlock()
 	if m != 0 && driver != nil {
 		if lib, ok := g.rt.api.(*cudartLib); ok {

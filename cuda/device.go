@@ -450,14 +450,17 @@ func (g *GPU) Close() error {
 	return derr
 }
 
-// copyKernelState is a GPU's copy kernel: loaded at first use in the
+// copyKernelState is a GPU's copy kernels: loaded at first use in the
 // device's primary context (which the runtime makes current with
-// cudaSetDevice), or the reason it is not used.
+// cudaSetDevice) and checked there, the one in use, or the reason none is.
 type copyKernelState struct {
 	tried  bool
 	module uintptr
-	fn     uintptr
-	err    error
+	fns    [copyKernelKinds]uintptr // the loaded kernels
+	failed [copyKernelKinds]error   // why a kernel is not usable
+	fn     uintptr                  // the kernel in use
+	use    CopyKernelKind
+	err    error // why no kernel is used
 }
 
 // CopyKernelRefused returns why CopyDtoDBatch does not use the copy

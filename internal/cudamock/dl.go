@@ -62,9 +62,9 @@ func Source(t testing.TB, path string) string {
 
 // DriverCounts reads the mock driver's counters (the library at path,
 // already loaded): modules loaded, kernel launches, copies launched,
-// modules unloaded.
-func DriverCounts(t testing.TB, path string) [4]int64 {
-	var c [4]int64
+// modules unloaded, launches of the pieces kernel, launches of the walk.
+func DriverCounts(t testing.TB, path string) [6]int64 {
+	var c [6]int64
 	call(t, path, "mockDriverCounts", uintptr(unsafe.Pointer(&c[0])))
 	return c
 }
@@ -73,4 +73,11 @@ func DriverCounts(t testing.TB, path string) [4]int64 {
 // work again).
 func FailLaunch(t testing.TB, path string, code int) {
 	call(t, path, "mockFailLaunch", uintptr(code))
+}
+
+// BreakKernel makes the mock driver's kernels in mask (1: the pieces
+// kernel, 2: the walk) leave the last byte of each copy out (0: copy
+// right again), for the tests of the kernels' check on the device.
+func BreakKernel(t testing.TB, path string, mask int) {
+	call(t, path, "mockBreakKernel", uintptr(mask))
 }

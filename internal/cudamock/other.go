@@ -20,7 +20,10 @@ func Source(t testing.TB, path string) string { t.Skip("no dlopen"); return "" }
 func RefuseBatch(t testing.TB, cudart string, code int) { t.Skip("no dlopen") }
 
 // DriverCounts skips t.
-func DriverCounts(t testing.TB, path string) [4]int64 { t.Skip("no dlopen"); return [4]int64{} }
+func DriverCounts(t testing.TB, path string) [6]int64 { t.Skip("no dlopen"); return [6]int64{} }
 
 // FailLaunch skips t.
 func FailLaunch(t testing.TB, path string, code int) { t.Skip("no dlopen") }
+
+// BreakKernel skips t.
+func BreakKernel(t testing.TB, path string, mask int) { t.Skip("no dlopen") }

@@ -211,14 +211,16 @@ func FusionCopy(d cuda.Device, sizes []int, iters int) (res []Result, err error)
 	}
 	g, _ := d.(*cuda.GPU)
 	kernel := false
+	var inUse cuda.CopyKernelKind
 	if g != nil {
-		// A first call loads the copy kernel, or finds it refused.
-		kernel = g.CopyDtoDKernel(nil, nil, nil) == nil
+		// Loads and checks the copy kernels, or finds them refused.
+		k, err := g.CopyKernelInUse()
+		kernel, inUse = err == nil, k
 	}
 	how := "batched"
 	switch {
 	case kernel:
-		how = "copy kernel"
+		how = fmt.Sprintf("copy kernel %v", inUse)
 	case g != nil && g.Runtime().HasMemcpyBatch():
 		how = "cudaMemcpyBatchAsync"
 	case g != nil:
@@ -231,6 +233,15 @@ func FusionCopy(d cuda.Device, sizes []int, iters int) (res []Result, err error)
 	}{{"in", true}, {"out", false}} {
 		if err := measure(fmt.Sprintf("fusion copy %s (%d tensors, %s)", dir.name, k, how), dir.in, batch); err != nil {
 			return nil, err
+		}
+		for _, other := range []cuda.CopyKernelKind{cuda.CopyKernelPieces, cuda.CopyKernelWalk} {
+			if !kernel || other == inUse || g.CopyKernelFailed(other) != nil {
+				continue
+			}
+			launch := func(dsts, srcs []uintptr) error { return g.CopyDtoDKernelOf(other, dsts, srcs, sizes) }
+			if err := measure(fmt.Sprintf("fusion copy %s (%d tensors, copy kernel %v)", dir.name, k, other), dir.in, launch); err != nil {
+				return nil, err
+			}
 		}
 		if kernel && g.Runtime().HasMemcpyBatch() {
 			memcpyBatch := func(dsts, srcs []uintptr) error { return g.CopyDtoDMemcpyBatch(dsts, srcs, sizes) }

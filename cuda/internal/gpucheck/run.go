@@ -65,6 +65,12 @@ func Run(w io.Writer, cfg Config) error {
 		}
 		if err := g.CopyKernelRefused(); err != nil {
 			fmt.Fprintf(w, "note the copy kernel is not used (%v): the fusion copies go through cudaMemcpyBatchAsync or streams\n", err)
+		} else {
+			for _, k := range []cuda.CopyKernelKind{cuda.CopyKernelPieces, cuda.CopyKernelWalk} {
+				if err := g.CopyKernelFailed(k); err != nil {
+					fmt.Fprintf(w, "note the copy kernel %v is not used: %v\n", k, err)
+				}
+			}
 		}
 		if err := g.BatchRefused(); err != nil {
 			fmt.Fprintf(w, "note the runtime refused cudaMemcpyBatchAsync (%v): the rows that name it measured the copies spread over %d streams\n",
