@@ -132,6 +132,12 @@ func TestDebugLog(t *testing.T) {
 	if ev := buf.lines(t, "response cache full: least recently used responses evicted"); len(ev) == 0 {
 		t.Error("no cache eviction line")
 	}
+	// Horovod's warning, once per rank, naming the capacity configured (4).
+	want := "A response has been evicted from cache which may indicate reduced performance. Better performance may be obtained " +
+		"by disabling caching (HOROVOD_CACHE_CAPACITY=0) or increasing the cache capacity (HOROVOD_CACHE_CAPACITY>4)."
+	if n := len(buf.lines(t, want)); n != 2 {
+		t.Errorf("%d lines of Horovod's eviction warning with capacity 4, want one per rank", n)
+	}
 	for _, msg := range []string{"cycle start", "cycle agreed", "performing"} {
 		if n := len(buf.lines(t, msg)); n != 0 {
 			t.Errorf("%d %q lines at debug, want them at trace only", n, msg)

@@ -511,7 +511,7 @@ func (l *loop) cycle() (bool, error) {
 			return false, err
 		}
 		if l.st.Negotiated(&list) {
-			l.log.Warn().Msg(cache.EvictionWarning)
+			l.log.Warn().Msg(cache.EvictionWarning(int(l.cfg.CacheCapacity)))
 		}
 		if l.log.Debug().Enabled() {
 			l.logNegotiated(len(d.Uncached), &list)

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"slices"
+	"strconv"
 	"unsafe"
 
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
@@ -28,9 +29,13 @@ func (s State) String() string {
 	return "miss"
 }
 
-// EvictionWarning is logged once when the cache first evicts a response
-// (Horovod's text).
-const EvictionWarning = "A response has been evicted from cache which may indicate reduced performance. Better performance may be obtained by disabling caching (HOROVOD_CACHE_CAPACITY=0) or increasing the cache capacity (HOROVOD_CACHE_CAPACITY>1024)."
+// EvictionWarning is what is logged once when a cache of the given
+// capacity first evicts a response (Horovod's text, which names the
+// capacity configured).
+func EvictionWarning(capacity int) string {
+	return "A response has been evicted from cache which may indicate reduced performance. Better performance may be obtained by disabling caching (HOROVOD_CACHE_CAPACITY=0) or increasing the cache capacity (HOROVOD_CACHE_CAPACITY>" +
+		strconv.Itoa(capacity) + ")."
+}
 
 type entry struct {
 	resp       wire.Response // a single-tensor response
