@@ -25,8 +25,12 @@
 #                   kernel and way, host copies, NCCL) and hvdgpucheck
 #                   (NCCL at np 1, staged at np 2 beside its host yardstick)
 #   2-mnist-np8.txt examples/mnist at np 8, GOMAXPROCS=2, bucketed overlap
-#                   (the default) against one group after backward, three
-#                   interleaved rounds, with rank 0's CPU profiles
+#                   (the default) against one group after backward and
+#                   against Open MPI yielding while it polls
+#                   (mpi_yield_when_idle), three interleaved rounds, with
+#                   rank 0's CPU profiles of the first two (on the 2-core
+#                   machine at np 2 the per-cycle agreement allreduce spun
+#                   for 27% of a rank's CPU with buckets, 8% with one group)
 #   3-hvdbench.txt  hvdbench at np 8 (ResNet-50's gradients, 64 MiB), two
 #                   rounds against the yardstick, with rank 0's CPU profile
 # At most eight files come back from the device tool: run.sh writes six.
@@ -73,11 +77,12 @@ command -v mpicc >/dev/null || export PATH=$D/fakebin:$PATH
 } >"$O/1-gpu.txt" 2>&1
 {
 	for r in 1 2 3; do
-		for v in buckets groups1; do
-			a=""
+		for v in buckets groups1 yield; do
+			a="" y=0
 			[ $v = groups1 ] && a="--groups 1"
+			[ $v = yield ] && y=1
 			echo "=== mnist np 8 $v round $r $(date +%T)"
-			GOMAXPROCS=2 timeout 60 scripts/mpirun.sh 8 "$D/mnist" --epochs 2 --train-limit 30000 --data "$D/mnistdata" $a --cpuprofile "/tmp/mn_$v.prof" 2>&1 | grep -E "^epoch|rror"
+			OMPI_MCA_mpi_yield_when_idle=$y GOMAXPROCS=2 timeout 60 scripts/mpirun.sh 8 "$D/mnist" --epochs 2 --train-limit 30000 --data "$D/mnistdata" $a --cpuprofile "/tmp/mn_$v.prof" 2>&1 | grep -E "^epoch|rror"
 		done
 	done
 } >"$O/2-mnist-np8.txt" 2>&1
