@@ -119,25 +119,30 @@ func (g *GPU) copyKernelSelfTest(kind CopyKernelKind, fn uintptr) (err error) {
 	fail := func(err error) error {
 		return fmt.Errorf("cuda: the copy kernel %v failed its check on device %d: %w", kind, g.dev, err)
 	}
+	var bufs []uintptr
+	defer func() {
+		for _, p := range bufs {
+			if ferr := g.rt.Free(g.dev, p); ferr != nil && err == nil {
+				err = fail(ferr)
+			}
+		}
+	}()
+	alloc := func(n int) (uintptr, error) {
+		p, err := g.rt.Malloc(g.dev, n)
+		if err == nil {
+			bufs = append(bufs, p)
+		}
+		return p, err
+	}
 	srcOff, dstOff, sizes, srcTotal, dstTotal := selfTestBatch()
-	src, err := g.rt.Malloc(g.dev, srcTotal)
+	src, err := alloc(srcTotal)
 	if err != nil {
 		return fail(err)
 	}
-	defer func() {
-		if ferr := g.rt.Free(g.dev, src); ferr != nil && err == nil {
-			err = fail(ferr)
-		}
-	}()
-	dst, err := g.rt.Malloc(g.dev, dstTotal)
+	dst, err := alloc(dstTotal)
 	if err != nil {
 		return fail(err)
 	}
-	defer func() {
-		if ferr := g.rt.Free(g.dev, dst); ferr != nil && err == nil {
-			err = fail(ferr)
-		}
-	}()
 	in := make([]byte, srcTotal)
 	for i := range in {
 		in[i] = byte(i*131 + i>>8 + 1)
