@@ -80,12 +80,15 @@ func (d *driverLib) error(code int, what string) error {
 
 // copyKernel returns the kernel CopyDtoDBatch launches, loading the
 // module and checking its kernels on the device at the first call.
-func (g *GPU) copyKernel() (uintptr, CopyKernelKind, *driverLib, error) {
+func (g *GPU) copyKernel() (uintptr, CopyKernelKind, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	k := &g.kernel
 	if k.tried {
-		return k.fn, k.use, driver, k.err
+		if k.err != nil {
+			return 0, 0, k.err
+		}
+		return k.fns[k.use], k.use, nil
 	}
 	k.tried = true
 	if err := g.loadCopyKernels(); err != nil {
@@ -93,7 +96,7 @@ func (g *GPU) copyKernel() (uintptr, CopyKernelKind, *driverLib, error) {
 		for i := range k.failed {
 			k.failed[i] = err
 		}
-		return 0, 0, driver, err
+		return 0, 0, err
 	}
 	for kind := CopyKernelKind(0); kind < copyKernelKinds; kind++ {
 		if k.fns[kind] == 0 {
@@ -103,11 +106,11 @@ func (g *GPU) copyKernel() (uintptr, CopyKernelKind, *driverLib, error) {
 			k.failed[kind] = err
 			continue
 		}
-		k.fn, k.use = k.fns[kind], kind
-		return k.fn, kind, driver, nil
+		k.use = kind
+		return k.fns[kind], kind, nil
 	}
 	k.err = fmt.Errorf("cuda: no copy kernel passed its check on device %d: %w", g.dev, errors.Join(k.failed[:]...))
-	return 0, 0, driver, k.err
+	return 0, 0, k.err
 }
 
 // copyKernelSelfTest copies selfTestBatch's copies of a patterned device
@@ -158,7 +161,7 @@ func (g *GPU) copyKernelSelfTest(kind CopyKernelKind, fn uintptr) (err error) {
 	for i := range sizes {
 		dsts[i], srcs[i] = dst+uintptr(dstOff[i]), src+uintptr(srcOff[i])
 	}
-	if err := g.launchKernel(kind, fn, driver, dsts, srcs, sizes); err != nil {
+	if err := g.launchKernel(kind, fn, dsts, srcs, sizes); err != nil {
 		return fail(err)
 	}
 	out := make([]byte, dstTotal)
@@ -276,7 +279,7 @@ func (g *GPU) CopyDtoDKernelOf(kind CopyKernelKind, dsts, srcs []uintptr, sizes 
 	if fn == 0 {
 		return fmt.Errorf("cuda: the copy kernel %v is not loaded (device %d closed?)", kind, g.dev)
 	}
-	return g.launchKernel(kind, fn, driver, dsts, srcs, sizes)
+	return g.launchKernel(kind, fn, dsts, srcs, sizes)
 }
 
 // CopyKernelInUse returns the kernel that CopyDtoDBatch launches, loading
@@ -285,7 +288,7 @@ func (g *GPU) CopyKernelInUse() (CopyKernelKind, error) {
 	if err := g.live(); err != nil {
 		return 0, err
 	}
-	_, kind, _, err := g.copyKernel()
+	_, kind, err := g.copyKernel()
 	return kind, err
 }
 
@@ -303,17 +306,18 @@ func (g *GPU) CopyKernelFailed(kind CopyKernelKind) error {
 
 // launchCopies is CopyDtoDKernel on a checked batch of a live GPU.
 func (g *GPU) launchCopies(dsts, srcs []uintptr, sizes []int) error {
-	fn, kind, d, err := g.copyKernel()
+	fn, kind, err := g.copyKernel()
 	if err != nil {
 		return err
 	}
-	return g.launchKernel(kind, fn, d, dsts, srcs, sizes)
+	return g.launchKernel(kind, fn, dsts, srcs, sizes)
 }
 
 // launchKernel queues a checked batch as launches of kernel fn of the
-// given kind, on the device's stream.
-func (g *GPU) launchKernel(kind CopyKernelKind, fn uintptr, d *driverLib, dsts, srcs []uintptr, sizes []int) error {
-	lib := g.rt.api.(*cudartLib)
+// given kind, on the device's stream (the driver is loaded: fn is one of
+// its functions).
+func (g *GPU) launchKernel(kind CopyKernelKind, fn uintptr, dsts, srcs []uintptr, sizes []int) error {
+	lib, d := g.rt.api.(*cudartLib), driver
 	args := new(copyKernelArgs)
 	params := new([2]uintptr)
 	var pin runtime.Pinner
@@ -335,7 +339,7 @@ func (g *GPU) launchKernel(kind CopyKernelKind, fn uintptr, d *driverLib, dsts, 
 func (g *GPU) unloadCopyKernel() {
 	g.mu.Lock()
 	m := g.kernel.module
-	g.kernel.module, g.kernel.fn, g.kernel.fns = 0, 0, [copyKernelKinds]uintptr{}
+	g.kernel.module, g.kernel.fns = 0, [copyKernelKinds]uintptr{}
 	g.mu.Unlock()
 	if m != 0 && driver != nil {
 		if lib, ok := g.rt.api.(*cudartLib); ok {

@@ -198,14 +198,14 @@ func (g *GPU) CopyDtoDBatch(dsts, srcs []uintptr, sizes []int) error {
 		g.refuseCopyKernel(err)
 	}
 	if !g.rt.HasMemcpyBatch() || g.BatchRefused() != nil {
-		return g.CopyDtoDSpread(dsts, srcs, sizes, FanOutStreams)
+		return g.spread(dsts, srcs, sizes, FanOutStreams)
 	}
 	err := g.stream.CopyDtoDBatch(dsts, srcs, sizes)
 	var cerr *Error
 	if err == nil || !errors.As(err, &cerr) || !batchRefusal(cerr.Code) {
 		return err
 	}
-	if serr := g.CopyDtoDSpread(dsts, srcs, sizes, FanOutStreams); serr != nil {
+	if serr := g.spread(dsts, srcs, sizes, FanOutStreams); serr != nil {
 		return errors.Join(err, serr) // the copies themselves are wrong
 	}
 	g.mu.Lock()
@@ -239,12 +239,17 @@ func (g *GPU) CopyDtoDSpread(dsts, srcs []uintptr, sizes []int, k int) error {
 	if err := g.live(); err != nil {
 		return err
 	}
-	if len(dsts) != len(srcs) || len(dsts) != len(sizes) {
-		return fmt.Errorf("cuda: batch of %d destinations, %d sources and %d sizes", len(dsts), len(srcs), len(sizes))
+	if err := checkBatch(dsts, srcs, sizes); err != nil {
+		return err
 	}
 	if k < 1 {
 		return fmt.Errorf("cuda: copies spread over %d streams", k)
 	}
+	return g.spread(dsts, srcs, sizes, k)
+}
+
+// spread is CopyDtoDSpread on a checked batch of a live GPU.
+func (g *GPU) spread(dsts, srcs []uintptr, sizes []int, k int) error {
 	if len(dsts) < 2 {
 		for i := range dsts {
 			if err := g.stream.CopyDtoD(dsts[i], srcs[i], sizes[i]); err != nil {
@@ -458,9 +463,8 @@ type copyKernelState struct {
 	module uintptr
 	fns    [copyKernelKinds]uintptr // the loaded kernels
 	failed [copyKernelKinds]error   // why a kernel is not usable
-	fn     uintptr                  // the kernel in use
-	use    CopyKernelKind
-	err    error // why no kernel is used
+	use    CopyKernelKind           // the kernel in use, unless err
+	err    error                    // why no kernel is used
 }
 
 // CopyKernelRefused returns why CopyDtoDBatch does not use the copy

@@ -102,10 +102,12 @@ var SpreadStreams = []int{1, 2, 4, 8}
 // own allocation): one plain device-to-device copy of their total size
 // (the yardstick); packing them into one fusion buffer (offsets aligned
 // to 256 bytes) and unpacking them again with one Device.CopyDtoDBatch
-// each way, as the runtime does (on a *cuda.GPU: cudaMemcpyBatchAsync from
-// CUDA 12.8, else the copies spread over cuda.FanOutStreams streams); on a
-// *cuda.GPU that has the batch call, also its fallback, the copies spread
-// over each of SpreadStreams streams, so that the fallback is chosen by
+// each way, as the runtime does (on a *cuda.GPU: the copy kernel in use,
+// else cudaMemcpyBatchAsync from CUDA 12.8, else the copies spread over
+// cuda.FanOutStreams streams); on a *cuda.GPU, also the other copy kernel
+// where it passed its check, cudaMemcpyBatchAsync beside a kernel, and,
+// where the runtime has the batch call, its fallback, the copies spread
+// over each of SpreadStreams streams, so that each way is chosen by
 // measurement; and a copy call per tensor on the device's stream, as the
 // runtime did before. Each result's Speedup is relative to the plain copy
 // (below 1: slower; the goal on an H100 is 0.6 or more for ResNet-50's 161

@@ -198,10 +198,11 @@ func rank(rt *cuda.Runtime, cfg Config, c comm.Communicator, hc config.Config, e
 	htimes := make([]time.Duration, 0, iters)
 	for it := 0; it < iters; it++ {
 		for i, t := range ts {
-			if err := cuda.CopyToDevice(g, t, fill(cfg.Elems/k, func(int) float32 { return float32(rk + i) })); err != nil {
+			in := fill(cfg.Elems/k, func(int) float32 { return float32(rk + i) })
+			if err := cuda.CopyToDevice(g, t, in); err != nil {
 				return "", err
 			}
-			copy(hts[i].Float32s(), fill(cfg.Elems/k, func(int) float32 { return float32(rk + i) }).Float32s())
+			copy(hts[i].Float32s(), in.Float32s())
 		}
 		d, err := timed(grp)
 		if err != nil {
