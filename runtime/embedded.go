@@ -8,9 +8,9 @@ import (
 	"net"
 	"os"
 
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
-	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 

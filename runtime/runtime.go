@@ -9,8 +9,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/comm"
-	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
+	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/gpuexec"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
@@ -81,11 +82,11 @@ func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.logger = 
 
 // WithoutMPIFinalize keeps MPI initialised at Shutdown (MPI cannot be
 // initialised twice in a process), so that a later Init can run over MPI
-// again; the program then calls comm.FinalizeMPI itself before exiting.
+// again; the program then calls mpicomm.Finalize itself before exiting.
 func WithoutMPIFinalize() Option { return func(o *options) { o.keepMPI = true } }
 
 // newMPI opens the MPI communicator; a variable so that builds without MPI
-// report a clear error (see comm.NewMPI).
+// report a clear error (see mpicomm.New).
 var newMPI = func() (comm.Communicator, error) { return openMPI() }
 
 type state uint8
@@ -339,7 +340,7 @@ func (r *Runtime) Shutdown() error {
 			return fmt.Errorf("hvd: shutdown: %w", err)
 		}
 		if r.transport == transportMPI && !r.keepMPI {
-			if err := comm.FinalizeMPI(); err != nil {
+			if err := mpicomm.Finalize(); err != nil {
 				return fmt.Errorf("hvd: shutdown: %w", err)
 			}
 		}

@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
+	"github.com/gohorovod/gohorovod/internal/job/secret"
 	"github.com/gohorovod/gohorovod/internal/launch/elastic"
-	"github.com/gohorovod/gohorovod/runtime/comm/auth"
-	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -64,7 +64,7 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 	if o.DryRun {
 		return nil
 	}
-	secret, err := auth.NewSecret()
+	secret, err := secret.New()
 	if err != nil {
 		return err
 	}

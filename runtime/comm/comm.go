@@ -125,3 +125,13 @@ func CheckLocal(op string, size int, counts []int, send *tensor.Tensor, sendWant
 	}
 	return nil
 }
+
+// AgreementChecker is implemented by communicators whose collectives first
+// check, with one extra small collective, that the ranks' arguments agree
+// (the MPI adapter, mpicomm; the check is on by default). The runtime turns the check
+// off on paths where negotiation already guarantees agreement, such as the
+// per-cycle bit-vector allreduce. Every rank must make the same choice.
+type AgreementChecker interface {
+	SetCheck(on bool)
+	Check() bool
+}

@@ -1,4 +1,4 @@
-package auth
+package secret
 
 import (
 	"crypto/hmac"
@@ -36,7 +36,7 @@ const nonceBytes = 32
 
 // NewSecret returns a fresh random secret, hex-encoded for the environment
 // (see ParseSecret).
-func NewSecret() (string, error) {
+func New() (string, error) {
 	b := make([]byte, SecretBytes)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("auth: random secret: %w", err)
@@ -45,7 +45,7 @@ func NewSecret() (string, error) {
 }
 
 // ParseSecret decodes a hex-encoded secret of at least 16 bytes.
-func ParseSecret(s string) ([]byte, error) {
+func Parse(s string) ([]byte, error) {
 	b, err := hex.DecodeString(s)
 	if err != nil {
 		return nil, fmt.Errorf("auth: the secret is not hex: %w", err)
