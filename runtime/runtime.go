@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gohorovod/gohorovod/internal/elastichook"
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
@@ -125,7 +126,7 @@ type Runtime struct {
 	gpu     *gpuexec.Executor // GPU device, NCCL and buffers (gpu.go, runtime/internal/gpuexec)
 	tlc     timelineControl   // StartTimeline and StopTimeline requests (timeline.go)
 
-	// initOpts are the options of the last successful Init, for Restart.
+	// initOpts are the options of the last successful Init, for restart.
 	initOpts []Option
 	// round is the elastic rendezvous round this runtime was last a member
 	// of (0: none, or not elastic); it outlives Shutdown, so that the next
@@ -348,16 +349,17 @@ func (r *Runtime) Shutdown() error {
 	return nil
 }
 
-// Restart shuts the runtime down (see Shutdown) and initialises it again
+// restart shuts the runtime down (see Shutdown) and initialises it again
 // with the options of its last Init. In an elastic job (started by an
 // elastic launcher: config.Config.Elastic) that joins the launcher's next
 // rendezvous round, which may give this process a new rank and size: it is
-// Horovod's reset (hvd.shutdown(); hvd.init()), which runtime/elastic's
-// Run calls after a worker failure or a change of hosts. A worker that the
-// new round has no place for gets an error wrapping ErrRemoved. Restart
+// Horovod's reset (hvd.shutdown(); hvd.init()), which optim/elastic's
+// Run calls (through internal/elastichook) after a worker failure or a
+// change of hosts. A worker that the new round has no place for gets an
+// error wrapping ErrRemoved. restart
 // refuses a runtime that was given its communicator (WithCommunicator),
 // which cannot be opened again, and one that was never initialised.
-func (r *Runtime) Restart() error {
+func (r *Runtime) restart() error {
 	r.mu.Lock()
 	st, opts := r.st, r.initOpts
 	r.mu.Unlock()
@@ -369,7 +371,7 @@ func (r *Runtime) Restart() error {
 		f(&o)
 	}
 	if o.comm != nil {
-		return errors.New("hvd: Restart: the runtime was given its communicator (WithCommunicator), which cannot be opened again")
+		return errors.New("hvd: restart: the runtime was given its communicator (WithCommunicator), which cannot be opened again")
 	}
 	if err := r.Shutdown(); err != nil {
 		r.log.Warn().Err(err).Msg("restart: shutdown")
@@ -377,15 +379,15 @@ func (r *Runtime) Restart() error {
 	return r.Init(opts...)
 }
 
-// ErrRemoved is wrapped by the error of Init (and Restart) in a worker of
+// ErrRemoved is wrapped by the error of Init (and the elastic loop's restart) in a worker of
 // an elastic job whose launcher has no place for it in the new round: its
 // host was removed or blacklisted, or the job reached --max-np. The
-// process should exit; runtime/elastic's Run returns it.
+// process should exit; optim/elastic's Run returns it.
 var ErrRemoved = rendezvous.ErrRemoved
 
 // ElasticRound returns the elastic rendezvous round this runtime was last a
 // member of: 1 after the first Init of an elastic job's worker, growing
-// with every Restart; 0 when the job is not elastic.
+// with every restart; 0 when the job is not elastic.
 func (r *Runtime) ElasticRound() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -397,12 +399,12 @@ func (r *Runtime) ElasticRound() int {
 // update, Added and Removed say what changed.
 type HostUpdate = rendezvous.HostUpdate
 
-// TakeHostUpdate returns the host updates the launcher has announced to
+// takeHostUpdate returns the host updates the launcher has announced to
 // this worker since the last call, merged, and whether there were any. The
-// launcher announces them to rank 0 of the current round only; runtime/
+// launcher announces them to rank 0 of the current round only; optim/
 // elastic's State checks them at every Commit and broadcasts rank 0's
 // answer, so that every rank resets at the same commit.
-func (r *Runtime) TakeHostUpdate() (HostUpdate, bool) {
+func (r *Runtime) takeHostUpdate() (HostUpdate, bool) {
 	r.mu.Lock()
 	c, running := r.com, r.st == stateRunning
 	r.mu.Unlock()
@@ -503,3 +505,8 @@ func (r *Runtime) checkRunning() error {
 
 // cycleTime returns the loop period.
 func (r *Runtime) cycleTime() time.Duration { return r.cfg.CycleTime }
+
+func init() {
+	elastichook.Restart = func(rt any) error { return rt.(*Runtime).restart() }
+	elastichook.TakeHostUpdate = func(rt any) (HostUpdate, bool) { return rt.(*Runtime).takeHostUpdate() }
+}

@@ -10,7 +10,7 @@ import (
 	"github.com/gohorovod/gohorovod/internal/mlp"
 	"github.com/gohorovod/gohorovod/optim"
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/elastic"
+	"github.com/gohorovod/gohorovod/optim/elastic"
 )
 
 // progress is the part of the elastic state that is not the model: where

@@ -295,7 +295,7 @@ type Config struct {
 	// Elastic says that an elastic launcher (gohorovodrun with
 	// --min-np, --max-np or --host-discovery-script) started this worker:
 	// the rendezvous then gives its rank and size, which may change while
-	// it runs (runtime/elastic). HOROVOD_ELASTIC=1.
+	// it runs (optim/elastic). HOROVOD_ELASTIC=1.
 	Elastic bool
 }
 

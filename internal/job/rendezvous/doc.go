@@ -29,7 +29,7 @@
 // restarted worker may join again, and a worker that died counts as
 // missing.
 //
-// An elastic job (gohorovodrun's elastic mode, runtime/elastic) meets
+// An elastic job (gohorovodrun's elastic mode, optim/elastic) meets
 // again and again: its launcher runs a RoundServer, whose rounds each have
 // their own members, and its workers call JoinRound with the last round
 // they were in. A worker that leaves a round is reported ready and waits

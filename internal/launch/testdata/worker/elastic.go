@@ -2,7 +2,7 @@ package main
 
 // The elastic mode of the test worker:
 //
-//	elastic [flags]  an elastic training job (runtime/elastic): a float64
+//	elastic [flags]  an elastic training job (optim/elastic): a float64
 //	                 linear model trained with a DistributedOptimizer (SGD
 //	                 with momentum, learning rate 0.01·size) on samples dealt
 //	                 by an elastic Sampler, committing every step. It prints,
@@ -34,8 +34,8 @@ import (
 	"time"
 
 	"github.com/gohorovod/gohorovod/optim"
+	"github.com/gohorovod/gohorovod/optim/elastic"
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/elastic"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
