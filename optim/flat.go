@@ -29,7 +29,7 @@ type ReduceGroup interface {
 // when the Collectives provides them (FromRuntime's does).
 type ReduceGroupCollectives interface {
 	Collectives
-	NewReduceGroup(ts []*tensor.Tensor, names []string, op Op, prescale, postscale float64) (ReduceGroup, error)
+	NewReduceGroup(ts []*tensor.Tensor, names []string, op tensor.ReduceOp, prescale, postscale float64) (ReduceGroup, error)
 }
 
 // DefaultBucketBytes is the default of BucketBytes.
