@@ -17,6 +17,8 @@ const module = "github.com/gohorovod/gohorovod/"
 var layer = map[string]int{
 	// The leaves: tensor memory and arithmetic.
 	"tensor": 10,
+	// The agreement rules every transport shares.
+	"internal/agree": 15,
 	// Bindings and other things that know nothing of the runtime.
 	"mpi":                         20,
 	"mpi/internal/allreducebench": 21,

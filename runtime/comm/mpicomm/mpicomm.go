@@ -55,7 +55,7 @@ func mpiErr(err error) error {
 	}
 	var me *mpi.MismatchError
 	if errors.As(err, &me) {
-		return &comm.MismatchError{Op: me.Op, Detail: me.Detail}
+		return &comm.MismatchError{Source: "comm", Op: me.Op, Detail: me.Detail}
 	}
 	if errors.Is(err, mpi.ErrFreed) {
 		return fmt.Errorf("%w (%w)", comm.ErrClosed, err)
