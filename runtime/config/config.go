@@ -115,7 +115,7 @@ const (
 
 // Secret is the job's key in hex (GOHOROVOD_SECRET): every connection of
 // the embedded transport and of its rendezvous proves knowledge of it
-// (runtime/comm/auth). It formats as "[redacted]" with every fmt verb, so
+// (internal/job/secret). It formats as "[redacted]" with every fmt verb, so
 // that printing a Config never shows it; string(s) is the value.
 type Secret string
 
@@ -145,7 +145,7 @@ func (s Secret) Bytes() ([]byte, error) {
 	return b, nil
 }
 
-// minSecretBytes is the shortest key accepted, as runtime/comm/auth's
+// minSecretBytes is the shortest key accepted, as internal/job/secret's
 // ParseSecret.
 const minSecretBytes = 16
 

@@ -54,7 +54,7 @@
 //	                                     (neither: the address this host uses to reach the
 //	                                     rendezvous server, so 127.0.0.1 on one machine)
 //
-// The rendezvous server (runtime/comm/rendezvous) assigns ranks by the
+// The rendezvous server (internal/job/rendezvous) assigns ranks by the
 // order of its plan, not by HOROVOD_RANK; the placement variables are a
 // cross-check.
 //

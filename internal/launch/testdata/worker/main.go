@@ -5,7 +5,7 @@
 // says:
 //
 //	env            print "rank R size S" and the knobs it read with config.FromEnv
-//	rdzv           join the rendezvous (runtime/comm/rendezvous, no transport) and
+//	rdzv           join the rendezvous (internal/job/rendezvous, no transport) and
 //	               print the assignment: "rank R size S local L/LS cross C/CS
 //	               members host:lr:data,..."
 //	rdzv-hang DIR SKIP  as rdzv, then write DIR/<rank>.pid, print "ready R" and
