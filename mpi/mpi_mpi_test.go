@@ -619,7 +619,9 @@ func TestMismatchesGiveErrorsOnEveryRank(t *testing.T) {
 			}
 			return w.Allreduce(tensor.New(dt, 4), tensor.Sum)
 		}, true, 0, "dtype differs across ranks (float32 to float64)"},
-		{"allreduce ops", func() error { return w.Allreduce(tensor.New(tensor.Int32, 4), []tensor.ReduceOp{tensor.Sum, tensor.Min}[me%2]) },
+		{"allreduce ops", func() error {
+			return w.Allreduce(tensor.New(tensor.Int32, 4), []tensor.ReduceOp{tensor.Sum, tensor.Min}[me%2])
+		},
 			true, 0, "reduction differs across ranks (Sum to Min)"},
 		{"bitand on float", func() error { return w.Allreduce(tensor.New(tensor.Float32, 4), tensor.BitAnd) },
 			false, 0, "BitAnd is not defined on float32"},

@@ -146,7 +146,7 @@ func (s Secret) Bytes() ([]byte, error) {
 }
 
 // minSecretBytes is the shortest key accepted, as internal/job/secret's
-// ParseSecret.
+// Parse.
 const minSecretBytes = 16
 
 // Unset marks a placement field (Rank, Size, ...) that the environment does

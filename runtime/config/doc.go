@@ -40,7 +40,7 @@
 //	HOROVOD_GLOO_RENDEZVOUS_ADDR=ADDR    required: the rendezvous server's host or IP
 //	HOROVOD_GLOO_RENDEZVOUS_PORT=PORT    required: its port
 //	GOHOROVOD_SECRET=HEX                 required: the job's key, hex, at least 16 bytes
-//	                                     (auth.NewSecret makes one); never logged, and
+//	                                     (secret.New makes one); never logged, and
 //	                                     formatted as [redacted] (Secret)
 //	HOROVOD_HOSTNAME=NAME                required: the worker's host as the server's plan
 //	                                     names it (gohorovodrun: the -H name)
