@@ -207,7 +207,7 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 		started = append(started, cmd.Process)
 	}
 	if l.Guard != "" {
-		g, gerr := startGuard(l.Guard, started, l.Stderr)
+		g, gerr := startGuard(l.Guard, started, nil, l.Stderr)
 		if gerr != nil {
 			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for the workers (%v): if gohorovodrun is killed, "+
 				"the workers are not stopped (those that watch the launcher still exit)\n", gerr)

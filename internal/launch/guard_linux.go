@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -67,8 +68,30 @@ func GuardMain() (int, bool) {
 	// Ctrl-C and a hang-up reach the whole foreground process group; the
 	// launcher handles them. The guard must outlive the launcher.
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
-	return guardJob(pidfds, guardAlarm, pids, StopGrace, os.Stderr), true
+	status := guardJob(pidfds, guardAlarm, pids, StopGrace, os.Stderr)
+	if v := os.Getenv(EnvGuardRemove); v != "" {
+		// The job's directories go when the launcher does, whether it
+		// removed them itself (a clean end) or died first.
+		var b [1]byte
+		for {
+			n, err := unix.Read(guardAlarm, b[:])
+			if n == 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
+				break
+			}
+		}
+		for _, dir := range strings.Split(v, "\n") {
+			if filepath.IsAbs(dir) {
+				_ = os.RemoveAll(dir)
+			}
+		}
+	}
+	return status, true
 }
+
+// EnvGuardRemove lists, one a line, the directories of the job (its Unix
+// sockets, its shared-memory segments) that the guard removes once the
+// launcher is gone. Users never set it.
+const EnvGuardRemove = "GOHOROVOD_GUARD_REMOVE"
 
 // guardJob waits until every guarded process (pidfds) has ended, then
 // returns 0, or until alarm reports end-of-file (the launcher is gone)
@@ -182,7 +205,10 @@ type guard struct {
 // startGuard starts self (a gohorovodrun binary) as the guard of the
 // running processes ps (mpirun, or the workers). It must be called before
 // anything waits for them, so that the pids still name them.
-func startGuard(self string, ps []*os.Process, stderr io.Writer) (*guard, error) {
+//
+// dirs are the job's directories, which the guard removes once the
+// launcher is gone, however it ended.
+func startGuard(self string, ps []*os.Process, dirs []string, stderr io.Writer) (*guard, error) {
 	var files []*os.File
 	defer func() {
 		for _, f := range files {
@@ -205,6 +231,9 @@ func startGuard(self string, ps []*os.Process, stderr io.Writer) (*guard, error)
 	defer r.Close()
 	cmd := exec.Command(self)
 	cmd.Env = []string{EnvGuard + "=" + strings.Join(pids, ",")}
+	if len(dirs) > 0 {
+		cmd.Env = append(cmd.Env, EnvGuardRemove+"="+strings.Join(dirs, "\n"))
+	}
 	cmd.Stderr = stderr
 	extra := []*os.File{files[0], r} // guardPidfd, guardAlarm
 	cmd.ExtraFiles = append(extra, files[1:]...)

@@ -57,6 +57,10 @@ type Spec struct {
 type Plan struct {
 	Argv []string
 	Env  []string
+	// VaderDir is the job's own directory for Open MPI's shared-memory
+	// segments (EnvVaderDir), which Run makes for a job on this host
+	// alone and removes when it ends; "": Open MPI's default.
+	VaderDir string
 }
 
 // AllLocal reports whether every host is this machine.

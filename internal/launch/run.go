@@ -33,8 +33,9 @@ var ErrInterrupted = errors.New("launch: interrupted; the workers were stopped")
 const EnvMPIRun = "GOHOROVOD_MPIRUN"
 
 // StopGrace is how long mpirun has to stop the workers after SIGTERM
-// before it is killed.
-const StopGrace = 10 * time.Second
+// before it is killed, and how long the processes of a job the launcher
+// stops itself have between SIGTERM and SIGKILL.
+const StopGrace = 3 * time.Second
 
 // BuildInfo says what the binary was built with, for --check-build.
 type BuildInfo struct {
@@ -170,6 +171,11 @@ func (l *Launcher) Run(ctx context.Context, args []string) error {
 	if o.OutputFilename != "" && spec.Flavor != OpenMPI {
 		if err := os.MkdirAll(o.OutputFilename, 0o755); err != nil {
 			return fmt.Errorf("--output-filename: %w", err)
+		}
+	}
+	if spec.Flavor == OpenMPI && spec.AllLocal() {
+		if plan.VaderDir, err = vaderDir(plan.Env, spec.MPIArgs); err != nil {
+			return fmt.Errorf("launch: a directory for the job's shared memory: %w", err)
 		}
 	}
 	return l.execute(ctx, plan)
@@ -379,53 +385,132 @@ func (l *Launcher) checkHosts(ctx context.Context, o *Options, s Spec) error {
 	return nil
 }
 
-// execute runs the plan and turns mpirun's end into Run's result.
+// execute runs the plan and turns mpirun's end into Run's result. It
+// bounds its own teardown whatever mpirun does: mpirun runs in a process
+// group of its own; after an interrupt (ctx) mpirun has StopGrace to stop
+// the workers, and after the first failure FailureGrace to end the job
+// itself; then the launcher sends SIGTERM to every process of the job it
+// knows (jobProcs), and SIGKILL StopGrace later. A job on this host alone
+// keeps Open MPI's shared-memory segments in a directory of its own, which
+// is removed when the job ends.
 func (l *Launcher) execute(ctx context.Context, p Plan) error {
 	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
 	cmd.Env = p.Env
+	var dirs []string
+	if p.VaderDir != "" {
+		cmd.Env = append(append([]string(nil), p.Env...), EnvVaderDir+"="+p.VaderDir)
+		dirs = append(dirs, p.VaderDir)
+		defer os.RemoveAll(p.VaderDir)
+	}
 	cmd.Stdin, cmd.Stdout = l.Stdin, l.Stdout
 	scan := newFailureScanner()
-	cmd.Stderr = &lineTap{w: l.Stderr, onLine: scan.Line}
+	reported := make(chan struct{})
+	cmd.Stderr = &lineTap{w: l.Stderr, onLine: func(line string) {
+		was := scan.seen
+		scan.Line(line)
+		if scan.seen && !was {
+			close(reported)
+		}
+	}}
+	// After mpirun has ended, its output may still be held open by a
+	// process it left behind: the launcher stops reading after StopGrace.
 	cmd.WaitDelay = StopGrace
 	// If the launcher dies without stopping mpirun (SIGKILL), the guard
 	// does it; without a guard, a parent-death signal.
 	release := make(chan struct{})
 	defer close(release)
+	cmd.SysProcAttr = workerProcAttr(l.Guard == "")
 	var err error
 	if l.Guard != "" {
 		err = cmd.Start()
 	} else {
-		cmd.SysProcAttr = sysProcAttr()
 		err = startLocked(cmd, release)
 	}
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", p.Argv[0], err)
 	}
 	if l.Guard != "" {
-		g, gerr := startGuard(l.Guard, []*os.Process{cmd.Process}, l.Stderr)
+		g, gerr := startGuard(l.Guard, []*os.Process{cmd.Process}, dirs, l.Stderr)
 		if gerr != nil {
 			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for mpirun (%v): if gohorovodrun is killed, "+
 				"mpirun is not stopped (workers on this host still exit)\n", gerr)
 		}
 		defer g.release()
 	}
+	mark := ""
+	if v, ok := envValue(p.Env, config.EnvLauncher); ok && v != "" {
+		mark = config.EnvLauncher + "=" + v
+	}
+	procs := newJobProcs(cmd.Process.Pid, mark)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	interrupted := false
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		interrupted = true
-		// mpirun stops every worker on SIGTERM; after StopGrace, kill it.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		t := time.NewTimer(StopGrace)
+	var (
+		interrupted bool
+		tornDown    bool            // the launcher ended the job's processes itself
+		found       *jobFailure     // the first failure seen in /proc
+		failed      <-chan struct{} = reported
+		teardown    <-chan time.Time
+		kill        <-chan time.Time
+		tick        = time.NewTicker(scanEvery)
+		ctxDone     = ctx.Done()
+	)
+	defer tick.Stop()
+	name := filepath.Base(p.Argv[0])
+	stopAll := func(why string) {
+		tornDown, teardown = true, nil
+		procs.scan(true)
+		fmt.Fprintf(l.Stderr, "gohorovodrun: %s; stopping every process of the job (SIGTERM, SIGKILL after %v)\n", why, StopGrace)
+		procs.signal(syscall.SIGTERM)
+		kill = time.After(StopGrace)
+	}
+	for waiting := true; waiting; {
 		select {
 		case err = <-done:
-		case <-t.C:
-			_ = cmd.Process.Kill()
-			err = <-done
+			waiting = false
+		case <-ctxDone:
+			ctxDone, failed = nil, nil
+			interrupted = true
+			// mpirun stops every worker on SIGTERM; after StopGrace, the
+			// launcher stops what is left.
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			teardown = time.After(StopGrace)
+		case <-failed:
+			failed = nil
+			if teardown == nil && kill == nil {
+				teardown = time.After(FailureGrace)
+			}
+		case <-tick.C:
+			if f, ok := procs.scan(false); ok && found == nil {
+				found = &f
+				if failed != nil {
+					failed = nil
+					teardown = time.After(FailureGrace)
+				}
+			}
+		case <-teardown:
+			if interrupted {
+				stopAll(fmt.Sprintf("%s did not stop the job within %v of SIGTERM", name, StopGrace))
+			} else {
+				stopAll(fmt.Sprintf("%s did not end the job within %v of the first failure", name, FailureGrace))
+			}
+		case <-kill:
+			kill = nil
+			procs.scan(true)
+			procs.signal(syscall.SIGKILL)
 		}
-		t.Stop()
+	}
+	if interrupted || tornDown || found != nil || scan.seen || err != nil {
+		// Whatever mpirun left running (it ended, or was killed, before
+		// its workers): SIGTERM, then SIGKILL.
+		procs.scan(true)
+		if left := procs.alive(); len(left) > 0 {
+			procs.signal(syscall.SIGTERM)
+			deadline := time.Now().Add(StopGrace)
+			for len(procs.alive()) > 0 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			procs.signal(syscall.SIGKILL)
+		}
 	}
 	if interrupted {
 		return ErrInterrupted
@@ -437,14 +522,20 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 	if errors.As(err, &ee) {
 		status := ee.ExitCode()
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			if !scan.seen && found != nil {
+				return found.workerError()
+			}
 			if !scan.seen { // no rank failed: mpirun itself was killed
-				return fmt.Errorf("%s was killed by signal %d (%s)", filepath.Base(p.Argv[0]), int(ws.Signal()), SignalName(int(ws.Signal())))
+				return fmt.Errorf("%s was killed by signal %d (%s)", name, int(ws.Signal()), SignalName(int(ws.Signal())))
 			}
 			status = 128 + int(ws.Signal())
 		}
+		if !scan.seen && found != nil {
+			return found.workerError()
+		}
 		return scan.result(status)
 	}
-	return fmt.Errorf("%s: %w", filepath.Base(p.Argv[0]), err)
+	return fmt.Errorf("%s: %w", name, err)
 }
 
 func (l *Launcher) checkBuild(ctx context.Context) {

@@ -1,0 +1,179 @@
+package launch_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The launcher bounds its own teardown whatever mpirun does: these tests
+// run gohorovodrun over a fake mpirun (GOHOROVOD_MPIRUN) that ignores
+// SIGTERM and never reaps its children, with a worker that ignores
+// SIGTERM too, as a wedged Open MPI does.
+
+// fakeMPIRun is the wedged mpirun. It writes the pids of what it starts to
+// $FAKE_DIR, a file into its shared-memory directory (as Open MPI's vader
+// does), and, when $FAKE_FAIL is set, starts a rank 1 that exits 3 after
+// a second, whose zombie it never reaps.
+const fakeMPIRun = `#!/bin/sh
+if [ "$1" = --version ]; then echo "mpirun (Open MPI) 4.1.4"; exit 0; fi
+d=$FAKE_DIR
+echo "$OMPI_MCA_btl_vader_backing_directory" > "$d/vader"
+[ -n "$OMPI_MCA_btl_vader_backing_directory" ] && touch "$OMPI_MCA_btl_vader_backing_directory/vader_segment.fake.0"
+OMPI_COMM_WORLD_RANK=0 setsid sh -c 'trap "" TERM; echo $$ > "$0/stubborn.pid"; exec sleep 300' "$d" &
+if [ -n "$FAKE_FAIL" ]; then
+	OMPI_COMM_WORLD_RANK=1 sh -c 'sleep 1; exit 3' &
+fi
+echo $$ > "$d/mpirun.pid"
+trap '' TERM INT
+exec sleep 300
+`
+
+// startWedged starts gohorovodrun -np 2 over fakeMPIRun and returns once
+// the fake has started its processes.
+func startWedged(t *testing.T, fail bool) (cmd *exec.Cmd, dir string, stderr *syncBuffer, done chan error) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end launch tests skipped in -short mode")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("the launcher follows an MPI job's processes in /proc (Linux)")
+	}
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	launcher, _ := build(t)
+	dir = t.TempDir()
+	fake := filepath.Join(dir, "mpirun")
+	if err := os.WriteFile(fake, []byte(fakeMPIRun), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(launcher, "--mpi", "--mpi-single-copy", "none", "-np", "2", "/bin/true")
+	cmd.Env = append(os.Environ(), EnvMPIRunForTest+"="+fake, "FAKE_DIR="+dir)
+	if fail {
+		cmd.Env = append(cmd.Env, "FAKE_FAIL=1")
+	}
+	stderr = &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		for _, f := range []string{"stubborn.pid", "mpirun.pid"} {
+			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+				if pid := atoi(strings.TrimSpace(string(b))); pid > 0 && alive(pid) {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, e1 := os.Stat(filepath.Join(dir, "stubborn.pid"))
+		_, e2 := os.Stat(filepath.Join(dir, "mpirun.pid"))
+		if e1 == nil && e2 == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fake mpirun did not start its processes in 30 s\nstderr %s", stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the pid files are complete
+	return cmd, dir, stderr, done
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// teardownBound is the bound the launcher keeps after the first failure
+// or a signal: mpirun's grace (FailureGrace or StopGrace, 3 s), SIGTERM
+// and StopGrace (3 s) to SIGKILL, and slack for a loaded machine.
+const teardownBound = 9 * time.Second
+
+// waitWedged waits for gohorovodrun to end, failing the test if it takes
+// longer than bound from since, and checks that nothing of the job is
+// left: the fake mpirun, its stubborn worker, its shared-memory directory.
+func waitWedged(t *testing.T, dir string, stderr *syncBuffer, done chan error, since time.Time, bound time.Duration) error {
+	t.Helper()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("gohorovodrun still running 60 s on\nstderr %s", stderr)
+	}
+	if took := time.Since(since); took > bound {
+		t.Errorf("gohorovodrun took %v to end, want at most %v\nstderr %s", took.Round(time.Millisecond), bound, stderr)
+	} else {
+		t.Logf("gohorovodrun ended %v after the event", took.Round(time.Millisecond))
+	}
+	var pids []int
+	for _, f := range []string{"stubborn.pid", "mpirun.pid"} {
+		b, rerr := os.ReadFile(filepath.Join(dir, f))
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		pids = append(pids, atoi(strings.TrimSpace(string(b))))
+	}
+	assertGone(t, pids)
+	b, _ := os.ReadFile(filepath.Join(dir, "vader"))
+	shm := strings.TrimSpace(string(b))
+	if shm == "" {
+		t.Errorf("mpirun was given no directory for its shared memory (%s)", "OMPI_MCA_btl_vader_backing_directory")
+	} else if _, serr := os.Stat(shm); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("the job's shared-memory directory %s is still there (%v)", shm, serr)
+	}
+	return err
+}
+
+// TestE2EWedgedMPIRunAfterFailure: rank 1 exits 3, and mpirun neither
+// reaps it nor stops the others; the launcher ends the job within the
+// bound, naming rank 1.
+func TestE2EWedgedMPIRunAfterFailure(t *testing.T) {
+	_, dir, stderr, done := startWedged(t, true)
+	failedAt := time.Now() // rank 1 fails a second after the start: the bound is counted from before that
+	err := waitWedged(t, dir, stderr, done, failedAt, teardownBound+time.Second)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Errorf("gohorovodrun = %v, want exit status 3 (rank 1's)\nstderr %s", err, stderr)
+	}
+	if s := stderr.String(); !strings.Contains(s, "rank 1") || !strings.Contains(s, "did not end the job") {
+		t.Errorf("stderr does not name rank 1 and the teardown:\n%s", s)
+	}
+}
+
+// TestE2EWedgedMPIRunSignal: SIGTERM and SIGINT to the launcher while
+// mpirun ignores SIGTERM: the launcher ends everything within the bound.
+func TestE2EWedgedMPIRunSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd, dir, stderr, done := startWedged(t, false)
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			err := waitWedged(t, dir, stderr, done, time.Now(), teardownBound)
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+				t.Errorf("gohorovodrun after %v = %v, want exit status 130\nstderr %s", sig, err, stderr)
+			}
+		})
+	}
+}
+

@@ -1,0 +1,200 @@
+package launch
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// jobProcs follows the processes of one MPI job from /proc, so that the
+// launcher can end them itself when mpirun does not (a wedged mpirun, one
+// that ignores SIGTERM, workers it never reaps): mpirun's descendants, and
+// every process of this user whose environment carries the job's mark
+// (mpirun passes its environment to the workers it starts, so a worker
+// that lost its parent still carries it).
+type jobProcs struct {
+	root int    // mpirun's pid
+	mark []byte // "KEY=value" in the job's environment; nil: none
+	uid  int
+	// known are the processes seen as the job's, by pid, with their start
+	// time, so that a pid reused by another process is never signalled.
+	known map[int]*jobProc
+}
+
+type jobProc struct {
+	start string // field 22 of /proc/PID/stat
+	rank  int    // from the process's environment; -1: unknown
+}
+
+// procStat is what /proc/PID/stat says of one process.
+type procStat struct {
+	pid, ppid, pgrp int
+	state           byte
+	start           string
+	exit            int // the wait status of a zombie
+}
+
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	// "pid (comm) state ppid pgrp ...": comm may hold spaces and ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return procStat{}, false
+	}
+	s := procStat{pid: pid, state: f[0][0], start: f[19]}
+	s.ppid, _ = strconv.Atoi(f[1])
+	s.pgrp, _ = strconv.Atoi(f[2])
+	if len(f) >= 50 {
+		s.exit, _ = strconv.Atoi(f[49])
+	}
+	return s, true
+}
+
+func newJobProcs(root int, mark string) *jobProcs {
+	j := &jobProcs{root: root, uid: os.Getuid(), known: map[int]*jobProc{}}
+	if mark != "" {
+		j.mark = []byte(mark)
+	}
+	return j
+}
+
+// allStats reads every process's stat.
+func allStats() []procStat {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	out := make([]procStat, 0, len(names))
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		if s, ok := readStat(pid); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// rankOf reads the MPI rank from a process's environment (Open MPI's
+// OMPI_COMM_WORLD_RANK, Hydra's PMI_RANK); -1 when it has none.
+func rankOf(env []byte) int {
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		for _, k := range []string{"OMPI_COMM_WORLD_RANK=", "PMI_RANK="} {
+			if v, ok := bytes.CutPrefix(kv, []byte(k)); ok {
+				if r, err := strconv.Atoi(string(v)); err == nil {
+					return r
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func hasEntry(env, kv []byte) bool {
+	for _, e := range bytes.Split(env, []byte{0}) {
+		if bytes.Equal(e, kv) {
+			return true
+		}
+	}
+	return false
+}
+
+// scan looks at every process once: it adds mpirun's descendants, and with
+// sweep also the processes that carry the mark, to known, and returns the
+// first of the job's processes found ended (a zombie) with a non-zero
+// status, if any.
+func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
+	stats := allStats()
+	children := map[int][]procStat{}
+	for _, s := range stats {
+		children[s.ppid] = append(children[s.ppid], s)
+	}
+	add := func(s procStat) {
+		if p, ok := j.known[s.pid]; ok && p.start == s.start {
+			return
+		}
+		p := &jobProc{start: s.start, rank: -1}
+		if env, err := os.ReadFile("/proc/" + strconv.Itoa(s.pid) + "/environ"); err == nil {
+			p.rank = rankOf(env)
+		}
+		j.known[s.pid] = p
+	}
+	// mpirun's descendants
+	queue := []int{j.root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			add(c)
+			queue = append(queue, c.pid)
+		}
+	}
+	if sweep && j.mark != nil {
+		self := os.Getpid()
+		for _, s := range stats {
+			if s.pid == self || s.pid == j.root || s.state == 'Z' {
+				continue
+			}
+			env, err := os.ReadFile("/proc/" + strconv.Itoa(s.pid) + "/environ")
+			if err == nil && hasEntry(env, j.mark) {
+				add(s)
+			}
+		}
+	}
+	for _, s := range stats {
+		p, ok := j.known[s.pid]
+		if !ok || p.start != s.start || s.state != 'Z' || s.exit == 0 {
+			continue
+		}
+		ws := syscall.WaitStatus(s.exit)
+		f := jobFailure{pid: s.pid, rank: p.rank, code: ws.ExitStatus()}
+		if ws.Signaled() {
+			f.signal = int(ws.Signal())
+			f.code = 128 + f.signal
+		}
+		return f, true
+	}
+	return jobFailure{}, false
+}
+
+// signal sends sig to mpirun's process group and to every known process
+// of the job that still is what it was, and to its group where it leads
+// one (Open MPI puts each worker in a group of its own).
+func (j *jobProcs) signal(sig syscall.Signal) {
+	_ = syscall.Kill(-j.root, sig)
+	_ = syscall.Kill(j.root, sig)
+	for pid, p := range j.known {
+		s, ok := readStat(pid)
+		if !ok || s.start != p.start || s.state == 'Z' {
+			continue
+		}
+		_ = syscall.Kill(pid, sig)
+		if s.pgrp == pid {
+			_ = syscall.Kill(-pid, sig)
+		}
+	}
+}
+
+// alive reports the known processes that still run (not zombies).
+func (j *jobProcs) alive() []int {
+	var out []int
+	for pid, p := range j.known {
+		if s, ok := readStat(pid); ok && s.start == p.start && s.state != 'Z' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
