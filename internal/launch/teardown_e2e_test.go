@@ -176,4 +176,3 @@ func TestE2EWedgedMPIRunSignal(t *testing.T) {
 		})
 	}
 }
-
