@@ -75,7 +75,7 @@ func openEmbedded(cfg config.Config, last int) (comm.Communicator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded transport: %w", err)
 	}
-	ls, err := embedded.Listen(host, net.JoinHostPort(ip, "0"), os.TempDir())
+	ls, err := embedded.ListenPrivate(host, net.JoinHostPort(ip, "0"), cfg.GlooSocketDir)
 	if err != nil {
 		return nil, err
 	}

@@ -86,6 +86,7 @@ func withGloo(cfg, env config.Config) config.Config {
 	cfg.Controller, cfg.CPUOperations = env.Controller, env.CPUOperations
 	cfg.RendezvousAddr, cfg.RendezvousPort = env.RendezvousAddr, env.RendezvousPort
 	cfg.GlooTimeout, cfg.GlooIface, cfg.GlooAddr, cfg.Secret = env.GlooTimeout, env.GlooIface, env.GlooAddr, env.Secret
+	cfg.GlooSocketDir = env.GlooSocketDir
 	cfg.Rank, cfg.Size = env.Rank, env.Size
 	cfg.LocalRank, cfg.LocalSize = env.LocalRank, env.LocalSize
 	cfg.CrossRank, cfg.CrossSize = env.CrossRank, env.CrossSize

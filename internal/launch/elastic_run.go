@@ -69,6 +69,10 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 		return err
 	}
 	spec.Secret = config.Secret(secret)
+	if spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
+		return err
+	}
+	defer os.RemoveAll(spec.SocketDir)
 	key, err := spec.Secret.Bytes()
 	if err != nil {
 		return err

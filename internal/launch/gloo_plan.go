@@ -106,6 +106,7 @@ func glooWorker(s Spec, cfg config.Config, sl Slot, base, remoteBase []string) G
 	cfg.Secret = s.Secret
 	w := GlooWorker{Slot: sl}
 	if s.IsLocal != nil && s.IsLocal(sl.Host) {
+		cfg.GlooSocketDir = s.SocketDir
 		w.Argv = append([]string(nil), s.Command...)
 		w.Env = append(append([]string(nil), base...), cfg.Environ()...)
 		return w

@@ -65,6 +65,12 @@ func (l *Launcher) runGloo(ctx context.Context, o *Options, spec Spec) error {
 	}
 	spec.RendezvousAddr, spec.RendezvousPort = host, ln.Addr().(*net.TCPAddr).Port
 	spec.Secret = config.Secret(secret)
+	if !o.DryRun {
+		if spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
+			return err
+		}
+		defer os.RemoveAll(spec.SocketDir)
+	}
 	workers, err := BuildGlooPlan(spec)
 	if err != nil {
 		return err
@@ -207,7 +213,11 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 		started = append(started, cmd.Process)
 	}
 	if l.Guard != "" {
-		g, gerr := startGuard(l.Guard, started, nil, l.Stderr)
+		var dirs []string
+		if s.SocketDir != "" {
+			dirs = append(dirs, s.SocketDir)
+		}
+		g, gerr := startGuard(l.Guard, started, dirs, l.Stderr)
 		if gerr != nil {
 			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for the workers (%v): if gohorovodrun is killed, "+
 				"the workers are not stopped (those that watch the launcher still exit)\n", gerr)

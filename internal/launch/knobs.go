@@ -29,7 +29,7 @@ func knobWarnings(o *Options, c config.Config) []string {
 
 // withoutPlacement clears the placement variables (HOROVOD_RANK, ...) and
 // the other per-job ones (HOROVOD_CONTROLLER, the rendezvous, the secret,
-// GOHOROVOD_GLOO_ADDR) that the launcher's own environment may carry: the
+// GOHOROVOD_GLOO_ADDR, GOHOROVOD_GLOO_SOCKET_DIR) that the launcher's own environment may carry: the
 // workers learn their placement from MPI or from this launcher's
 // rendezvous, one rank's placement exported to every worker would be wrong
 // for all but one, and a job never inherits another job's rendezvous or
@@ -41,6 +41,6 @@ func withoutPlacement(c config.Config) config.Config {
 	c.Hostname = ""
 	c.Controller, c.CPUOperations = "", ""
 	c.RendezvousAddr, c.RendezvousPort = "", 0
-	c.GlooAddr, c.Secret = "", ""
+	c.GlooAddr, c.GlooSocketDir, c.Secret = "", "", ""
 	return c
 }

@@ -50,6 +50,9 @@ type Spec struct {
 	Secret config.Secret
 	// Dir is the directory remote workers start in (the launcher's).
 	Dir string
+	// SocketDir is the job's directory for the Unix sockets of its local
+	// workers (GOHOROVOD_GLOO_SOCKET_DIR; see jobSocketDir).
+	SocketDir string
 }
 
 // Plan is what the launcher will execute: Argv (Argv[0] is mpirun) with Env

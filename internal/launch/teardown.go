@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,3 +90,16 @@ func jobDirBase(env []string) string {
 // maxBaseLen leaves room under a job directory's base for the directory
 // and a socket's name in it.
 const maxBaseLen = 64
+
+// jobSocketDir makes the job's directory for the Unix sockets of its
+// local workers: only this user may enter it (mode 0700), its name is not
+// predictable, and the launcher (or its guard, when the launcher is
+// killed) removes it when the job ends, so that no socket file outlives
+// the job and nothing another local user creates can stop it.
+func jobSocketDir(env []string) (string, error) {
+	dir, err := os.MkdirTemp(jobDirBase(env), "ghv-")
+	if err != nil {
+		return "", fmt.Errorf("launch: a directory for the job's Unix sockets: %w", err)
+	}
+	return dir, nil
+}

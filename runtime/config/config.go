@@ -61,6 +61,10 @@ const (
 	EnvGlooTimeout    = "HOROVOD_GLOO_TIMEOUT_SECONDS"
 	EnvGlooIface      = "HOROVOD_GLOO_IFACE"
 	EnvGlooAddr       = "GOHOROVOD_GLOO_ADDR" // gohorovod's own
+	// EnvGlooSocketDir is the directory for the worker's Unix sockets,
+	// which the launcher creates for the job (mode 0700) and removes when
+	// the job ends (gohorovod's own).
+	EnvGlooSocketDir = "GOHOROVOD_GLOO_SOCKET_DIR"
 	EnvSecret         = "GOHOROVOD_SECRET"    // gohorovod's own
 	// EnvElastic marks a worker of an elastic job, as horovodrun's elastic
 	// driver does: "1" or unset.
@@ -290,6 +294,12 @@ type Config struct {
 	// Neither set: the address this host uses to reach the rendezvous
 	// server (127.0.0.1 for a job on one machine). GOHOROVOD_GLOO_ADDR.
 	GlooAddr string
+	// GlooSocketDir is the directory for this worker's Unix sockets, made
+	// by the launcher for the job: only its user may enter it, and its
+	// name is not predictable. "": the worker makes a directory of its own
+	// like it, under $XDG_RUNTIME_DIR or $TMPDIR, and removes it when it
+	// ends. GOHOROVOD_GLOO_SOCKET_DIR.
+	GlooSocketDir string
 	// Secret is the job's key, hex. GOHOROVOD_SECRET.
 	Secret Secret
 	// Elastic says that an elastic launcher (gohorovodrun with
@@ -660,6 +670,9 @@ var placement = []knob{
 	{EnvGlooAddr,
 		func(c *Config) string { return c.GlooAddr },
 		func(c *Config, s string) error { c.GlooAddr = s; return nil }},
+	{EnvGlooSocketDir,
+		func(c *Config) string { return c.GlooSocketDir },
+		func(c *Config, s string) error { c.GlooSocketDir = s; return nil }},
 	{EnvElastic,
 		func(c *Config) string {
 			if c.Elastic {

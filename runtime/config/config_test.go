@@ -38,7 +38,7 @@ func TestDefault(t *testing.T) {
 		}
 	}
 	for _, k := range []string{EnvRank, EnvSize, EnvHostname, EnvLauncher, EnvController, EnvCPUOperations,
-		EnvRendezvousAddr, EnvRendezvousPort, EnvGlooIface, EnvGlooAddr, EnvSecret} {
+		EnvRendezvousAddr, EnvRendezvousPort, EnvGlooIface, EnvGlooAddr, EnvGlooSocketDir, EnvSecret} {
 		if _, ok := look(k); ok {
 			t.Errorf("Default().Environ() sets %s, want it left out while unset", k)
 		}
@@ -84,10 +84,11 @@ func TestFromEnv(t *testing.T) {
 			}},
 		{"gloo", []string{"HOROVOD_CONTROLLER=Gloo", "HOROVOD_CPU_OPERATIONS=gloo", "HOROVOD_GLOO_RENDEZVOUS_ADDR=10.0.0.1",
 			"HOROVOD_GLOO_RENDEZVOUS_PORT=4242", "HOROVOD_GLOO_TIMEOUT_SECONDS=2.5", "HOROVOD_GLOO_IFACE=eth1",
-			"GOHOROVOD_GLOO_ADDR=10.0.0.7", "GOHOROVOD_SECRET=00112233445566778899aabbccddeeff"},
+			"GOHOROVOD_GLOO_ADDR=10.0.0.7", "GOHOROVOD_GLOO_SOCKET_DIR=/run/user/1000/ghv-42", "GOHOROVOD_SECRET=00112233445566778899aabbccddeeff"},
 			func(c *Config) {
 				c.Controller, c.CPUOperations, c.RendezvousAddr, c.RendezvousPort = "gloo", "gloo", "10.0.0.1", 4242
 				c.GlooTimeout, c.GlooIface, c.GlooAddr = 2500*time.Millisecond, "eth1", "10.0.0.7"
+				c.GlooSocketDir = "/run/user/1000/ghv-42"
 				c.Secret = "00112233445566778899aabbccddeeff"
 			}},
 		{"mpi", []string{"HOROVOD_CONTROLLER=MPI"}, func(c *Config) { c.Controller = "mpi" }},
@@ -205,6 +206,7 @@ func TestEnvironNames(t *testing.T) {
 	c.Launcher = "1:2:b:pid:[3]"
 	c.Controller, c.CPUOperations, c.RendezvousAddr, c.RendezvousPort = "gloo", "gloo", "h", 1
 	c.GlooIface, c.GlooAddr, c.Secret = "lo", "127.0.0.1", "00112233445566778899aabbccddeeff"
+	c.GlooSocketDir = "/run/user/1000/ghv-1"
 	c.Elastic, c.DynamicProcessSets = true, true
 	env := c.Environ()
 	names := Names()

@@ -31,6 +31,8 @@ type Listeners struct {
 	unix *net.UnixListener // nil without a Unix socket
 	path string
 
+	ownDir string // a private directory ListenPrivate made; Close removes it
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -83,6 +85,55 @@ func Listen(host, tcpAddr, unixDir string) (*Listeners, error) {
 	return l, nil
 }
 
+// ListenPrivate is Listen with a Unix socket in dir, a directory the
+// launcher made for the job (only its user may enter it), or, when dir is
+// "" or does not exist here (a remote host), in a directory of this
+// process's own, made like it by PrivateDir, which Close removes. Another
+// local user can neither reach nor block the socket.
+func ListenPrivate(host, tcpAddr, dir string) (*Listeners, error) {
+	if dir != "" {
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			return Listen(host, tcpAddr, dir)
+		}
+	}
+	own, err := PrivateDir()
+	if err != nil {
+		return nil, err
+	}
+	l, err := Listen(host, tcpAddr, own)
+	if err != nil {
+		os.Remove(own)
+		return nil, err
+	}
+	l.ownDir = own
+	return l, nil
+}
+
+// PrivateDir makes a directory for Unix sockets that only this user may
+// enter (mode 0700), with an unpredictable name ("ghv-" and random
+// digits), under $XDG_RUNTIME_DIR, else $TMPDIR, else /tmp: the first that
+// is an absolute path to a directory short enough for a socket's path.
+func PrivateDir() (string, error) {
+	base := "/tmp"
+	for _, k := range []string{"XDG_RUNTIME_DIR", "TMPDIR"} {
+		if v := os.Getenv(k); filepath.IsAbs(v) && len(v) <= maxSockBase {
+			if st, err := os.Stat(v); err == nil && st.IsDir() {
+				base = v
+				break
+			}
+		}
+	}
+	dir, err := os.MkdirTemp(base, "ghv-")
+	if err != nil {
+		return "", fmt.Errorf("embedded: a directory for the Unix sockets: %w", err)
+	}
+	return dir, nil
+}
+
+// maxSockBase leaves room under PrivateDir's base for the directory and a
+// socket's name in it.
+const maxSockBase = 64
+
 // Peer returns the addresses to publish for this rank. When the TCP
 // listener is bound to a specific IP, that IP is published. When it is
 // bound to every interface (0.0.0.0 or ::), Peer publishes the host
@@ -124,13 +175,16 @@ func publicIP(host string) net.IP {
 	return net.IPv4(127, 0, 0, 1)
 }
 
-// Close closes the listeners and removes the Unix socket file. It is
-// idempotent. Communicators already made by New keep working.
+// Close closes the listeners and removes the Unix socket file (and the
+// directory ListenPrivate made for it). It is idempotent. Communicators already made by New keep working.
 func (l *Listeners) Close() error {
 	l.closeOnce.Do(func() {
 		err := l.tcp.Close()
 		if l.unix != nil {
 			err = errors.Join(err, l.unix.Close())
+		}
+		if l.ownDir != "" {
+			err = errors.Join(err, os.RemoveAll(l.ownDir))
 		}
 		l.closeErr = err
 	})
