@@ -65,7 +65,7 @@ const (
 	// which the launcher creates for the job (mode 0700) and removes when
 	// the job ends (gohorovod's own).
 	EnvGlooSocketDir = "GOHOROVOD_GLOO_SOCKET_DIR"
-	EnvSecret         = "GOHOROVOD_SECRET"    // gohorovod's own
+	EnvSecret        = "GOHOROVOD_SECRET" // gohorovod's own
 	// EnvElastic marks a worker of an elastic job, as horovodrun's elastic
 	// driver does: "1" or unset.
 	EnvElastic = "HOROVOD_ELASTIC"
