@@ -73,8 +73,9 @@ type RoundServer struct {
 	readyQ   []Slot         // reports not yet given to OnReady
 	readying bool           // a goroutine is calling OnReady
 
-	closed bool // Close was called
-	acc    acceptor
+	closed  bool // Close was called
+	acc     acceptor
+	refused refusalLog
 }
 
 // NewRoundServer returns the rendezvous of an elastic job whose
@@ -98,6 +99,11 @@ func (s *RoundServer) logf(format string, args ...any) {
 	}
 }
 
+// logRefused logs a refused connection, rate-limited (refusalLog).
+func (s *RoundServer) logRefused(format string, args ...any) {
+	s.refused.logf(s.Logf, format, args...)
+}
+
 // Serve accepts connections on l until Close; it returns nil after Close,
 // or the listener's error.
 func (s *RoundServer) Serve(l net.Listener) error { return s.acc.serve(l, s.handle) }
@@ -105,7 +111,7 @@ func (s *RoundServer) Serve(l net.Listener) error { return s.acc.serve(l, s.hand
 // handle runs one connection: handshake, join, then reading until the
 // worker goes away.
 func (s *RoundServer) handle(c net.Conn) {
-	m, ok := readJoin(c, s.secret, s.Logf)
+	m, ok := readJoin(c, s.secret, s.logRefused)
 	if !ok {
 		return
 	}
@@ -113,12 +119,12 @@ func (s *RoundServer) handle(c net.Conn) {
 	if !m.Elastic {
 		refusal := toWorker{Error: fmt.Sprintf("rendezvous: %v is a worker of a fixed job, but the launcher runs an elastic one "+
 			"(the worker's environment lacks HOROVOD_ELASTIC=1)", p.member.Slot)}
-		s.logf("rendezvous: refused %v from %v: %s", p.member.Slot, c.RemoteAddr(), refusal.Error)
+		s.logRefused("rendezvous: refused %v from %v: %s", p.member.Slot, c.RemoteAddr(), refusal.Error)
 		_ = p.send(refusal)
 		return
 	}
 	if refusal := s.admit(p, m.Last); refusal != nil {
-		s.logf("rendezvous: refused %v from %v: %s", p.member.Slot, c.RemoteAddr(), refusal.Error)
+		s.logRefused("rendezvous: refused %v from %v: %s", p.member.Slot, c.RemoteAddr(), refusal.Error)
 		_ = p.send(*refusal)
 		return
 	}
@@ -330,6 +336,7 @@ func (s *RoundServer) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.acc.close()
+	s.refused.flush()
 	return nil
 }
 

@@ -43,6 +43,7 @@ type Server struct {
 	result   error // nil once complete
 	done     chan struct{}
 	acc      acceptor
+	refused  refusalLog
 }
 
 // peer is one joined worker's connection.
@@ -96,11 +97,16 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
+// logRefused logs a refused connection, rate-limited (refusalLog).
+func (s *Server) logRefused(format string, args ...any) {
+	s.refused.logf(s.Logf, format, args...)
+}
+
 // handle runs one connection: handshake, join, then reading until the
 // worker goes away (its slot is given back if that happens before the
 // assignment) or asks which slots are missing.
 func (s *Server) handle(c net.Conn) {
-	m, ok := readJoin(c, s.secret, s.Logf)
+	m, ok := readJoin(c, s.secret, s.logRefused)
 	if !ok {
 		return
 	}
@@ -108,13 +114,13 @@ func (s *Server) handle(c net.Conn) {
 	if m.Elastic {
 		refusal := toWorker{Error: fmt.Sprintf("rendezvous: %v is a worker of an elastic job, but the launcher runs a fixed one "+
 			"(HOROVOD_ELASTIC is set in the worker's environment, not by this launcher)", p.member.Slot)}
-		s.logf("rendezvous: refused %v from %v: %s", p.member.Slot, c.RemoteAddr(), refusal.Error)
+		s.logRefused("rendezvous: refused %v from %v: %s", p.member.Slot, c.RemoteAddr(), refusal.Error)
 		_ = p.send(refusal)
 		return
 	}
 	rank, refusal := s.admit(p)
 	if refusal != nil {
-		s.logf("rendezvous: refused %v from %v: %s", p.member.Slot, c.RemoteAddr(), refusal.Error)
+		s.logRefused("rendezvous: refused %v from %v: %s", p.member.Slot, c.RemoteAddr(), refusal.Error)
 		_ = p.send(*refusal)
 		return
 	}
@@ -288,6 +294,7 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 func (s *Server) Close() error {
 	s.fail("ended: the server was closed", ErrClosed)
 	s.acc.close()
+	s.refused.flush()
 	return nil
 }
 
