@@ -268,11 +268,13 @@ func (o *Options) check() error {
 	if o.Version || o.CheckBuild {
 		return nil
 	}
+	if o.set["num-proc"] && o.NP < 1 {
+		return usagef("-np must be at least 1 (got %d)", o.NP)
+	}
 	nonNeg := []struct {
 		name string
 		v    float64
 	}{
-		{"num-proc", float64(o.NP)},
 		{"fusion-threshold-mb", o.FusionThresholdMB},
 		{"cycle-time-ms", o.CycleTimeMS},
 		{"cache-capacity", float64(o.CacheCapacity)},
@@ -290,9 +292,6 @@ func (o *Options) check() error {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return usagef("--%s=%v must be >= 0", f.name, f.v)
 		}
-	}
-	if o.set["num-proc"] && o.NP == 0 {
-		return usagef("-np must be at least 1")
 	}
 	if o.Gloo && o.MPI {
 		return usagef("--gloo and --mpi both given: use one of them")

@@ -59,8 +59,9 @@ func TestParseErrors(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{[]string{"-np", "0", "prog"}, "-np must be at least 1"},
-		{[]string{"-np", "-2", "prog"}, "--num-proc=-2 must be >= 0"},
+		{[]string{"-np", "0", "prog"}, "-np must be at least 1 (got 0)"},
+		{[]string{"-np", "-2", "prog"}, "-np must be at least 1 (got -2)"},
+		{[]string{"--num-proc=-1", "prog"}, "-np must be at least 1 (got -1)"},
 		{[]string{"-np", "2"}, "no program given"},
 		{[]string{"-np", "2", "--frobnicate", "prog"}, "unknown flag: --frobnicate"},
 		{[]string{"-np", "x", "prog"}, "invalid argument \"x\""},

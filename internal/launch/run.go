@@ -247,9 +247,6 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 	if _, err := Assign(hosts, np); err != nil {
 		return Spec{}, err
 	}
-	if err := l.checkProgram(o.Command[0]); err != nil {
-		return Spec{}, err
-	}
 	mpiArgs, err := SplitArgs(o.MPIArgs)
 	if err != nil {
 		return Spec{}, usagef("--mpi-args: %v", err)
@@ -279,6 +276,9 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 			fmt.Fprintln(l.Stderr, "gohorovodrun: mpirun not found on PATH: running the workers on the embedded transport (--gloo)")
 		}
 	}
+	if err := l.checkProgram(o.Command[0], spec.Gloo); err != nil {
+		return Spec{}, err
+	}
 	if spec.Gloo {
 		if o.SingleCopy == "cma" {
 			return Spec{}, usagef("--mpi-single-copy=cma needs mpirun (Open MPI), not the embedded transport")
@@ -306,8 +306,10 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 }
 
 // checkProgram refuses a program that cannot be run: a path that is not
-// an executable file, or a name not found on PATH.
-func (l *Launcher) checkProgram(prog string) error {
+// an executable file, or a name not found on PATH. gloo says which
+// transport the job uses, for the hint on how to build a missing program:
+// only MPI needs -tags mpi.
+func (l *Launcher) checkProgram(prog string, gloo bool) error {
 	if !strings.ContainsRune(prog, '/') {
 		if _, err := l.LookPath(prog); err != nil {
 			return usagef("program %q not found on PATH (give a path, e.g. ./%s)", prog, prog)
@@ -317,6 +319,9 @@ func (l *Launcher) checkProgram(prog string) error {
 	st, err := os.Stat(prog)
 	switch {
 	case err != nil:
+		if gloo {
+			return usagef("program %s does not exist (build it first, e.g. go build -o %s .)", prog, prog)
+		}
 		return usagef("program %s does not exist (build it first, e.g. go build -tags mpi -o %s .)", prog, prog)
 	case st.IsDir():
 		return usagef("program %s is a directory", prog)

@@ -100,7 +100,9 @@ func TestRunRefusesBadInput(t *testing.T) {
 		env     []string
 		wantErr string
 	}{
-		{"program missing", func(f *fixture) []string { return []string{"-np", "2", f.dir + "/nope"} }, nil, "does not exist"},
+		{"program missing", func(f *fixture) []string { return []string{"-np", "2", f.dir + "/nope"} }, nil, "does not exist (build it first, e.g. go build -tags mpi -o "},
+		{"program missing, embedded transport", func(f *fixture) []string { return []string{"--gloo", "-np", "2", f.dir + "/nope"} }, nil,
+			"does not exist (build it first, e.g. go build -o "},
 		{"program not on PATH", func(f *fixture) []string { return []string{"-np", "2", "no-such-program-xyz"} }, nil, "not found on PATH"},
 		{"program not executable", func(f *fixture) []string {
 			os.Chmod(f.prog, 0o644)
