@@ -350,7 +350,11 @@ func (d *Driver) advance(now time.Time, dec *Decision) {
 	switch d.phase {
 	case starting:
 		if !d.activate(now, dec, d.cfg.NP) && !now.Before(d.deadline) {
-			d.finish(dec, &TimeoutError{Waited: d.cfg.ElasticTimeout, Need: d.cfg.NP, Flag: "-np", Have: count(d.available(now))})
+			te := &TimeoutError{Waited: d.cfg.ElasticTimeout, Need: d.cfg.NP, Flag: "-np", Have: count(d.available(now))}
+			if !d.haveDiscovery && d.cfg.DiscoveryScript != "" {
+				te.Script = d.cfg.DiscoveryScript // its first run has not ended
+			}
+			d.finish(dec, te)
 		}
 	case waiting:
 		if !d.activate(now, dec, d.cfg.MinNP) && !now.Before(d.deadline) {

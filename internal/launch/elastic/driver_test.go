@@ -173,6 +173,10 @@ func TestDriver(t *testing.T) {
 			{0, hosts("a:3"), ""},
 			{30, Tick{}, "fail: elastic: timed out after 30s waiting for 4 slots (-np 4), 3 available; please check that you have enough resources to run at least 4 Horovod processes"},
 		}, 0},
+		{"a discovery script that never answers is named at the timeout", Config{NP: 2, ElasticTimeout: 10 * time.Second, DiscoveryScript: "./discover.sh"}, []step{
+			{10, Tick{}, "fail: elastic: timed out after 10s waiting for 2 slots (-np 2): the host discovery script ./discover.sh timed out: " +
+				"it had not printed its hosts when the elastic timeout (--elastic-timeout) passed; check that it ends, or give the job a longer --elastic-timeout"},
+		}, 0},
 		{"reset limit 1 fails on the second reset", Config{NP: 2, ResetLimit: 1}, []step{
 			{0, hosts("a:2", "b:2"), "round 1 [a[0] a[1] b[0] b[1]]; start [a[0] a[1] b[0] b[1]]"},
 			{1, hosts("a:2"), "notify removed"},

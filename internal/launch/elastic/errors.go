@@ -59,10 +59,19 @@ type TimeoutError struct {
 	Flag string
 	// Have is the number of slots available (not blacklisted) at the end.
 	Have int
+	// Script names the host discovery script when it had not yet answered
+	// (its first run still going); "" otherwise.
+	Script string
 }
 
 // Error implements the error interface.
 func (e *TimeoutError) Error() string {
+	if e.Script != "" {
+		return fmt.Sprintf("elastic: timed out after %s waiting for %d slots (%s %d): the host discovery script %s "+
+			"timed out: it had not printed its hosts when the elastic timeout (--elastic-timeout) passed; "+
+			"check that it ends, or give the job a longer --elastic-timeout",
+			e.Waited, e.Need, e.Flag, e.Need, e.Script)
+	}
 	return fmt.Sprintf("elastic: timed out after %s waiting for %d slots (%s %d), %d available; "+
 		"please check that you have enough resources to run at least %d Horovod processes",
 		e.Waited, e.Need, e.Flag, e.Need, e.Have, e.Need)
