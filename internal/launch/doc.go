@@ -22,6 +22,14 @@
 // launcher is gone (runtime/guard.go); on other hosts the MPI launcher's
 // ssh connections close and Open MPI's daemons stop their ranks.
 //
+// The launcher bounds its own teardown whatever mpirun does (execute):
+// mpirun runs in a process group of its own; after the first failure
+// mpirun has FailureGrace to end the job, after an interrupt StopGrace;
+// then the launcher signals every process of the job it finds in /proc
+// (jobProcs), SIGTERM and SIGKILL StopGrace later. Open MPI's
+// shared-memory segments of a job on this host alone live in a directory
+// of the job's own (EnvVaderDir), removed when the job ends.
+//
 // Without MPI (--gloo), BuildGlooPlan, also pure, computes each worker's
 // command and environment (docs/EMBEDDED.md has the contract): local
 // workers are started directly, each in its own process group; remote ones
@@ -34,7 +42,9 @@
 // reports that one in the MPI path's words; a rendezvous that does not
 // complete within HOROVOD_GLOO_TIMEOUT_SECONDS ends the job naming the
 // missing host and local rank (*RendezvousError). The guard then holds a
-// pidfd of every worker (and ssh) instead of mpirun's.
+// pidfd of every worker (and ssh) instead of mpirun's. The local workers'
+// Unix sockets live in a directory the launcher makes for the job
+// (jobSocketDir, GOHOROVOD_GLOO_SOCKET_DIR) and removes when it ends.
 //
 // Elastic mode (--min-np, --max-np or --host-discovery-script; Options.
 // Elastic) runs on the embedded transport too: runElastic feeds the pure
