@@ -217,7 +217,11 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 		if s.SocketDir != "" {
 			dirs = append(dirs, s.SocketDir)
 		}
-		g, gerr := startGuard(l.Guard, started, dirs, l.Stderr)
+		mark := ""
+		if s.Launcher != "" {
+			mark = config.EnvLauncher + "=" + s.Launcher
+		}
+		g, gerr := startGuard(l.Guard, started, dirs, mark, l.Stderr)
 		if gerr != nil {
 			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for the workers (%v): if gohorovodrun is killed, "+
 				"the workers are not stopped (those that watch the launcher still exit)\n", gerr)

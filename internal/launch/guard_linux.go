@@ -68,7 +68,21 @@ func GuardMain() (int, bool) {
 	// Ctrl-C and a hang-up reach the whole foreground process group; the
 	// launcher handles them. The guard must outlive the launcher.
 	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
-	status := guardJob(pidfds, guardAlarm, pids, StopGrace, os.Stderr)
+	status, gone := guardStop(pidfds, guardAlarm, pids, StopGrace, os.Stderr)
+	if mark := os.Getenv(EnvGuardMark); gone && mark != "" {
+		// What mpirun (or a worker) left behind, found by the job's mark:
+		// SIGTERM, and SIGKILL after StopGrace.
+		procs := newJobProcs(pids[0], mark)
+		procs.scan(true)
+		if left := procs.alive(); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "gohorovodrun (guard): stopping what the job left running (pid %s)\n", joinInts(left))
+			procs.signal(syscall.SIGTERM)
+			for deadline := time.Now().Add(StopGrace); len(procs.alive()) > 0 && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+			}
+			procs.signal(syscall.SIGKILL)
+		}
+	}
 	if v := os.Getenv(EnvGuardRemove); v != "" {
 		// The job's directories go when the launcher does, whether it
 		// removed them itself (a clean end) or died first.
@@ -88,6 +102,11 @@ func GuardMain() (int, bool) {
 	return status, true
 }
 
+// EnvGuardMark is the job's mark ("GOHOROVOD_LAUNCHER=..."), by which the
+// guard, once the launcher is gone, finds the job's processes that
+// outlived what it guards (see jobProcs). Users never set it.
+const EnvGuardMark = "GOHOROVOD_GUARD_MARK"
+
 // EnvGuardRemove lists, one a line, the directories of the job (its Unix
 // sockets, its shared-memory segments) that the guard removes once the
 // launcher is gone. Users never set it.
@@ -98,6 +117,13 @@ const EnvGuardRemove = "GOHOROVOD_GUARD_REMOVE"
 // before that, then stops those still running: SIGTERM, and SIGKILL after
 // grace.
 func guardJob(pidfds []int, alarm int, pids []int, grace time.Duration, stderr io.Writer) int {
+	status, _ := guardStop(pidfds, alarm, pids, grace, stderr)
+	return status
+}
+
+// guardStop is guardJob, and also reports whether the launcher went while
+// something guarded was still running.
+func guardStop(pidfds []int, alarm int, pids []int, grace time.Duration, stderr io.Writer) (int, bool) {
 	name := "mpirun"
 	if len(pids) > 1 {
 		name = "the workers"
@@ -136,14 +162,14 @@ func guardJob(pidfds []int, alarm int, pids []int, grace time.Duration, stderr i
 	}
 	for running > 0 {
 		if _, ok := poll(-1); !ok {
-			return 2
+			return 2, false
 		}
 		if fds[0].Revents&unix.POLLNVAL != 0 {
 			fmt.Fprintf(stderr, "gohorovodrun (guard): started without the launcher's pipe\n")
-			return 2
+			return 2, false
 		}
 		if running == 0 {
-			return 0 // everything guarded has ended
+			return 0, false // everything guarded has ended
 		}
 		if fds[0].Revents != 0 {
 			var b [1]byte
@@ -153,7 +179,7 @@ func guardJob(pidfds []int, alarm int, pids []int, grace time.Duration, stderr i
 		}
 	}
 	if running == 0 {
-		return 0
+		return 0, false
 	}
 	fds[0].Fd = -1
 	var sent []int
@@ -163,7 +189,7 @@ func guardJob(pidfds []int, alarm int, pids []int, grace time.Duration, stderr i
 		}
 	}
 	if len(sent) == 0 {
-		return 0 // ended meanwhile
+		return 0, true // ended meanwhile
 	}
 	fmt.Fprintf(stderr, "gohorovodrun (guard): the launcher is gone; stopping %s (pid %s)\n", name, joinInts(sent))
 	deadline := time.Now().Add(grace)
@@ -177,7 +203,7 @@ func guardJob(pidfds []int, alarm int, pids []int, grace time.Duration, stderr i
 		}
 	}
 	if running == 0 {
-		return 0
+		return 0, true
 	}
 	fmt.Fprintf(stderr, "gohorovodrun (guard): %s (pid %s) still running %v after SIGTERM; killing it\n", name, joinInts(sent), grace)
 	for i, fd := range pidfds {
@@ -185,7 +211,7 @@ func guardJob(pidfds []int, alarm int, pids []int, grace time.Duration, stderr i
 			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 		}
 	}
-	return 0
+	return 0, true
 }
 
 func joinInts(v []int) string {
@@ -207,8 +233,9 @@ type guard struct {
 // anything waits for them, so that the pids still name them.
 //
 // dirs are the job's directories, which the guard removes once the
-// launcher is gone, however it ended.
-func startGuard(self string, ps []*os.Process, dirs []string, stderr io.Writer) (*guard, error) {
+// launcher is gone, however it ended; mark (may be "") is the job's mark,
+// by which it finds what the job left running when the launcher died.
+func startGuard(self string, ps []*os.Process, dirs []string, mark string, stderr io.Writer) (*guard, error) {
 	var files []*os.File
 	defer func() {
 		for _, f := range files {
@@ -233,6 +260,9 @@ func startGuard(self string, ps []*os.Process, dirs []string, stderr io.Writer) 
 	cmd.Env = []string{EnvGuard + "=" + strings.Join(pids, ",")}
 	if len(dirs) > 0 {
 		cmd.Env = append(cmd.Env, EnvGuardRemove+"="+strings.Join(dirs, "\n"))
+	}
+	if mark != "" {
+		cmd.Env = append(cmd.Env, EnvGuardMark+"="+mark)
 	}
 	cmd.Stderr = stderr
 	extra := []*os.File{files[0], r} // guardPidfd, guardAlarm

@@ -18,7 +18,7 @@ func GuardMain() (int, bool) { return 0, false }
 
 type guard struct{}
 
-func startGuard(string, []*os.Process, []string, io.Writer) (*guard, error) {
+func startGuard(string, []*os.Process, []string, string, io.Writer) (*guard, error) {
 	return nil, errors.New("the guard needs Linux")
 }
 

@@ -434,17 +434,17 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", p.Argv[0], err)
 	}
+	mark := ""
+	if v, ok := envValue(p.Env, config.EnvLauncher); ok && v != "" {
+		mark = config.EnvLauncher + "=" + v
+	}
 	if l.Guard != "" {
-		g, gerr := startGuard(l.Guard, []*os.Process{cmd.Process}, dirs, l.Stderr)
+		g, gerr := startGuard(l.Guard, []*os.Process{cmd.Process}, dirs, mark, l.Stderr)
 		if gerr != nil {
 			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for mpirun (%v): if gohorovodrun is killed, "+
 				"mpirun is not stopped (workers on this host still exit)\n", gerr)
 		}
 		defer g.release()
-	}
-	mark := ""
-	if v, ok := envValue(p.Env, config.EnvLauncher); ok && v != "" {
-		mark = config.EnvLauncher + "=" + v
 	}
 	procs := newJobProcs(cmd.Process.Pid, mark)
 	done := make(chan error, 1)
