@@ -114,8 +114,8 @@ func hasEntry(env, kv []byte) bool {
 
 // scan looks at every process once: it adds mpirun's descendants, and with
 // sweep also the processes that carry the mark, to known, and returns the
-// first of the job's processes found ended (a zombie) with a non-zero
-// status, if any.
+// first rank found ended (a zombie mpirun has not reaped yet) with a
+// non-zero status, if any.
 func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 	stats := allStats()
 	children := map[int][]procStat{}
@@ -123,14 +123,18 @@ func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 		children[s.ppid] = append(children[s.ppid], s)
 	}
 	add := func(s procStat) {
-		if p, ok := j.known[s.pid]; ok && p.start == s.start {
-			return
+		p, ok := j.known[s.pid]
+		if !ok || p.start != s.start {
+			p = &jobProc{start: s.start, rank: -1}
+			j.known[s.pid] = p
 		}
-		p := &jobProc{start: s.start, rank: -1}
-		if env, err := os.ReadFile("/proc/" + strconv.Itoa(s.pid) + "/environ"); err == nil {
-			p.rank = rankOf(env)
+		// Read again until a rank shows: between fork and exec a worker
+		// still has mpirun's environment.
+		if p.rank < 0 && s.state != 'Z' {
+			if env, err := os.ReadFile("/proc/" + strconv.Itoa(s.pid) + "/environ"); err == nil {
+				p.rank = rankOf(env)
+			}
 		}
-		j.known[s.pid] = p
 	}
 	// mpirun's descendants
 	queue := []int{j.root}
@@ -154,9 +158,19 @@ func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 			}
 		}
 	}
+	byPID := make(map[int]procStat, len(stats))
+	for _, s := range stats {
+		byPID[s.pid] = s
+	}
 	for _, s := range stats {
 		p, ok := j.known[s.pid]
-		if !ok || p.start != s.start || s.state != 'Z' || s.exit == 0 {
+		if !ok || p.start != s.start || s.state != 'Z' || s.exit == 0 || p.rank < 0 {
+			continue
+		}
+		// A rank, not a program a rank started (which inherits its
+		// environment, and may fail without failing the job): its parent
+		// is mpirun, or a process of the MPI launcher's that is no rank.
+		if parent, ok := j.known[s.ppid]; s.ppid != j.root && (!ok || parent.rank >= 0 || byPID[s.ppid].start != parent.start) {
 			continue
 		}
 		ws := syscall.WaitStatus(s.exit)
