@@ -456,6 +456,8 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 		failed      <-chan struct{} = reported
 		teardown    <-chan time.Time
 		kill        <-chan time.Time
+		giveUp      <-chan time.Time
+		stuck       bool // mpirun outlived SIGKILL: its output may still be read
 		tick        = time.NewTicker(scanEvery)
 		ctxDone     = ctx.Done()
 	)
@@ -502,7 +504,24 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 			kill = nil
 			procs.scan(true)
 			procs.signal(syscall.SIGKILL)
+			giveUp = time.After(StopGrace)
+		case <-giveUp:
+			// Not even SIGKILL ends a process in uninterruptible sleep:
+			// the launcher does not wait for it.
+			fmt.Fprintf(l.Stderr, "gohorovodrun: %s (pid %d) still there %v after SIGKILL; not waiting for it\n", name, cmd.Process.Pid, StopGrace)
+			err = fmt.Errorf("%s (pid %d) did not end after SIGKILL", name, cmd.Process.Pid)
+			waiting, stuck = false, true
 		}
+	}
+	if stuck {
+		// scan is still being fed: only what the launcher saw itself.
+		switch {
+		case interrupted:
+			return ErrInterrupted
+		case found != nil:
+			return found.workerError()
+		}
+		return err
 	}
 	if interrupted || tornDown || found != nil || scan.seen || err != nil {
 		// Whatever mpirun left running (it ended, or was killed, before
