@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -192,6 +193,73 @@ func TestE2EWedgedMPIRunSignal(t *testing.T) {
 			var ee *exec.ExitError
 			if want := 130; sig != syscall.SIGKILL && (!errors.As(err, &ee) || ee.ExitCode() != want) {
 				t.Errorf("gohorovodrun after %v = %v, want exit status %d\nstderr %s", sig, err, want, stderr)
+			}
+		})
+	}
+}
+
+// shmDirOf finds, in pid's memory map, the job's directory for Open MPI's
+// shared-memory segments ("" if none is mapped).
+func shmDirOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.Index(line, "/dev/shm/ghv-mpi-"); i >= 0 {
+			return filepath.Dir(strings.Fields(line[i:])[0])
+		}
+	}
+	return ""
+}
+
+// TestE2EMPIShmCleaned: under the real mpirun, the ranks' vader segments
+// live in the job's own directory, which is gone once the job has ended
+// by a worker's SIGKILL, or the launcher's SIGTERM or SIGKILL.
+func TestE2EMPIShmCleaned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end launch tests skipped in -short mode")
+	}
+	for _, c := range []struct {
+		name   string
+		worker bool
+		sig    syscall.Signal
+	}{
+		{"worker_SIGKILL", true, syscall.SIGKILL},
+		{"launcher_SIGTERM", false, syscall.SIGTERM},
+		{"launcher_SIGKILL", false, syscall.SIGKILL},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := startTraining(t, 2)
+			rank := j.rankPID(t, 1)
+			shm := shmDirOf(t, rank)
+			if shm == "" {
+				t.Fatalf("rank 1 maps no segment in a ghv-mpi-* directory of /dev/shm")
+			}
+			pid := j.cmd.Process.Pid
+			if c.worker {
+				pid = rank
+			}
+			if err := syscall.Kill(pid, c.sig); err != nil {
+				t.Fatal(err)
+			}
+			since := time.Now()
+			select {
+			case <-j.done:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("gohorovodrun still running 60 s after %s\nstderr %s", c.name, j.stderr)
+			}
+			for deadline := time.Now().Add(teardownBound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if _, err := os.Stat(shm); errors.Is(err, os.ErrNotExist) {
+					break
+				}
+			}
+			if _, err := os.Stat(shm); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s still there %v after %s", shm, time.Since(since).Round(time.Millisecond), c.name)
+			}
+			if left := waitJobGone(killDeadline); len(left) > 0 {
+				t.Errorf("left running: %v", left)
 			}
 		})
 	}
