@@ -4,8 +4,6 @@ package launch
 
 import "syscall"
 
-func sysProcAttr() *syscall.SysProcAttr { return nil }
-
 func workerProcAttr(bool) *syscall.SysProcAttr { return nil }
 
 func signalGroup(int, syscall.Signal) {}
