@@ -1,6 +1,12 @@
 package launch
 
-import "syscall"
+import (
+	"io"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
 
 // workerProcAttr puts a directly started worker, or mpirun, in its own
 // process group, so that Ctrl-C at the terminal reaches the launcher only
@@ -20,3 +26,16 @@ func workerProcAttr(pdeath bool) *syscall.SysProcAttr {
 
 // signalGroup sends sig to the process group pid leads.
 func signalGroup(pid int, sig syscall.Signal) { _ = syscall.Kill(-pid, sig) }
+
+// isTerminal reports whether r is a terminal. mpirun reading it from a
+// process group of its own would be stopped (SIGTTIN) where the MPI does
+// not check that it is in the foreground first, so mpirun then stays in
+// the launcher's group.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

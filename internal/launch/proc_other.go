@@ -2,8 +2,13 @@
 
 package launch
 
-import "syscall"
+import (
+	"io"
+	"syscall"
+)
 
 func workerProcAttr(bool) *syscall.SysProcAttr { return nil }
 
 func signalGroup(int, syscall.Signal) {}
+
+func isTerminal(io.Reader) bool { return false }

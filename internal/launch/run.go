@@ -425,6 +425,9 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 	release := make(chan struct{})
 	defer close(release)
 	cmd.SysProcAttr = workerProcAttr(l.Guard == "")
+	if isTerminal(l.Stdin) && cmd.SysProcAttr != nil {
+		cmd.SysProcAttr.Setpgid = false // see isTerminal
+	}
 	var err error
 	if l.Guard != "" {
 		err = cmd.Start()
