@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -88,6 +89,41 @@ func allStats() []procStat {
 	return out
 }
 
+// descendants reads the stat of root's descendants (zombies included)
+// through /proc/PID/task/TID/children, which costs in proportion to the
+// job, not to the machine; false where the kernel has no such file.
+func descendants(root int) ([]procStat, bool) {
+	var out []procStat
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			continue // ended
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+			if errors.Is(err, os.ErrNotExist) && pid == root {
+				if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr == nil {
+					return nil, false
+				}
+			}
+			for _, f := range strings.Fields(string(b)) {
+				c, err := strconv.Atoi(f)
+				if err != nil {
+					continue
+				}
+				if st, ok := readStat(c); ok {
+					out = append(out, st)
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	return out, true
+}
+
 // rankOf reads the MPI rank from a process's environment (Open MPI's
 // OMPI_COMM_WORLD_RANK, Hydra's PMI_RANK); -1 when it has none.
 func rankOf(env []byte) int {
@@ -117,7 +153,12 @@ func hasEntry(env, kv []byte) bool {
 // first rank found ended (a zombie mpirun has not reaped yet) with a
 // non-zero status, if any.
 func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
-	stats := allStats()
+	var stats []procStat
+	if sweep {
+		stats = allStats()
+	} else if stats, ok = descendants(j.root); !ok {
+		stats = allStats() // a kernel without /proc/PID/task/TID/children
+	}
 	children := map[int][]procStat{}
 	for _, s := range stats {
 		children[s.ppid] = append(children[s.ppid], s)
