@@ -124,6 +124,13 @@ func (r *Runtime) frozen(f liveness.Frozen, timeout time.Duration, com comm.Comm
 		}
 	}
 	if elastic {
+		// The launcher stops the frozen worker (it never exits by itself),
+		// and the survivors re-form without it.
+		if ec, ok := com.(embeddedComm); ok && ec.session != nil && f.Rank < len(ec.slots) {
+			if err := ec.session.ReportFrozen(ec.slots[f.Rank]); err != nil {
+				log.Warn().Err(err).Msg("reporting the frozen rank to the launcher")
+			}
+		}
 		return
 	}
 	time.AfterFunc(frozenGrace, func() {
