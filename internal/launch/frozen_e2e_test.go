@@ -213,7 +213,7 @@ func TestE2ESlowRankIsNotFrozen(t *testing.T) {
 					t.Skip("no -tags mpi worker")
 				}
 			}
-			args := append(append([]string{}, tc.args...), "-np", "2", "--heartbeat-timeout-seconds", "1", tc.worker, "sleepy", "4")
+			args := append(append([]string{}, tc.args...), "-np", "2", "--heartbeat-timeout-seconds", "2", tc.worker, "sleepy", "6")
 			cmd := exec.Command(launcher, args...)
 			stderr := &syncBuffer{}
 			cmd.Stderr = stderr
