@@ -47,6 +47,7 @@ var layer = map[string]int{
 	"runtime/internal/negotiate": 41,
 	"runtime/internal/gpupath":   41,
 	"runtime/internal/hier":      41,
+	"runtime/internal/liveness":  41,
 	"runtime/internal/nccl":      41,
 	"runtime/internal/cycle":     42,
 	"runtime/internal/gpuexec":   42,
