@@ -73,6 +73,15 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 		return err
 	}
 	defer os.RemoveAll(spec.SocketDir)
+	if l.Guard != "" {
+		// The workers come and go, and watch the launcher themselves; the
+		// guard removes the job's directory if the launcher is killed.
+		g, gerr := startGuard(l.Guard, nil, []string{spec.SocketDir}, "", l.Stderr)
+		if gerr != nil {
+			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for the job's directory %s (%v): if gohorovodrun is killed, it stays\n", spec.SocketDir, gerr)
+		}
+		defer g.release()
+	}
 	key, err := spec.Secret.Bytes()
 	if err != nil {
 		return err

@@ -57,6 +57,9 @@ func GuardMain() (int, bool) {
 	}
 	var pids, pidfds []int
 	for i, f := range strings.Split(v, ",") {
+		if v == "" {
+			break // nothing to guard: the job's directories only
+		}
 		pid, _ := strconv.Atoi(f)
 		pids = append(pids, pid)
 		if i == 0 {
@@ -229,7 +232,8 @@ type guard struct {
 }
 
 // startGuard starts self (a gohorovodrun binary) as the guard of the
-// running processes ps (mpirun, or the workers). It must be called before
+// running processes ps (mpirun, or the workers; none: an elastic job,
+// whose guard removes its directories only). It must be called before
 // anything waits for them, so that the pids still name them.
 //
 // dirs are the job's directories, which the guard removes once the
@@ -256,6 +260,16 @@ func startGuard(self string, ps []*os.Process, dirs []string, mark string, stder
 		return nil, err
 	}
 	defer r.Close()
+	if len(files) == 0 {
+		// Nothing to guard (the job's directories only): fd 3 is a
+		// placeholder, so that the launcher's pipe is fd 4.
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			w.Close()
+			return nil, err
+		}
+		files = append(files, null)
+	}
 	cmd := exec.Command(self)
 	cmd.Env = []string{EnvGuard + "=" + strings.Join(pids, ",")}
 	if len(dirs) > 0 {

@@ -115,3 +115,69 @@ func TestE2EGlooSocketsCleaned(t *testing.T) {
 		})
 	}
 }
+
+// TestE2EElasticSocketsCleaned: an elastic job's socket directory goes
+// when its launcher is killed (its guard removes it) or stopped, and its
+// workers with it.
+func TestE2EElasticSocketsCleaned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end launch tests skipped in -short mode")
+	}
+	launcher, worker := build(t)
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			rt, err := os.MkdirTemp("", "ghvrt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(rt)
+			cmd := exec.Command(launcher, "-np", "2", "--min-np", "1", "-H", "localhost:2", worker, "elastic",
+				"-epochs", "1000", "-sleep", "50ms")
+			cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
+			stderr := &syncBuffer{}
+			cmd.Stderr = stderr
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				killJob(t)
+			})
+			go func() { _, _ = bufio.NewReader(stdout).WriteTo(discard{}) }()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if socks, _ := filepath.Glob(filepath.Join(rt, "ghv-*", "*.sock")); len(socks) == 2 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no two sockets in the job's directory after 60 s\nstderr %s", stderr)
+				}
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("gohorovodrun still running 60 s after %v", sig)
+			}
+			if left := waitJobGone(killDeadline); len(left) > 0 {
+				t.Errorf("left running: %v", left)
+			}
+			var ents []os.DirEntry
+			for deadline := time.Now().Add(killDeadline); ; time.Sleep(20 * time.Millisecond) {
+				if ents, _ = os.ReadDir(rt); len(ents) == 0 || time.Now().After(deadline) {
+					break
+				}
+			}
+			for _, e := range ents {
+				t.Errorf("left in $XDG_RUNTIME_DIR: %s", e.Name())
+			}
+		})
+	}
+}
