@@ -64,6 +64,8 @@ type Plan struct {
 	// segments (EnvVaderDir), which Run makes for a job on this host
 	// alone and removes when it ends; "": Open MPI's default.
 	VaderDir string
+	// NP is the number of ranks.
+	NP int
 }
 
 // AllLocal reports whether every host is this machine.
@@ -200,7 +202,7 @@ func BuildPlan(s Spec) (Plan, error) {
 	}
 	argv = append(argv, s.MPIArgs...)
 	argv = append(argv, s.Command...)
-	return Plan{Argv: argv, Env: env}, nil
+	return Plan{Argv: argv, Env: env, NP: s.NP}, nil
 }
 
 // joinHosts writes hosts as "h1:4,h2:4", or "h1,h2" without slots.

@@ -461,6 +461,7 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 		kill        <-chan time.Time
 		giveUp      <-chan time.Time
 		stuck       bool // mpirun outlived SIGKILL: its output may still be read
+		finished    bool // every rank ended with status 0, mpirun has not
 		tick        = time.NewTicker(scanEvery)
 		ctxDone     = ctx.Done()
 	)
@@ -496,11 +497,19 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 					failed = nil
 					teardown = time.After(FailureGrace)
 				}
+			} else if p.VaderDir != "" && p.NP > 0 && procs.endedRanks() == p.NP && teardown == nil && kill == nil && !finished {
+				// Every rank of a job on this host has ended well, and
+				// mpirun has not reaped them: it has FailureGrace to.
+				finished, failed = true, nil
+				teardown = time.After(FailureGrace)
 			}
 		case <-teardown:
-			if interrupted {
+			switch {
+			case interrupted:
 				stopAll(fmt.Sprintf("%s did not stop the job within %v of SIGTERM", name, StopGrace))
-			} else {
+			case finished && found == nil:
+				stopAll(fmt.Sprintf("every rank has ended with status 0, but %s did not end within %v", name, FailureGrace))
+			default:
 				stopAll(fmt.Sprintf("%s did not end the job within %v of the first failure", name, FailureGrace))
 			}
 		case <-kill:
@@ -542,8 +551,8 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 	if interrupted {
 		return ErrInterrupted
 	}
-	if err == nil {
-		return nil
+	if err == nil || finished && tornDown && found == nil && !scan.seen {
+		return nil // every rank ended well; mpirun was stopped after them
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

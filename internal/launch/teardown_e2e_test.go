@@ -27,7 +27,12 @@ if [ "$1" = --version ]; then echo "mpirun (Open MPI) 4.1.4"; exit 0; fi
 d=$FAKE_DIR
 echo "$OMPI_MCA_btl_vader_backing_directory" > "$d/vader"
 [ -n "$OMPI_MCA_btl_vader_backing_directory" ] && touch "$OMPI_MCA_btl_vader_backing_directory/vader_segment.fake.0"
-OMPI_COMM_WORLD_RANK=0 setsid sh -c 'trap "" TERM; echo $$ > "$0/stubborn.pid"; exec sleep 300' "$d" &
+if [ -n "$FAKE_CLEAN" ]; then
+	OMPI_COMM_WORLD_RANK=0 setsid sh -c 'echo $$ > "$0/stubborn.pid"; sleep 1' "$d" &
+	OMPI_COMM_WORLD_RANK=1 setsid sh -c 'sleep 1' &
+else
+	OMPI_COMM_WORLD_RANK=0 setsid sh -c 'trap "" TERM; echo $$ > "$0/stubborn.pid"; exec sleep 300' "$d" &
+fi
 if [ -n "$FAKE_FAIL" ]; then
 	OMPI_COMM_WORLD_RANK=1 sh -c 'sleep 1; exit 3' &
 fi
@@ -38,7 +43,7 @@ exec sleep 300
 
 // startWedged starts gohorovodrun -np 2 over fakeMPIRun and returns once
 // the fake has started its processes.
-func startWedged(t *testing.T, fail bool) (cmd *exec.Cmd, dir string, stderr *syncBuffer, done chan error) {
+func startWedged(t *testing.T, fail bool, env ...string) (cmd *exec.Cmd, dir string, stderr *syncBuffer, done chan error) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end launch tests skipped in -short mode")
@@ -60,6 +65,7 @@ func startWedged(t *testing.T, fail bool) (cmd *exec.Cmd, dir string, stderr *sy
 	if fail {
 		cmd.Env = append(cmd.Env, "FAKE_FAIL=1")
 	}
+	cmd.Env = append(cmd.Env, env...)
 	stderr = &syncBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
@@ -176,6 +182,20 @@ func TestE2EWedgedMPIRunAfterFailure(t *testing.T) {
 	}
 	if s := stderr.String(); !strings.Contains(s, "rank 1") || !strings.Contains(s, "did not end the job") {
 		t.Errorf("stderr does not name rank 1 and the teardown:\n%s", s)
+	}
+}
+
+// TestE2EWedgedMPIRunAfterSuccess: both ranks end well, and mpirun
+// neither reaps them nor ends; the launcher stops it within the bound and
+// reports success.
+func TestE2EWedgedMPIRunAfterSuccess(t *testing.T) {
+	_, dir, stderr, done := startWedged(t, false, "FAKE_CLEAN=1")
+	err := waitWedged(t, dir, stderr, done, time.Now(), teardownBound+time.Second)
+	if err != nil {
+		t.Errorf("gohorovodrun = %v, want success\nstderr %s", err, stderr)
+	}
+	if s := stderr.String(); !strings.Contains(s, "every rank has ended with status 0") {
+		t.Errorf("stderr does not say why mpirun was stopped:\n%s", s)
 	}
 }
 

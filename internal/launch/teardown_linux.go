@@ -22,6 +22,9 @@ type jobProcs struct {
 	// known are the processes seen as the job's, by pid, with their start
 	// time, so that a pid reused by another process is never signalled.
 	known map[int]*jobProc
+	// ended holds the ranks the last scan found ended with status 0 and
+	// not yet reaped.
+	ended map[int]bool
 }
 
 type jobProc struct {
@@ -151,7 +154,8 @@ func hasEntry(env, kv []byte) bool {
 // scan looks at every process once: it adds mpirun's descendants, and with
 // sweep also the processes that carry the mark, to known, and returns the
 // first rank found ended (a zombie mpirun has not reaped yet) with a
-// non-zero status, if any.
+// non-zero status, if any; it also counts the ranks ended with status 0
+// (endedRanks).
 func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 	var stats []procStat
 	if sweep {
@@ -203,9 +207,11 @@ func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 	for _, s := range stats {
 		byPID[s.pid] = s
 	}
+	j.ended = map[int]bool{}
+	var fail *jobFailure
 	for _, s := range stats {
 		p, ok := j.known[s.pid]
-		if !ok || p.start != s.start || s.state != 'Z' || s.exit == 0 || p.rank < 0 {
+		if !ok || p.start != s.start || s.state != 'Z' || p.rank < 0 {
 			continue
 		}
 		// A rank, not a program a rank started (which inherits its
@@ -214,16 +220,30 @@ func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 		if parent, ok := j.known[s.ppid]; s.ppid != j.root && (!ok || parent.rank >= 0 || byPID[s.ppid].start != parent.start) {
 			continue
 		}
+		if s.exit == 0 {
+			j.ended[p.rank] = true
+			continue
+		}
+		if fail != nil {
+			continue
+		}
 		ws := syscall.WaitStatus(s.exit)
 		f := jobFailure{pid: s.pid, rank: p.rank, code: ws.ExitStatus()}
 		if ws.Signaled() {
 			f.signal = int(ws.Signal())
 			f.code = 128 + f.signal
 		}
-		return f, true
+		fail = &f
+	}
+	if fail != nil {
+		return *fail, true
 	}
 	return jobFailure{}, false
 }
+
+// endedRanks is the number of ranks the last scan found ended with status
+// 0 and not reaped by mpirun.
+func (j *jobProcs) endedRanks() int { return len(j.ended) }
 
 // signal sends sig to mpirun's process group and to every known process
 // of the job that still is what it was, and to its group where it leads

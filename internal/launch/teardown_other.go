@@ -14,3 +14,5 @@ func (j *jobProcs) scan(bool) (jobFailure, bool) { return jobFailure{}, false }
 func (j *jobProcs) signal(sig syscall.Signal) { signalGroup(j.root, sig) }
 
 func (j *jobProcs) alive() []int { return nil }
+
+func (j *jobProcs) endedRanks() int { return 0 }
