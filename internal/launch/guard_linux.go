@@ -75,7 +75,9 @@ func GuardMain() (int, bool) {
 	if mark := os.Getenv(EnvGuardMark); gone && mark != "" {
 		// What mpirun (or a worker) left behind, found by the job's mark:
 		// SIGTERM, and SIGKILL after StopGrace.
-		procs := newJobProcs(pids[0], mark)
+		// No root: what the guard guarded has ended, and its pids may
+		// name other processes by now.
+		procs := newJobProcs(0, mark)
 		procs.scan(true)
 		if left := procs.alive(); len(left) > 0 {
 			fmt.Fprintf(os.Stderr, "gohorovodrun (guard): stopping what the job left running (pid %s)\n", joinInts(left))

@@ -16,9 +16,9 @@ import (
 // (mpirun passes its environment to the workers it starts, so a worker
 // that lost its parent still carries it).
 type jobProcs struct {
-	root int    // mpirun's pid
-	mark []byte // "KEY=value" in the job's environment; nil: none
-	uid  int
+	root      int    // mpirun's pid
+	rootStart string // its start time: once reaped, its pid names no one
+	mark      []byte // "KEY=value" in the job's environment; nil: none
 	// known are the processes seen as the job's, by pid, with their start
 	// time, so that a pid reused by another process is never signalled.
 	known map[int]*jobProc
@@ -64,7 +64,10 @@ func readStat(pid int) (procStat, bool) {
 }
 
 func newJobProcs(root int, mark string) *jobProcs {
-	j := &jobProcs{root: root, uid: os.Getuid(), known: map[int]*jobProc{}}
+	j := &jobProcs{root: root, known: map[int]*jobProc{}}
+	if s, ok := readStat(root); ok && root > 0 {
+		j.rootStart = s.start
+	}
 	if mark != "" {
 		j.mark = []byte(mark)
 	}
@@ -90,6 +93,16 @@ func allStats() []procStat {
 		}
 	}
 	return out
+}
+
+// rootThere reports whether mpirun's pid still names mpirun (it has not
+// been reaped). A jobProcs made with no root (0) has none.
+func (j *jobProcs) rootThere() bool {
+	if j.root <= 0 || j.rootStart == "" {
+		return false
+	}
+	s, ok := readStat(j.root)
+	return ok && s.start == j.rootStart
 }
 
 // descendants reads the stat of root's descendants (zombies included)
@@ -158,10 +171,15 @@ func hasEntry(env, kv []byte) bool {
 // (endedRanks).
 func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 	var stats []procStat
-	if sweep {
+	root := j.rootThere()
+	switch {
+	case sweep:
 		stats = allStats()
-	} else if stats, ok = descendants(j.root); !ok {
-		stats = allStats() // a kernel without /proc/PID/task/TID/children
+	case !root:
+	default:
+		if stats, ok = descendants(j.root); !ok {
+			stats = allStats() // a kernel without /proc/PID/task/TID/children
+		}
 	}
 	children := map[int][]procStat{}
 	for _, s := range stats {
@@ -181,8 +199,11 @@ func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 			}
 		}
 	}
-	// mpirun's descendants
+	// mpirun's descendants, while its pid still names it
 	queue := []int{j.root}
+	if !root {
+		queue = nil
+	}
 	for len(queue) > 0 {
 		pid := queue[0]
 		queue = queue[1:]
@@ -245,12 +266,15 @@ func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 // 0 and not reaped by mpirun.
 func (j *jobProcs) endedRanks() int { return len(j.ended) }
 
-// signal sends sig to mpirun's process group and to every known process
-// of the job that still is what it was, and to its group where it leads
-// one (Open MPI puts each worker in a group of its own).
+// signal sends sig to mpirun and its process group while mpirun is still
+// there (not reaped), and to every known process of the job that still is
+// what it was, and to its group where it leads one (Open MPI puts each
+// worker in a group of its own).
 func (j *jobProcs) signal(sig syscall.Signal) {
-	_ = syscall.Kill(-j.root, sig)
-	_ = syscall.Kill(j.root, sig)
+	if j.rootThere() {
+		_ = syscall.Kill(-j.root, sig)
+		_ = syscall.Kill(j.root, sig)
+	}
 	for pid, p := range j.known {
 		s, ok := readStat(pid)
 		if !ok || s.start != p.start || s.state == 'Z' {
