@@ -23,7 +23,8 @@ type tuning struct {
 	done    bool
 	bytes   int64     // allreduced since the last observation
 	since   time.Time // the last observation
-	msg     []int64   // the broadcast: fusion bytes, cycle ns, hier allreduce, hier allgather, chunk, fusion chunk, cache, done
+	msg     []byte    // the broadcast: rank 0's setting (wire.AppendTuning)
+	msgT    *tensor.Tensor
 	applied autotune.Params
 	// capacity is the response cache's configured capacity; switchCache
 	// asks the next global cycle to replace the cache (with one of
@@ -55,7 +56,7 @@ func (l *loop) openTuning() error {
 	init := autotune.Params{FusionBytes: l.cfg.FusionThreshold, CycleTime: l.cfg.CycleTime,
 		HierarchicalAllreduce: l.cfg.HierarchicalAllreduce, HierarchicalAllgather: l.cfg.HierarchicalAllgather,
 		CacheEnabled: l.cfg.CacheCapacity > 0, ChunkBytes: int64(l.chunk), FusionChunkBytes: int64(l.fuseChunk)}
-	tu := &tuning{msg: make([]int64, 8), applied: init, since: time.Now(), capacity: l.cfg.CacheCapacity,
+	tu := &tuning{msg: make([]byte, wire.TuningSize), applied: init, since: time.Now(), capacity: l.cfg.CacheCapacity,
 		seen: make(map[string]bool)}
 	if l.rank == 0 {
 		fixed := map[string]bool{
@@ -96,17 +97,27 @@ func (l *loop) syncTuning() error {
 	}
 	if l.rank == 0 {
 		p := tu.t.Current()
-		tu.msg[0], tu.msg[1] = p.FusionBytes, int64(p.CycleTime)
-		tu.msg[2], tu.msg[3] = b2i(p.HierarchicalAllreduce), b2i(p.HierarchicalAllgather)
-		tu.msg[4], tu.msg[5] = p.ChunkBytes, p.FusionChunkBytes
-		tu.msg[6], tu.msg[7] = b2i(p.CacheEnabled), b2i(tu.t.Done())
+		tu.msg = wire.AppendTuning(tu.msg[:0], &wire.Tuning{FusionBytes: p.FusionBytes, CycleTimeNs: int64(p.CycleTime),
+			HierarchicalAllreduce: p.HierarchicalAllreduce, HierarchicalAllgather: p.HierarchicalAllgather,
+			ChunkBytes: p.ChunkBytes, FusionChunkBytes: p.FusionChunkBytes, CacheEnabled: p.CacheEnabled, Done: tu.t.Done()})
 	}
-	if err := l.com.Bcast(tensor.FromInt64(tu.msg), 0); err != nil {
+	if tu.msgT == nil {
+		t, err := tensor.FromBytes(tensor.Uint8, tu.msg)
+		if err != nil {
+			return err
+		}
+		tu.msgT = t
+	}
+	if err := l.com.Bcast(tu.msgT, 0); err != nil {
 		return fmt.Errorf("autotune: broadcasting the setting: %w", err)
 	}
-	p := autotune.Params{FusionBytes: tu.msg[0], CycleTime: time.Duration(tu.msg[1]),
-		HierarchicalAllreduce: tu.msg[2] != 0, HierarchicalAllgather: tu.msg[3] != 0, CacheEnabled: tu.msg[6] != 0,
-		ChunkBytes: tu.msg[4], FusionChunkBytes: tu.msg[5]}
+	w, err := wire.DecodeTuning(tu.msg)
+	if err != nil {
+		return fmt.Errorf("autotune: the setting from rank 0: %w", err)
+	}
+	p := autotune.Params{FusionBytes: w.FusionBytes, CycleTime: time.Duration(w.CycleTimeNs),
+		HierarchicalAllreduce: w.HierarchicalAllreduce, HierarchicalAllgather: w.HierarchicalAllgather, CacheEnabled: w.CacheEnabled,
+		ChunkBytes: w.ChunkBytes, FusionChunkBytes: w.FusionChunkBytes}
 	if p != tu.applied {
 		if p.CacheEnabled != tu.applied.CacheEnabled {
 			tu.switchCache = true
@@ -120,7 +131,7 @@ func (l *loop) syncTuning() error {
 			Int64("chunk_bytes", p.ChunkBytes).Int64("fusion_chunk_bytes", p.FusionChunkBytes).
 			Bool("cache_enabled", p.CacheEnabled).Msg("autotune: new setting")
 	}
-	if tu.msg[7] != 0 {
+	if w.Done {
 		tu.done = true
 		l.r.stats.tuning.Store(false)
 		if l.rank == 0 {
@@ -213,11 +224,4 @@ func (tu *tuning) closeLog(l *loop) {
 		l.log.Error().Err(err).Msg("autotune log")
 	}
 	tu.log = nil
-}
-
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -59,3 +59,10 @@ func TestMPIAutotune(t *testing.T) {
 		t.Fatalf("cache capacity %d with cache_enabled %v kept", all[5], l.tune.applied.CacheEnabled)
 	}
 }
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

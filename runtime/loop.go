@@ -330,16 +330,16 @@ func (l *loop) failTaken(err error) {
 // Shutdown. It returns that cause (nil on the rank that called Shutdown,
 // when no rank failed).
 func (l *loop) farewell() error {
-	kind, text := farewellNone, ""
+	var f wire.Farewell
 	switch {
 	case l.failing != nil:
-		kind, text = farewellFailed, l.failing.Error()
+		f = wire.Farewell{Kind: wire.FarewellFailed, Text: l.failing.Error()}
 	case l.stallErr != nil:
-		kind, text = farewellStall, l.stallErr.Error()
+		f = wire.Farewell{Kind: wire.FarewellStall, Text: l.stallErr.Error()}
 	case l.shutdownRequested():
-		kind = farewellShutdown
+		f.Kind = wire.FarewellShutdown
 	}
-	recs, err := l.exchangeFarewell(kind, text)
+	recs, err := l.exchangeFarewell(f)
 	if err != nil {
 		l.log.Error().Err(err).Msg("farewell exchange")
 		if l.failing != nil {
@@ -376,8 +376,8 @@ func (l *loop) farewell() error {
 }
 
 // exchangeFarewell gathers every rank's farewell record on every rank.
-func (l *loop) exchangeFarewell(kind byte, text string) ([][]byte, error) {
-	recs, err := gatherBytes(l.com, append([]byte{kind}, text...)) // processset.go
+func (l *loop) exchangeFarewell(f wire.Farewell) ([][]byte, error) {
+	recs, err := gatherBytes(l.com, wire.AppendFarewell(nil, f)) // processset.go
 	if err != nil {
 		return nil, fmt.Errorf("gathering farewells: %w", err)
 	}

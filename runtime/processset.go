@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -380,15 +379,6 @@ func gatherBytes(c comm.Communicator, mine []byte) ([][]byte, error) {
 	return out, nil
 }
 
-// appendInts appends the varint encoding of a count and of each value.
-func appendInts(dst []byte, vs []int) []byte {
-	dst = binary.AppendVarint(dst, int64(len(vs)))
-	for _, v := range vs {
-		dst = binary.AppendVarint(dst, int64(v))
-	}
-	return dst
-}
-
 // initProcessSets registers the global set and the static sets, on every
 // rank, before the loop starts (a collective over the global communicator).
 func (r *Runtime) initProcessSets(g *loop, static []*ProcessSet, dynamic bool) error {
@@ -435,46 +425,30 @@ func (r *Runtime) initProcessSets(g *loop, static []*ProcessSet, dynamic bool) e
 			break
 		}
 	}
-	var mine []byte
-	mine = binary.AppendVarint(mine, int64(len(local)))
-	mine = append(mine, local...)
-	mine = binary.AppendVarint(mine, int64(len(static)))
+	init := wire.SetsInit{Problem: local, Count: len(static)}
 	for _, i := range fromComm {
 		sr := -1
 		if c := static[i].from; c != nil {
 			sr = c.Rank()
 		}
-		mine = binary.AppendVarint(mine, int64(sr))
+		init.CommRanks = append(init.CommRanks, sr)
 	}
-	all, err := gatherBytes(g.com, mine)
+	all, err := gatherBytes(g.com, wire.AppendSetsInit(nil, &init))
 	if err != nil {
 		return fmt.Errorf("gathering the process sets: %w", err)
 	}
 	counts := make([]int, r.size)
 	commRanks := make([][]int, r.size)
 	for rk, b := range all {
-		n, k := binary.Varint(b)
-		if k <= 0 || int(n) > len(b)-k {
+		in, err := wire.DecodeSetsInit(b)
+		if err != nil {
 			return fmt.Errorf("process sets from rank %d: bad encoding", rk)
 		}
-		if n > 0 {
-			return &ProcessSetError{Op: "Init", Code: ProcessSetErrorInit, Message: fmt.Sprintf("rank %d: %s", rk, b[k:k+int(n)])}
+		if in.Problem != "" {
+			return &ProcessSetError{Op: "Init", Code: ProcessSetErrorInit, Message: fmt.Sprintf("rank %d: %s", rk, in.Problem)}
 		}
-		b = b[k:]
-		n, k = binary.Varint(b)
-		if k <= 0 {
-			return fmt.Errorf("process sets from rank %d: bad encoding", rk)
-		}
-		counts[rk] = int(n)
-		b = b[k:]
-		for len(b) > 0 {
-			v, k := binary.Varint(b)
-			if k <= 0 {
-				return fmt.Errorf("process sets from rank %d: bad encoding", rk)
-			}
-			commRanks[rk] = append(commRanks[rk], int(v))
-			b = b[k:]
-		}
+		counts[rk] = in.Count
+		commRanks[rk] = in.CommRanks
 	}
 	for rk := range counts {
 		if counts[rk] != counts[0] || len(commRanks[rk]) != len(commRanks[0]) {
@@ -504,11 +478,11 @@ func (r *Runtime) initProcessSets(g *loop, static []*ProcessSet, dynamic bool) e
 		return nil // no process registers a static set
 	}
 	// Every process must list the same ranks for each set.
-	mine = mine[:0]
+	var sr wire.SetRanks
 	for _, ps := range static {
-		mine = appendInts(mine, ps.Ranks())
+		sr.Sets = append(sr.Sets, ps.Ranks())
 	}
-	all, err = gatherBytes(g.com, mine)
+	all, err = gatherBytes(g.com, wire.AppendSetRanks(nil, &sr))
 	if err != nil {
 		return fmt.Errorf("gathering the process sets: %w", err)
 	}
@@ -645,11 +619,9 @@ type setOp struct {
 	set   *ProcessSet
 }
 
+// encode returns the registration as every rank compares it.
 func (o *setOp) encode() []byte {
-	if o.add {
-		return appendInts([]byte{'a'}, o.ranks)
-	}
-	return binary.AppendVarint([]byte{'r'}, int64(o.id))
+	return wire.AppendSetOp(nil, &wire.SetOp{Add: o.add, Ranks: o.ranks, ID: o.id})
 }
 
 func (o *setOp) String() string {
