@@ -12,7 +12,6 @@ import (
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
-	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // ProcessSet is a subset of a job's ranks that run collectives among
@@ -338,45 +337,6 @@ func checkRanks(ranks []int, size int) error {
 		}
 	}
 	return nil
-}
-
-// gatherBytes gathers every rank's mine on every rank of c: the sizes, then
-// the bytes.
-func gatherBytes(c comm.Communicator, mine []byte) ([][]byte, error) {
-	size := c.Size()
-	lens := make([]int64, size)
-	ones := make([]int, size)
-	for i := range ones {
-		ones[i] = 1
-	}
-	if err := c.Allgatherv(tensor.FromInt64([]int64{int64(len(mine))}), tensor.FromInt64(lens), ones); err != nil {
-		return nil, err
-	}
-	counts := make([]int, size)
-	total := 0
-	for i, n := range lens {
-		counts[i] = int(n)
-		total += int(n)
-	}
-	all := make([]byte, total)
-	send, err := tensor.FromBytes(tensor.Uint8, mine)
-	if err != nil {
-		return nil, err
-	}
-	recv, err := tensor.FromBytes(tensor.Uint8, all)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Allgatherv(send, recv, counts); err != nil {
-		return nil, err
-	}
-	out := make([][]byte, size)
-	off := 0
-	for i, n := range counts {
-		out[i] = all[off : off+n]
-		off += n
-	}
-	return out, nil
 }
 
 // initProcessSets registers the global set and the static sets, on every
