@@ -1,33 +1,19 @@
 package runtime
 
-import "github.com/gohorovod/gohorovod/runtime/internal/wire"
+import (
+	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
+)
 
-// farewellCause decides, from every rank's farewell record (encoded by
-// wire.AppendFarewell), the root cause that rank me reports: the lowest
-// rank that failed (or whose stall inspector stopped the job), else the
-// lowest rank that called Shutdown when it is not me, else nil (a clean
-// shutdown that me asked for, or records it cannot read).
+// farewellCause is cycle.FarewellCause as the error rank me reports: a
+// *RankError naming the rank, or nil.
 func farewellCause(recs [][]byte, me int) error {
-	shut, meShut := -1, false
-	for r, rec := range recs {
-		f, err := wire.DecodeFarewell(rec)
-		if err != nil {
-			continue
-		}
-		switch f.Kind {
-		case wire.FarewellFailed, wire.FarewellStall:
-			return &RankError{Rank: r, Message: f.Text, Stall: f.Kind == wire.FarewellStall}
-		case wire.FarewellShutdown:
-			if shut < 0 {
-				shut = r
-			}
-			if r == me {
-				meShut = true
-			}
-		}
-	}
-	if shut < 0 || meShut {
+	c, ok := cycle.FarewellCause(recs, me)
+	if !ok {
 		return nil
 	}
-	return &RankError{Rank: shut, Shutdown: true}
+	if c.Kind == wire.FarewellShutdown {
+		return &RankError{Rank: c.Rank, Shutdown: true}
+	}
+	return &RankError{Rank: c.Rank, Message: c.Text, Stall: c.Kind == wire.FarewellStall}
 }

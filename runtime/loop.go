@@ -322,15 +322,7 @@ func (l *loop) failTaken(err error) {
 // Shutdown. It returns that cause (nil on the rank that called Shutdown,
 // when no rank failed).
 func (l *loop) farewell() error {
-	var f wire.Farewell
-	switch {
-	case l.failing != nil:
-		f = wire.Farewell{Kind: wire.FarewellFailed, Text: l.failing.Error()}
-	case l.stallErr != nil:
-		f = wire.Farewell{Kind: wire.FarewellStall, Text: l.stallErr.Error()}
-	case l.shutdownRequested():
-		f.Kind = wire.FarewellShutdown
-	}
+	f := cycle.FarewellOf(l.failing, l.stallErr, l.shutdownRequested())
 	recs, err := l.exchangeFarewell(f)
 	if err != nil {
 		l.log.Error().Err(err).Msg("farewell exchange")
@@ -427,26 +419,24 @@ func (l *loop) cycle() (bool, error) {
 	}
 	if l.stall.Enabled() {
 		l.st.StaleCached(now)
-		if l.coord != nil && l.stall.Due(now) {
-			if rep, ok := l.stall.Check(now, l.size, l.coord.Pending(), l.coord.LastSubmitted()); ok {
-				msg := rep.Message
-				if !isGlobal {
-					msg = fmt.Sprintf("process set %d: %s", l.set.id, msg)
-				}
-				switch {
-				case rep.Shutdown && isGlobal:
-					l.log.Error().Msg(msg)
-					l.stallErr = &StallError{Message: msg}
-					dumpStacks(l.log, "the stall inspector is shutting the job down")
-					l.st.Stop()
-				case rep.Shutdown:
-					// The global set's next cycle stops every rank.
-					l.log.Error().Msg(msg)
-					l.global.stallErr = &StallError{Message: msg}
-					dumpStacks(l.log, "the stall inspector is shutting the job down")
-				default:
-					l.log.Warn().Msg(msg)
-				}
+		set := 0
+		if !isGlobal {
+			set = l.set.id
+		}
+		if msg, act, ok := l.neg.Stalled(now, set); ok {
+			switch act {
+			case cycle.StallStop:
+				l.log.Error().Msg(msg)
+				l.stallErr = &StallError{Message: msg}
+				dumpStacks(l.log, "the stall inspector is shutting the job down")
+				l.st.Stop()
+			case cycle.StallStopNext:
+				// The global set's next cycle stops every rank.
+				l.log.Error().Msg(msg)
+				l.global.stallErr = &StallError{Message: msg}
+				dumpStacks(l.log, "the stall inspector is shutting the job down")
+			default:
+				l.log.Warn().Msg(msg)
 			}
 		}
 	}

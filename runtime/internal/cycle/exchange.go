@@ -256,3 +256,43 @@ func (g *Gather) Result() [][]byte {
 	}
 	return out
 }
+
+// StallAct is what a stall report asks of the loop.
+type StallAct int
+
+// The acts of a stall report.
+const (
+	// StallWarn: log the message as a warning.
+	StallWarn StallAct = iota
+	// StallStop: the global set's rank 0 stops every rank in this cycle
+	// (it sets its shutdown request in the agreement, see State.Stop).
+	StallStop
+	// StallStopNext: a non-global set's rank 0 has a name waiting past
+	// the shutdown time: the global set's next cycle stops every rank.
+	StallStopNext
+)
+
+// Stalled runs rank 0's stall inspection for the cycle at now, when it is
+// due: ok reports that there is something to tell, msg (naming the process
+// set when set, its id, is not the global set's 0) and what to do with it.
+// It is never ok on other ranks, nor when the inspector is off.
+func (n *Negotiation) Stalled(now time.Time, set int) (msg string, act StallAct, ok bool) {
+	if n.coord == nil || n.stall == nil || !n.stall.Due(now) {
+		return "", StallWarn, false
+	}
+	rep, ok := n.stall.Check(now, n.size, n.coord.Pending(), n.coord.LastSubmitted())
+	if !ok {
+		return "", StallWarn, false
+	}
+	msg = rep.Message
+	if set != 0 {
+		msg = fmt.Sprintf("process set %d: %s", set, msg)
+	}
+	switch {
+	case rep.Shutdown && set == 0:
+		return msg, StallStop, true
+	case rep.Shutdown:
+		return msg, StallStopNext, true
+	}
+	return msg, StallWarn, true
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
+	"github.com/gohorovod/gohorovod/runtime/internal/stall"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -250,6 +251,42 @@ func TestGather(t *testing.T) {
 		got := g.Result()
 		if len(got) != 3 || string(got[0]) != "zero" || len(got[1]) != 0 || string(got[2]) != "two!!" {
 			t.Errorf("rank %d: %q", r, got)
+		}
+	}
+}
+
+// TestStalled: rank 0 reports a name that rank 1 submitted and rank 0 has
+// not, as a warning, then (past the shutdown time) as a stop: of this
+// cycle on the global set, of the global set's next cycle on another.
+func TestStalled(t *testing.T) {
+	for _, set := range []int{0, 3} {
+		insp, _ := stall.New(stall.Config{Warn: time.Second, Shutdown: 3 * time.Second})
+		negs := newNegotiations(2)
+		negs[0].stall = insp
+		t0 := time.Unix(100, 0)
+		if _, _, ok := negs[0].Stalled(t0, set); ok {
+			t.Fatal("a report before anything was submitted")
+		}
+		rq := req(1, "allreduce.late", 1)
+		negs[0].Begin(nil, nil, false)
+		negs[1].Begin([]Item{{Req: &rq, Bit: -1}}, []int{0}, false)
+		if err := runSteps(t0, negs); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok := negs[1].Stalled(t0.Add(time.Hour), set); ok {
+			t.Fatal("rank 1 reported")
+		}
+		msg, act, ok := negs[0].Stalled(t0.Add(2*time.Second), set)
+		if !ok || act != StallWarn || !strings.Contains(msg, "allreduce.late") ||
+			strings.HasPrefix(msg, "process set") != (set != 0) {
+			t.Fatalf("set %d: Stalled = %q, %v, %v; want a warning", set, msg, act, ok)
+		}
+		want := StallStop
+		if set != 0 {
+			want = StallStopNext
+		}
+		if _, act, ok := negs[0].Stalled(t0.Add(10*time.Second), set); !ok || act != want {
+			t.Fatalf("set %d: Stalled = %v, %v; want %v", set, act, ok, want)
 		}
 	}
 }
