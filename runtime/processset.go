@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
 
@@ -397,44 +398,23 @@ func (r *Runtime) initProcessSets(g *loop, static []*ProcessSet, dynamic bool) e
 	if err != nil {
 		return fmt.Errorf("gathering the process sets: %w", err)
 	}
-	counts := make([]int, r.size)
-	commRanks := make([][]int, r.size)
-	for rk, b := range all {
-		in, err := wire.DecodeSetsInit(b)
-		if err != nil {
-			return fmt.Errorf("process sets from rank %d: bad encoding", rk)
-		}
-		if in.Problem != "" {
-			return &ProcessSetError{Op: "Init", Code: ProcessSetErrorInit, Message: fmt.Sprintf("rank %d: %s", rk, in.Problem)}
-		}
-		counts[rk] = in.Count
-		commRanks[rk] = in.CommRanks
-	}
-	for rk := range counts {
-		if counts[rk] != counts[0] || len(commRanks[rk]) != len(commRanks[0]) {
-			return &ProcessSetError{Op: "Init", Code: ProcessSetErrorInit, Message: MismatchedProcessSetsText +
-				fmt.Sprintf(" (rank 0 has %d, rank %d has %d)", counts[0], rk, counts[rk])}
-		}
+	count, commSets, fault := cycle.InitSets(all)
+	switch {
+	case fault == nil:
+	case fault.Kind == cycle.SetsBadEncoding:
+		return fmt.Errorf("process sets from rank %d: bad encoding", fault.Rank)
+	case fault.Kind == cycle.SetsProblem:
+		return &ProcessSetError{Op: "Init", Code: ProcessSetErrorInit, Message: fmt.Sprintf("rank %d: %s", fault.Rank, fault.Problem)}
+	default:
+		return &ProcessSetError{Op: "Init", Code: ProcessSetErrorInit, Message: MismatchedProcessSetsText +
+			fmt.Sprintf(" (rank 0 has %d, rank %d has %d)", fault.Count0, fault.Rank, fault.Count)}
 	}
 	for j, i := range fromComm {
-		type member struct{ global, sub int }
-		var ms []member
-		for rk := range commRanks {
-			if s := commRanks[rk][j]; s >= 0 {
-				ms = append(ms, member{rk, s})
-			}
-		}
-		slices.SortFunc(ms, func(a, b member) int { return a.sub - b.sub })
-		ranks := make([]int, len(ms))
-		for k, m := range ms {
-			ranks[k] = m.global
-		}
-		slices.Sort(ranks)
 		static[i].mu.Lock()
-		static[i].ranks = ranks
+		static[i].ranks = commSets[j]
 		static[i].mu.Unlock()
 	}
-	if counts[0] == 0 {
+	if count == 0 {
 		return nil // no process registers a static set
 	}
 	// Every process must list the same ranks for each set.
@@ -446,11 +426,9 @@ func (r *Runtime) initProcessSets(g *loop, static []*ProcessSet, dynamic bool) e
 	if err != nil {
 		return fmt.Errorf("gathering the process sets: %w", err)
 	}
-	for rk, b := range all {
-		if string(b) != string(all[0]) {
-			return &ProcessSetError{Op: "Init", Code: ProcessSetErrorInit,
-				Message: fmt.Sprintf("Different ranks tried to set up mismatching process sets: rank %d's differ from rank 0's", rk)}
-		}
+	if rk := cycle.Differing(all); rk >= 0 {
+		return &ProcessSetError{Op: "Init", Code: ProcessSetErrorInit,
+			Message: fmt.Sprintf("Different ranks tried to set up mismatching process sets: rank %d's differ from rank 0's", rk)}
 	}
 	for i, ps := range static {
 		ranks := ps.Ranks()
@@ -694,12 +672,10 @@ func (l *loop) performSetOp(e *entry) error {
 	if so.add {
 		op = "AddProcessSet"
 	}
-	for rk, b := range all {
-		if string(b) != string(all[0]) {
-			e.h.fail(&ProcessSetError{Op: op, Code: ProcessSetErrorInit,
-				Message: fmt.Sprintf("Different ranks tried to add or remove mismatching process sets: rank %d asked to %v, rank 0 something else", rk, so)})
-			return nil
-		}
+	if rk := cycle.Differing(all); rk >= 0 {
+		e.h.fail(&ProcessSetError{Op: op, Code: ProcessSetErrorInit,
+			Message: fmt.Sprintf("Different ranks tried to add or remove mismatching process sets: rank %d asked to %v, rank 0 something else", rk, so)})
+		return nil
 	}
 	r := l.r
 	if so.add {
