@@ -57,7 +57,7 @@ func (l *loop) agree() (err error) {
 	for i, s := range mine {
 		ws[i] = wire.Setting{Name: s.Name, Value: s.Value}
 	}
-	encoded, err := gatherBytes(l.com, wire.AppendSettings(nil, ws)) // processset.go
+	encoded, err := gatherBytes(l.com, wire.AppendSettings(nil, ws)) // drive.go
 	if err != nil {
 		return fmt.Errorf("gathering the ranks' settings: %w", err)
 	}

@@ -361,7 +361,7 @@ func (l *loop) farewell() error {
 
 // exchangeFarewell gathers every rank's farewell record on every rank.
 func (l *loop) exchangeFarewell(f wire.Farewell) ([][]byte, error) {
-	recs, err := gatherBytes(l.com, wire.AppendFarewell(nil, f)) // processset.go
+	recs, err := gatherBytes(l.com, wire.AppendFarewell(nil, f)) // drive.go
 	if err != nil {
 		return nil, fmt.Errorf("gathering farewells: %w", err)
 	}

@@ -112,7 +112,7 @@ func (l *loop) perform(resp *wire.Response) error {
 		l.tracePerform(resp)
 	}
 	if onGPU(resp, l.rank) {
-		return l.performGPU(resp) // gpu_perform.go
+		return l.performGPU(resp) // gpu.go
 	}
 	switch wire.RequestType(resp.Type) {
 	case wire.Allreduce:
@@ -134,7 +134,7 @@ func (l *loop) perform(resp *wire.Response) error {
 	}
 	l.ents = append(l.ents[:0], e)
 	if e.setOp != nil {
-		// A process set registration (processset.go); it completes
+		// A process set registration (processset_dynamic.go); it completes
 		// the handle itself.
 		if err := l.performSetOp(e); err != nil {
 			return collectiveErr(l.ents, err)
