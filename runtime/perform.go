@@ -186,35 +186,13 @@ func (l *loop) perform(resp *wire.Response) error {
 // entries takes the entries of an allreduce-like response; a joined rank
 // contributes zeros for names it never submitted.
 func (l *loop) entries(resp *wire.Response) error {
-	l.ents = l.ents[:0]
-	// Take every name under one lock: a fused response has hundreds. The
-	// entries of cached responses are known already (l.respEnts), one per
-	// source response: no name is looked up then.
-	src := l.sources
-	known := len(src) == len(resp.Names)
-	q := l.q
-	q.mu.Lock()
-	for i, name := range resp.Names {
-		var e *entry
-		if known {
-			if c := l.respEnts[src[i]]; c != nil && !c.idle && c.req.Name == name {
-				e = c
-				q.releaseLocked(e)
-			}
-		}
-		if e == nil {
-			e = q.takeLocked(name)
-		}
-		l.ents = append(l.ents, e)
+	// The entries of cached responses are known already (l.respEnts), one
+	// per source response: no name is looked up then.
+	var known func(int) *entry
+	if src := l.sources; len(src) == len(resp.Names) {
+		known = l.knownEnt
 	}
-	if len(q.table) == 0 {
-		// Drop the deleted slots' tombstones: the names of single
-		// calls are inserted and deleted every step, and the probes
-		// through them made the table's operations a third slower
-		// (1000 names).
-		clear(q.table)
-	}
-	q.mu.Unlock()
+	l.ents = l.q.takeAll(l.ents[:0], resp.Names, known)
 	for i, name := range resp.Names {
 		if e := l.ents[i]; e == nil {
 			if !l.st.Joined() {
@@ -227,6 +205,10 @@ func (l *loop) entries(resp *wire.Response) error {
 	}
 	return nil
 }
+
+// knownEnt returns the entry of the i-th name of the response being
+// performed, when the cycle knows it (see entries), or nil.
+func (l *loop) knownEnt(i int) *entry { return l.respEnts[l.sources[i]] }
 
 // reduceBytes allreduces b (elements of dt) in place, in chunks of at most
 // l.chunk bytes when chunking is on.

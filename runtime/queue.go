@@ -222,6 +222,37 @@ func (q *queue) take(name string) *entry {
 	return e
 }
 
+// takeAll removes names from the flight, under one lock (a fused response
+// has hundreds), and appends their entries to dst, nil for a name not in
+// flight. known(i), when not nil, returns the entry of names[i] when the
+// loop knows it already (a cached response's), which is then taken without
+// looking its name up; it may return nil, or an entry that is out of flight
+// or of another name, which is ignored.
+func (q *queue) takeAll(dst []*entry, names []string, known func(i int) *entry) []*entry {
+	q.mu.Lock()
+	for i, name := range names {
+		var e *entry
+		if known != nil {
+			if c := known(i); c != nil && !c.idle && c.req.Name == name {
+				e = c
+				q.releaseLocked(e)
+			}
+		}
+		if e == nil {
+			e = q.takeLocked(name)
+		}
+		dst = append(dst, e)
+	}
+	if len(q.table) == 0 {
+		// Drop the deleted slots' tombstones: the names of single
+		// calls are inserted and deleted every step, and the probes
+		// through them made the table's operations slower.
+		clear(q.table)
+	}
+	q.mu.Unlock()
+	return dst
+}
+
 // takeLocked is take with q.mu held.
 func (q *queue) takeLocked(name string) *entry {
 	e := q.table[name]
