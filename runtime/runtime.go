@@ -15,6 +15,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/gpuexec"
+	"github.com/gohorovod/gohorovod/runtime/internal/liveness"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
 
@@ -104,7 +105,8 @@ const (
 type Runtime struct {
 	mu       sync.Mutex
 	st       state
-	stopErr  error // why the loop stopped (nil: clean shutdown)
+	stopErr  error          // why the loop stopped (nil: clean shutdown)
+	live     *liveness.Star // the heartbeat channel, or nil
 	cfg      config.Config
 	log      zerolog.Logger
 	com      comm.Communicator
@@ -258,6 +260,9 @@ func (r *Runtime) Init(opts ...Option) error {
 	if err == nil {
 		err = r.initProcessSets(l, o.sets, cfg.DynamicProcessSets)
 	}
+	if err == nil {
+		r.live, err = r.startLiveness(com, cfg, transport, cfg.Elastic, log) // liveness.go
+	}
 	if err != nil {
 		l.closeHier()
 		l.closeTimeline(time.Now())
@@ -336,17 +341,36 @@ func (r *Runtime) Shutdown() error {
 	}
 	r.st = stateStopped
 	running.Add(-1)
-	if r.ownsComm {
-		if err := r.com.Close(); err != nil {
+	if r.live != nil {
+		r.live.Close()
+		r.live = nil
+	}
+	if !r.ownsComm {
+		return nil
+	}
+	if r.transport == transportMPI && !cleanStop(r.stopErr) {
+		// MPI_Comm_free and MPI_Finalize may wait for every rank, and a
+		// rank that stalled or froze is not coming: leave MPI as it is,
+		// so that this process can end and mpirun ends the job.
+		r.log.Warn().AnErr("cause", r.stopErr).Msg("the job ended by failure: MPI is not finalized, so that no rank waits for one that is not coming")
+		return nil
+	}
+	if err := r.com.Close(); err != nil {
+		return fmt.Errorf("hvd: shutdown: %w", err)
+	}
+	if r.transport == transportMPI && !r.keepMPI {
+		if err := mpicomm.Finalize(); err != nil {
 			return fmt.Errorf("hvd: shutdown: %w", err)
-		}
-		if r.transport == transportMPI && !r.keepMPI {
-			if err := mpicomm.Finalize(); err != nil {
-				return fmt.Errorf("hvd: shutdown: %w", err)
-			}
 		}
 	}
 	return nil
+}
+
+// cleanStop reports whether the loop stopped because the job was shut
+// down (this rank's Shutdown, or another rank's), not because it failed.
+func cleanStop(cause error) bool {
+	var re *RankError
+	return cause == nil || (errors.As(cause, &re) && re.Shutdown)
 }
 
 // restart shuts the runtime down (see Shutdown) and initialises it again
