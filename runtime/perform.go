@@ -188,11 +188,7 @@ func (l *loop) perform(resp *wire.Response) error {
 func (l *loop) entries(resp *wire.Response) error {
 	// The entries of cached responses are known already (l.respEnts), one
 	// per source response: no name is looked up then.
-	var known func(int) *entry
-	if src := l.sources; len(src) == len(resp.Names) {
-		known = l.knownEnt
-	}
-	l.ents = l.q.takeAll(l.ents[:0], resp.Names, known)
+	l.ents = l.q.takeAll(l.ents[:0], resp.Names, l.respEnts, l.sources)
 	for i, name := range resp.Names {
 		if e := l.ents[i]; e == nil {
 			if !l.st.Joined() {
@@ -205,10 +201,6 @@ func (l *loop) entries(resp *wire.Response) error {
 	}
 	return nil
 }
-
-// knownEnt returns the entry of the i-th name of the response being
-// performed, when the cycle knows it (see entries), or nil.
-func (l *loop) knownEnt(i int) *entry { return l.respEnts[l.sources[i]] }
 
 // reduceBytes allreduces b (elements of dt) in place, in chunks of at most
 // l.chunk bytes when chunking is on.

@@ -224,16 +224,17 @@ func (q *queue) take(name string) *entry {
 
 // takeAll removes names from the flight, under one lock (a fused response
 // has hundreds), and appends their entries to dst, nil for a name not in
-// flight. known(i), when not nil, returns the entry of names[i] when the
-// loop knows it already (a cached response's), which is then taken without
-// looking its name up; it may return nil, or an entry that is out of flight
-// or of another name, which is ignored.
-func (q *queue) takeAll(dst []*entry, names []string, known func(i int) *entry) []*entry {
+// flight. When sources has one index per name, known[sources[i]] is the
+// entry of names[i] as far as the loop knows (a cached response's, or nil),
+// taken then without looking the name up when it is still in flight under
+// that name.
+func (q *queue) takeAll(dst []*entry, names []string, known []*entry, sources []int) []*entry {
+	useKnown := len(sources) == len(names)
 	q.mu.Lock()
 	for i, name := range names {
 		var e *entry
-		if known != nil {
-			if c := known(i); c != nil && !c.idle && c.req.Name == name {
+		if useKnown {
+			if c := known[sources[i]]; c != nil && !c.idle && c.req.Name == name {
 				e = c
 				q.releaseLocked(e)
 			}
