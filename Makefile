@@ -47,8 +47,9 @@ test: deps vet test-unit test-mpi test-adapters
 
 # The adapters are Go modules of their own (gonum's optimize and gorgonia stay
 # out of the core module's dependencies), so ./... above skips them: vet and
-# test each, then run the gonum adapter's multi-process test under mpirun.
-ADAPTERS = examples/adapters/gonumopt examples/adapters/gorgoniaopt
+# test each, then run the gonum adapter's multi-process test under mpirun, and
+# the GoMLX adapter's under mpirun and under gohorovodrun --gloo.
+ADAPTERS = examples/adapters/gonumopt examples/adapters/gorgoniaopt examples/adapters/gomlxopt
 test-adapters:
 	@for m in $(ADAPTERS); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 ./...) || exit 1; done
 	@# Decided when the recipe runs, not when make starts: on a fresh machine
@@ -57,7 +58,14 @@ test-adapters:
 	  mkdir -p bin/mpitest && \
 	  (cd examples/adapters/gonumopt && $(GO) vet -tags mpi ./... && $(GO) test -tags mpi -c -o ../../../bin/mpitest/gonumopt.test .) && \
 	  for np in 2 4; do echo "=== mpirun -np $$np gonumopt"; timeout 300 scripts/mpirun.sh $$np bin/mpitest/gonumopt.test -test.run MPI || exit 1; done; \
-	else echo "test-adapters: mpicc not found: gonumopt's MPI test skipped"; fi
+	  (cd examples/adapters/gomlxopt && $(GO) vet -tags mpi ./... && $(GO) test -tags mpi -c -o ../../../bin/mpitest/gomlxopt.test .) && \
+	  for np in 2 3; do echo "=== mpirun -np $$np gomlxopt"; timeout 300 scripts/mpirun.sh $$np bin/mpitest/gomlxopt.test -test.run MPI || exit 1; done; \
+	else echo "test-adapters: mpicc not found: the adapters' MPI tests skipped"; fi
+	@# The embedded transport needs no MPI: the GoMLX adapter's test at np 2.
+	@mkdir -p bin/mpitest
+	CGO_ENABLED=0 $(GO) build -o bin/mpitest/gohorovodrun ./cmd/gohorovodrun
+	cd examples/adapters/gomlxopt && CGO_ENABLED=0 $(GO) vet -tags gloo ./... && CGO_ENABLED=0 $(GO) test -tags gloo -c -o ../../../bin/mpitest/gomlxopt_gloo.test .
+	timeout 300 bin/mpitest/gohorovodrun --gloo -np 2 bin/mpitest/gomlxopt_gloo.test -test.run MPI -test.timeout 240s
 
 # The MPI tests linked against MPICH (installed beside Open MPI: apt-get
 # install -y mpich libmpich-dev), under MPICH's own launcher, at np 2 (MPICH
