@@ -12,6 +12,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 
 	"github.com/gohorovod/gohorovod/optim"
+	"github.com/gohorovod/gohorovod/tensor"
 )
 
 func sgd() optimizers.Interface {
@@ -177,5 +178,71 @@ func TestLRAndElastic(t *testing.T) {
 	}
 	if s := optimizers.GetGlobalStep(tr.Context()); s != step {
 		t.Errorf("global step %d after restore, committed %d", s, step)
+	}
+}
+
+// bcaster is an elastic.Broadcaster over the in-memory hub (every rank's b
+// has the root's length, as the handler's variables do).
+type bcaster struct {
+	c *memColl
+	n int
+}
+
+func (b *bcaster) BroadcastBytes(ctx context.Context, p []byte, root int) ([]byte, error) {
+	b.n++
+	t := tensor.FromUint8(append([]byte(nil), p...), len(p))
+	w, err := b.c.BroadcastAsync(t, root, fmt.Sprint(b.n))
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Wait(ctx); err != nil {
+		return nil, err
+	}
+	return t.Bytes(), nil
+}
+
+// TestElasticSync: the handler's Sync gives every rank rank 0's variables
+// and optimizer state, without the Trainer's own broadcast.
+func TestElasticSync(t *testing.T) {
+	const size = 2
+	h := newHub(size)
+	x, y := batchData(8, 6)
+	vars := make([]map[string][]float32, size)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r := range size {
+		wg.Go(func() {
+			errs[r] = func() error {
+				tr, err := NewTrainer(testBackend(), newCtx(int64(10+r)), mlpModel, losses.SparseCategoricalCrossEntropyLogits, adam(), h.coll(r))
+				if err != nil {
+					return err
+				}
+				in, lab := rows(x, y, 0, 8)
+				if err := tr.Prepare(in, lab); err != nil {
+					return err
+				}
+				hd, err := tr.ElasticHandler()
+				if err != nil {
+					return err
+				}
+				if err := hd.Sync(context.Background(), &bcaster{c: h.coll(r)}); err != nil {
+					return err
+				}
+				if _, err := tr.TrainStep(context.Background(), in, lab); err != nil {
+					return err
+				}
+				vars[r] = flatVars(t, tr.Context())
+				return nil
+			}()
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if d := maxRelDiff(t, vars[1], vars[0]); d != 0 {
+		t.Errorf("ranks differ by %g after Sync and a step", d)
 	}
 }
