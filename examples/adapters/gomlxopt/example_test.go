@@ -24,14 +24,21 @@ func Example() {
 	model := func(ctx *mlctx.Context, _ any, in []*graph.Node) []*graph.Node {
 		return []*graph.Node{layers.DenseWithBias(ctx, in[0], 1)}
 	}
-	err := hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
+	// GoMLX's pure-Go backend, one op at a time (its parallel executor
+	// suits large graphs).
+	backend, err := simplego.New("ops_sequential")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
 		coll, err := optim.FromRuntime(r)
 		if err != nil {
 			return err
 		}
 		ctx := mlctx.New()
 		ctx.SetParam(mlctx.ParamInitialSeed, int64(rank+1)) // different on each rank: rank 0's are broadcast
-		tr, err := gomlxopt.NewTrainer(simplego.GetBackend(), ctx, model, losses.MeanSquaredError,
+		tr, err := gomlxopt.NewTrainer(backend, ctx, model, losses.MeanSquaredError,
 			optimizers.StochasticGradientDescent().Done(), coll)
 		if err != nil {
 			return err

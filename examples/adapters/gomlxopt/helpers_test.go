@@ -23,7 +23,15 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-var testBackend = sync.OnceValue(func() backends.Backend { return simplego.GetBackend() })
+// testBackend runs one op at a time: GoMLX's parallel executor in the Go
+// backend (executeParallel) has data races that -race reports.
+var testBackend = sync.OnceValue(func() backends.Backend {
+	b, err := simplego.New("ops_sequential")
+	if err != nil {
+		panic(err)
+	}
+	return b
+})
 
 // A small classifier: 8 features, a hidden layer of 16, 3 classes.
 const (
