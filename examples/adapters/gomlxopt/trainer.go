@@ -256,7 +256,11 @@ func (t *Trainer) Prepare(inputs, labels []*tensors.Tensor) (err error) {
 	if len(t.trainable) == 0 {
 		return errors.New("gomlxopt: the model has no trainable variables")
 	}
+	// As GoMLX's trainer does: the variables exist now, and a batch of
+	// another shape builds new graphs over them.
 	t.ctx = t.ctx.Checked(false)
+	t.gradExec.SetContext(t.ctx)
+	t.applyExec.SetContext(t.ctx)
 	if err := t.ctx.InitializeVariables(t.backend, nil); err != nil {
 		return fmt.Errorf("%w: initialising variables: %w", ErrGraph, err)
 	}

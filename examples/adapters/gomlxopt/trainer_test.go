@@ -170,6 +170,11 @@ func TestLRAndElastic(t *testing.T) {
 	if maxRelDiff(t, flatVars(t, tr.Context()), committed) == 0 {
 		t.Fatal("the step changed nothing")
 	}
+	// A batch of another size builds new graphs over the same variables.
+	in3, lab3 := rows(x, y, 8, 12)
+	if _, err := tr.TrainStep(context.Background(), in3, lab3); err != nil {
+		t.Fatalf("a smaller batch: %v", err)
+	}
 	if err := h.Restore(); err != nil {
 		t.Fatal(err)
 	}
