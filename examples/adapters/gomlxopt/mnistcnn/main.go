@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gomlx/gomlx/backends/simplego"
@@ -259,7 +260,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) error {
 	for epoch := range o.epochs {
 		sampler.SetEpoch(epoch)
 		before := tr.Stats()
-		start := time.Now()
+		start, cpuStart := time.Now(), cpuSeconds()
 		loss := optim.Metric{Name: "loss"}
 		batches := sampler.Batches(o.batch, true)
 		for s, idx := range batches {
@@ -274,6 +275,8 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) error {
 			loss.Add(l, 1)
 		}
 		elapsed := time.Since(start).Seconds()
+		cpu := optim.Metric{Name: "cpu"}
+		cpu.Add(cpuSeconds()-cpuStart, 1)
 		st := tr.Stats()
 		comm := st.Comm - before.Comm
 		acc := optim.Metric{Name: "accuracy"}
@@ -292,16 +295,26 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) error {
 				}
 			}
 		}
-		avg, err := optim.AverageMetrics(ctx, coll, &loss, &acc)
+		avg, err := optim.AverageMetrics(ctx, coll, &loss, &acc, &cpu)
 		if err != nil {
 			return err
 		}
 		if rank == 0 {
-			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.1f%% in allreduce)  %.0f samples/s  lr %.4g\n",
-				epoch+1, avg[0], 100*avg[1], elapsed, 100*comm/elapsed, float64(len(batches)*o.batch*size)/elapsed, tr.LR())
+			samples := float64(len(batches) * o.batch * size)
+			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.1f%% in allreduce)  %.1f samples/s  %.0f CPU-ms/sample (all ranks)  lr %.4g\n",
+				epoch+1, avg[0], 100*avg[1], elapsed, 100*comm/elapsed, samples/elapsed, 1000*avg[2]*float64(size)/samples, tr.LR())
 		}
 	}
 	return nil
+}
+
+// cpuSeconds is the CPU time (user and system) this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func main() {
