@@ -273,8 +273,9 @@ func (d *DistributedOptimizer) hold(gc ReduceGroupCollectives, params []Param, o
 // member. The runtime reduces such runs of a fused response where they
 // lie, so gradients allocated with tensor.NewFlat in forward order (the
 // reverse of backward order) are reduced in place without being moved.
-// Every rank may order differently: the runtime negotiates the members by
-// name.
+// Ranks whose layouts differ order differently, which stays correct (the
+// runtime negotiates the members by name) but fuses in one order for all,
+// so that some ranks copy.
 func inMemoryOrder(members []int, wire []*tensor.Tensor) {
 	if len(members) < 2 {
 		return
