@@ -70,7 +70,7 @@ func TestLocalSGD(t *testing.T) {
 // synchronous SGD, with PowerSGD at rank 2 and with post-local SGD
 // averaging every 4 steps, and checks that each of the last two ends
 // within 0.5 points of synchronous SGD's test accuracy (the issue's
-// bound; the full-data figures are in the README) while its training
+// bound; the full-data figures are in docs/BENCHMARKS.md) while its training
 // differs from it (other parameters) and moves fewer bytes per step.
 func TestAccuracyParity(t *testing.T) {
 	if testing.Short() {
