@@ -6,7 +6,7 @@ import (
 	"github.com/gohorovod/gohorovod/internal/elasticbench"
 )
 
-// The cost of a commit (issue 14's goal: a commit every 10 steps costs
+// The cost of a commit (the goal: a commit every 10 steps costs
 // under 5% of MNIST's step time). BenchmarkMNISTStep is the yardstick of
 // BenchmarkCommitMNIST, BenchmarkCopy100MB that of BenchmarkCommit100MB;
 // cmd/elasticbench prints the ratios side by side.
