@@ -112,7 +112,7 @@ func (l *loop) perform(resp *wire.Response) error {
 		l.tracePerform(resp)
 	}
 	if onGPU(resp, l.rank) {
-		return l.performGPU(resp) // gpu_perform.go
+		return l.performGPU(resp) // gpu.go
 	}
 	switch wire.RequestType(resp.Type) {
 	case wire.Allreduce:
