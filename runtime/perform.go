@@ -210,8 +210,8 @@ func (l *loop) entries(resp *wire.Response) error {
 	if len(q.table) == 0 {
 		// Drop the deleted slots' tombstones: the names of single
 		// calls are inserted and deleted every step, and the probes
-		// through them made the table's operations a third slower
-		// (1000 names).
+		// through them slowed the table's operations down with many
+		// names (docs/BENCHMARKS.md).
 		clear(q.table)
 	}
 	q.mu.Unlock()

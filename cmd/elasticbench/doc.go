@@ -24,8 +24,8 @@
 // the copy's two buffers (about 4.5×--state-mib MiB), as
 // examples/mnist's holds the dataset (about 220 MB), and collections are
 // rare; in optim/elastic's BenchmarkCommitMNIST, whose heap holds little
-// else, they come every few commits and the commit costs two to three
-// times as much.
+// else, they come every few commits and the commit costs several times
+// as much (docs/BENCHMARKS.md).
 //
 //	go run ./cmd/elasticbench
 //	go run ./cmd/elasticbench --runs 21 --state-mib 400
