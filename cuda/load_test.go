@@ -258,7 +258,7 @@ func TestRuntimeErrorsCarryCUDAStrings(t *testing.T) {
 	if err := c.Send(p, 4, tensor.Float32, 0, nil); !errors.As(err, &nerr) || nerr.Code != 5 {
 		t.Errorf("Send outside a group = %v, want ncclInvalidUsage", err)
 	}
-	if err := c.AllReduce(p, p, 4, tensor.Int32, tensor.BitAnd, nil); err == nil || !strings.Contains(err.Error(), "no band reduction") {
+	if err := c.AllReduce(p, p, 4, tensor.Int32, tensor.BitAnd, nil); err == nil || !strings.Contains(err.Error(), "no BitAnd reduction") {
 		t.Errorf("bitwise allreduce = %v", err)
 	}
 	if err := c.Broadcast(p, p, 4, tensor.Int32, 1, nil); err == nil || !strings.Contains(err.Error(), "root 1 is out of range") {

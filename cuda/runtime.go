@@ -218,21 +218,6 @@ func (r *Runtime) FreeHost(b []byte) error {
 	return cudaErr(r.api, r.api.freeHost(p), "cudaFreeHost(%#x)", uintptr(p))
 }
 
-// MemcpyHtoD copies src to device memory at dst and returns when done.
-func (r *Runtime) MemcpyHtoD(dev int, dst uintptr, src []byte) error {
-	return r.copyHtoD(dev, dst, src, 0, false)
-}
-
-// MemcpyDtoH copies device memory at src into dst and returns when done.
-func (r *Runtime) MemcpyDtoH(dev int, dst []byte, src uintptr) error {
-	return r.copyDtoH(dev, dst, src, 0, false)
-}
-
-// MemcpyDtoD copies n bytes between device addresses and returns when done.
-func (r *Runtime) MemcpyDtoD(dev int, dst, src uintptr, n int) error {
-	return r.copyDtoD(dev, dst, src, n, 0, false)
-}
-
 // Memset sets n bytes at dst to v and returns when done.
 func (r *Runtime) Memset(dev int, dst uintptr, v byte, n int) error {
 	return r.memset(dev, dst, v, n, 0, false)

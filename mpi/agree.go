@@ -3,29 +3,21 @@ package mpi
 import (
 	"fmt"
 
+	"github.com/gohorovod/gohorovod/internal/agree"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // Collective codes, carried in the agreement vector so that two ranks
 // calling different collectives (with vectors of the same length) are told
-// so.
+// so: agree.Kind's numbering and names.
 const (
-	opAllreduce int64 = iota + 1
-	opAllgatherv
-	opGatherv
-	opBcast
-	opAlltoallv
-	opReduceScatter
+	opAllreduce     = int64(agree.Allreduce)
+	opAllgatherv    = int64(agree.Allgatherv)
+	opGatherv       = int64(agree.Gatherv)
+	opBcast         = int64(agree.Bcast)
+	opAlltoallv     = int64(agree.Alltoallv)
+	opReduceScatter = int64(agree.ReduceScatter)
 )
-
-var opNames = map[int64]string{
-	opAllreduce:     "allreduce",
-	opAllgatherv:    "allgatherv",
-	opGatherv:       "gatherv",
-	opBcast:         "bcast",
-	opAlltoallv:     "alltoallv",
-	opReduceScatter: "reducescatter",
-}
 
 // field is one value that must be equal on every rank.
 type field struct {
@@ -36,8 +28,8 @@ type field struct {
 
 func collectiveField(op int64) field {
 	return field{"collective", op, func(v int64) string {
-		if s, ok := opNames[v]; ok {
-			return s
+		if k := agree.Kind(v); v >= 0 && v < 256 && k.Valid() {
+			return k.String()
 		}
 		return fmt.Sprint(v)
 	}}
@@ -89,7 +81,7 @@ func verdict(op string, fields []field, reduced []int64, size int) (mismatch err
 			if show == nil {
 				show = func(v int64) string { return fmt.Sprint(v) }
 			}
-			return &MismatchError{Op: op, Detail: fmt.Sprintf("%s differs across ranks (%s to %s)", f.name, show(lo), show(hi))}, -1
+			return &MismatchError{Source: "mpi", Op: op, Detail: fmt.Sprintf("%s differs across ranks (%s to %s)", f.name, show(lo), show(hi))}, -1
 		}
 	}
 	return nil, -1
@@ -138,7 +130,7 @@ func unpackMsg(op string, rank int, b []byte) error {
 		}
 	}
 	if b[0] == 'M' {
-		return &MismatchError{Op: op, Detail: string(text)}
+		return &MismatchError{Source: "mpi", Op: op, Detail: string(text)}
 	}
 	return &ArgError{Op: op, Rank: rank, Msg: string(text)}
 }

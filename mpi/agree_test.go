@@ -93,7 +93,7 @@ func TestMsgRoundTrip(t *testing.T) {
 		text     string
 	}{
 		{fmt.Errorf("send buffer holds 3 elements"), false, "send buffer holds 3 elements"},
-		{&MismatchError{Op: "alltoallv", Detail: "rank 1 sends 3"}, true, "rank 1 sends 3"},
+		{&MismatchError{Source: "mpi", Op: "alltoallv", Detail: "rank 1 sends 3"}, true, "rank 1 sends 3"},
 		{errors.New(long), false, long[:msgLen-2]},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,8 @@ package mpi
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gohorovod/gohorovod/internal/agree"
 )
 
 // ErrNotBuiltIn is returned (wrapped) by every call of a binary built
@@ -35,16 +37,10 @@ func (e *Error) Error() string {
 }
 
 // MismatchError reports arguments that disagree across the ranks of one
-// collective call, as every rank sees it after the agreement check.
-type MismatchError struct {
-	Op     string // the collective, e.g. "allreduce"
-	Detail string // what disagreed, e.g. "element count differs across ranks (4 to 5)"
-}
-
-// Error implements the error interface.
-func (e *MismatchError) Error() string {
-	return fmt.Sprintf("mpi: %s: arguments disagree across ranks: %s", e.Op, e.Detail)
-}
+// collective call, as every rank sees it after the agreement check
+// (Source "mpi"). It is the one type of the project for that error:
+// comm.MismatchError is the same type.
+type MismatchError = agree.MismatchError
 
 // ArgError reports an argument that one rank found invalid on its own (a
 // buffer too small for the counts, a root out of range, ...). With the

@@ -288,6 +288,7 @@ import (
 
 	gompi "github.com/sbromberger/gompi"
 
+	"github.com/gohorovod/gohorovod/internal/agree"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -563,7 +564,7 @@ func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 		return err
 	}
 	return c.chunked(buf, func(p unsafe.Pointer, k int) C.int {
-		return C.hv_allreduce(p, C.int(k), C.int(dt), C.int(op), c.h)
+		return C.hv_allreduce(p, C.int(k), C.int(dt), cOp(op), c.h)
 	}, "MPI_Allreduce")
 }
 
@@ -725,8 +726,7 @@ func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Ten
 		if local == nil {
 			for r := range c.size {
 				if in[2*r] != int64(recvCounts[r]) {
-					local = &MismatchError{Op: name, Detail: fmt.Sprintf("rank %d sends %d elements to rank %d, which expects %d",
-						r, in[2*r], c.rank, recvCounts[r])}
+					local = &MismatchError{Source: "mpi", Op: name, Detail: agree.AlltoallvDetail(r, int(in[2*r]), c.rank, recvCounts[r])}
 					break
 				}
 			}
@@ -804,7 +804,7 @@ func (c *Comm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.
 		return err
 	}
 	cs, _ := cInts(counts)
-	if rc := C.hv_reduce_scatter(ptr(send), ptr(recv), cptr(cs), C.int(dt), C.int(op), c.h); rc != 0 {
+	if rc := C.hv_reduce_scatter(ptr(send), ptr(recv), cptr(cs), C.int(dt), cOp(op), c.h); rc != 0 {
 		return newError("MPI_Reduce_scatter", rc)
 	}
 	return nil
@@ -913,13 +913,33 @@ func typeSize(dt tensor.DType) int { return int(C.hv_type_size(C.int(dt))) }
 
 // reduceLocal applies the MPI operation for (dt, op) to n elements with
 // MPI_Reduce_local: inout = in op inout.
+// cOp is op's code in the C layer (the HV_SUM enum), or -1, which the C
+// layer maps to MPI_OP_NULL, for the reductions that are not element-wise.
+func cOp(op tensor.ReduceOp) C.int {
+	switch op {
+	case tensor.Sum:
+		return C.HV_SUM
+	case tensor.Min:
+		return C.HV_MIN
+	case tensor.Max:
+		return C.HV_MAX
+	case tensor.Product:
+		return C.HV_PROD
+	case tensor.BitAnd:
+		return C.HV_BAND
+	case tensor.BitOr:
+		return C.HV_BOR
+	}
+	return -1
+}
+
 func reduceLocal(dt tensor.DType, op tensor.ReduceOp, in, inout []byte) error {
 	n := len(inout) / dt.Size()
 	var pi, po unsafe.Pointer
 	if n > 0 {
 		pi, po = unsafe.Pointer(&in[0]), unsafe.Pointer(&inout[0])
 	}
-	if rc := C.hv_reduce_local(pi, po, C.int(n), C.int(dt), C.int(op)); rc != 0 {
+	if rc := C.hv_reduce_local(pi, po, C.int(n), C.int(dt), cOp(op)); rc != 0 {
 		return newError("MPI_Reduce_local", rc)
 	}
 	return nil

@@ -12,12 +12,6 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// Op is how the DistributedOptimizer combines gradients across ranks. It is
-// the runtime's ReduceOp (the same type: hvd.Average and optim.Average are
-// one value), of which the DistributedOptimizer takes Average, Sum and
-// Adasum.
-type Op = hvd.ReduceOp
-
 // The gradient reductions: the runtime's constants of the same names.
 const (
 	Average = hvd.Average // the mean over ranks (Horovod's default)
@@ -80,7 +74,7 @@ type GroupCollectives interface {
 	Collectives
 	// GroupedAllreduceAsync starts combining every tensor of ts in
 	// place, under one name, with AllreduceAsync's scaling.
-	GroupedAllreduceAsync(ts []*tensor.Tensor, name string, op Op, prescale, postscale float64) (Waiter, error)
+	GroupedAllreduceAsync(ts []*tensor.Tensor, name string, op tensor.ReduceOp, prescale, postscale float64) (Waiter, error)
 }
 
 // Waiter is the handle of an asynchronous collective.
@@ -103,7 +97,7 @@ type Collectives interface {
 	// AllreduceAsync starts combining t across ranks in place, under name:
 	// each rank's t is multiplied by prescale, the results are summed (and
 	// divided by Size for Average), then multiplied by postscale.
-	AllreduceAsync(t *tensor.Tensor, name string, op Op, prescale, postscale float64) (Waiter, error)
+	AllreduceAsync(t *tensor.Tensor, name string, op tensor.ReduceOp, prescale, postscale float64) (Waiter, error)
 	// BroadcastAsync starts copying root's t into every rank's t, under
 	// name.
 	BroadcastAsync(t *tensor.Tensor, root int, name string) (Waiter, error)
@@ -135,7 +129,7 @@ var (
 type DistOption func(*distConfig)
 
 type distConfig struct {
-	op        Op
+	op        tensor.ReduceOp
 	passes    int
 	predivide float64
 	comp      Compression
@@ -148,7 +142,7 @@ type distConfig struct {
 }
 
 // WithOp sets how gradients are combined (default Average).
-func WithOp(op Op) DistOption { return func(c *distConfig) { c.op = op } }
+func WithOp(op tensor.ReduceOp) DistOption { return func(c *distConfig) { c.op = op } }
 
 // WithCompression sets how gradients travel (default NoCompression): it
 // is WithCommHook(CompressionHook(c)), and replaces a hook given before.
@@ -314,7 +308,9 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 	case cfg.bucket < 0:
 		return nil, fmt.Errorf("optim: DistributedOptimizer: bucket size %d bytes must not be negative", cfg.bucket)
 	}
-	if oc, ok := cfg.hook.(interface{ checkOp(Op, float64) error }); ok {
+	if oc, ok := cfg.hook.(interface {
+		checkOp(tensor.ReduceOp, float64) error
+	}); ok {
 		if err := oc.checkOp(cfg.op, cfg.predivide); err != nil {
 			return nil, err
 		}

@@ -141,7 +141,7 @@ func setFloat64s(t *tensor.Tensor, v []float64) {
 	}
 }
 
-func (m member) AllreduceAsync(t *tensor.Tensor, name string, op Op, pre, post float64) (Waiter, error) {
+func (m member) AllreduceAsync(t *tensor.Tensor, name string, op tensor.ReduceOp, pre, post float64) (Waiter, error) {
 	if op != Average && op != Sum {
 		return nil, fmt.Errorf("group: op %v not supported", op)
 	}
@@ -531,7 +531,7 @@ func TestMisuse(t *testing.T) {
 		{"predivide 0", []DistOption{GradientPredivideFactor(0)}},
 		{"predivide NaN", []DistOption{GradientPredivideFactor(math.NaN())}},
 		{"predivide with sum", []DistOption{WithOp(Sum), GradientPredivideFactor(2)}},
-		{"op", []DistOption{WithOp(Op(9))}},
+		{"op", []DistOption{WithOp(tensor.ReduceOp(9))}},
 		{"op Max", []DistOption{WithOp(hvd.Max)}},
 	}
 	for _, c := range bad {

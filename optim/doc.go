@@ -34,8 +34,9 @@
 // communicated (a CommHook, PyTorch DDP's communication hook): PowerSGD's
 // low-rank compression is built in, and users can write their own. A
 // gradient never reported Ready is reduced at Step as it
-// is: Ready only overlaps communication with backward. Op is the runtime's
-// ReduceOp (optim.Average is hvd.Average). BroadcastParameters and BroadcastState start every
+// is: Ready only overlaps communication with backward. WithOp takes the
+// project's one ReduceOp type (tensor.ReduceOp, which hvd.ReduceOp names;
+// optim.Average is hvd.Average). BroadcastParameters and BroadcastState start every
 // rank from the same weights and optimizer state; BroadcastObject and
 // AllgatherObject move arbitrary gob-encodable Go values between ranks;
 // Metric and AverageMetrics average evaluation metrics over every rank's

@@ -29,7 +29,7 @@ type ReduceGroup interface {
 // when the Collectives provides them (FromRuntime's does).
 type ReduceGroupCollectives interface {
 	Collectives
-	NewReduceGroup(ts []*tensor.Tensor, names []string, op Op, prescale, postscale float64) (ReduceGroup, error)
+	NewReduceGroup(ts []*tensor.Tensor, names []string, op tensor.ReduceOp, prescale, postscale float64) (ReduceGroup, error)
 }
 
 // DefaultBucketBytes is the default of BucketBytes.
@@ -312,7 +312,7 @@ func (d *DistributedOptimizer) Close() error {
 
 // Rebind moves the optimizer onto coll: the Collectives of a runtime that
 // was initialised again since the optimizer was made, with perhaps a new
-// size (runtime/elastic's Run calls it after re-forming an elastic job).
+// size (optim/elastic's Run calls it after re-forming an elastic job).
 // The step under way, if any, is abandoned: its reductions belong to the
 // old runtime, which must have been shut down, so that they have completed
 // or failed; its gradients are left as they are. The old reduce groups are

@@ -95,7 +95,7 @@ type Bucket struct {
 	// Op, Prescale and Postscale are the reduction the optimizer was
 	// asked for (WithOp, GradientPredivideFactor): pass them to
 	// AllreduceAsync for plain averaging.
-	Op                  Op
+	Op                  tensor.ReduceOp
 	Prescale, Postscale float64
 }
 
@@ -150,7 +150,7 @@ func (allreduceHook) Finish(*Bucket) error { return nil }
 // allreduceAll allreduces ts in place under name (one tensor) or as a
 // group (several), or one by one under name+"/"+k on a Collectives
 // without grouped allreduce.
-func allreduceAll(c Collectives, ts []*tensor.Tensor, name string, op Op, pre, post float64) (Waiter, error) {
+func allreduceAll(c Collectives, ts []*tensor.Tensor, name string, op tensor.ReduceOp, pre, post float64) (Waiter, error) {
 	if len(ts) == 1 {
 		return c.AllreduceAsync(ts[0], name, op, pre, post)
 	}

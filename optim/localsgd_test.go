@@ -500,7 +500,7 @@ func TestModelAveragerDue(t *testing.T) {
 type fakeSize int
 
 func (f fakeSize) Size() int { return int(f) }
-func (fakeSize) AllreduceAsync(*tensor.Tensor, string, Op, float64, float64) (Waiter, error) {
+func (fakeSize) AllreduceAsync(*tensor.Tensor, string, tensor.ReduceOp, float64, float64) (Waiter, error) {
 	return nil, errors.New("fakeSize starts nothing")
 }
 func (fakeSize) BroadcastAsync(*tensor.Tensor, int, string) (Waiter, error) {

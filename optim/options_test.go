@@ -32,7 +32,7 @@ var groupCalls = struct {
 	log map[*group][]string
 }{log: map[*group][]string{}}
 
-func (m member) GroupedAllreduceAsync(ts []*tensor.Tensor, name string, op Op, pre, post float64) (Waiter, error) {
+func (m member) GroupedAllreduceAsync(ts []*tensor.Tensor, name string, op tensor.ReduceOp, pre, post float64) (Waiter, error) {
 	if m.rank == 0 {
 		groupCalls.Lock()
 		groupCalls.log[m.g] = append(groupCalls.log[m.g], name)

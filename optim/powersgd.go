@@ -113,7 +113,7 @@ func NewPowerSGD(cfg PowerSGDConfig) (*PowerSGD, error) {
 func (h *PowerSGD) Config() PowerSGDConfig { return h.cfg }
 
 // checkOp refuses ops other than Average at NewDistributed.
-func (h *PowerSGD) checkOp(op Op, _ float64) error {
+func (h *PowerSGD) checkOp(op tensor.ReduceOp, _ float64) error {
 	if op != Average {
 		return fmt.Errorf("optim: DistributedOptimizer: PowerSGD averages the gradients' low-rank factors: it needs op Average, not %v", op)
 	}

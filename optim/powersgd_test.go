@@ -206,7 +206,7 @@ type counting struct {
 	names []string
 }
 
-func (c *counting) AllreduceAsync(t *tensor.Tensor, name string, op Op, pre, post float64) (Waiter, error) {
+func (c *counting) AllreduceAsync(t *tensor.Tensor, name string, op tensor.ReduceOp, pre, post float64) (Waiter, error) {
 	c.mu.Lock()
 	c.bytes += int64(t.NumBytes())
 	c.names = append(c.names, name)
@@ -618,7 +618,7 @@ func TestPowerSGDErrors(t *testing.T) {
 		t.Fatalf("defaults %+v", c)
 	}
 	coll := member{newGroup(1), 0}
-	for _, op := range []Op{Sum, Adasum} {
+	for _, op := range []tensor.ReduceOp{Sum, Adasum} {
 		sgd, _ := NewSGD(psgdParams(), SGDConfig{LR: 0.1})
 		if _, err := NewDistributed(sgd, coll, WithCommHook(h), WithOp(op)); err == nil || !strings.Contains(err.Error(), "Average") {
 			t.Errorf("PowerSGD with op %v: %v", op, err)

@@ -103,7 +103,7 @@ func TestRebind(t *testing.T) {
 type plainCollectives struct{}
 
 func (plainCollectives) Size() int { return 1 }
-func (plainCollectives) AllreduceAsync(*tensor.Tensor, string, Op, float64, float64) (Waiter, error) {
+func (plainCollectives) AllreduceAsync(*tensor.Tensor, string, tensor.ReduceOp, float64, float64) (Waiter, error) {
 	return nil, errors.New("unused")
 }
 func (plainCollectives) BroadcastAsync(*tensor.Tensor, int, string) (Waiter, error) {

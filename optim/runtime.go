@@ -88,7 +88,7 @@ func (c *runtimeCollectives) reduceArgs(prescale, postscale float64) []hvd.CallO
 	return opts
 }
 
-func (c *runtimeCollectives) AllreduceAsync(t *tensor.Tensor, name string, op Op, prescale, postscale float64) (Waiter, error) {
+func (c *runtimeCollectives) AllreduceAsync(t *tensor.Tensor, name string, op tensor.ReduceOp, prescale, postscale float64) (Waiter, error) {
 	h, err := c.r.AllreduceAsyncInPlace(t, name, op, c.reduceArgs(prescale, postscale)...)
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func (c *runtimeCollectives) AllreduceAsync(t *tensor.Tensor, name string, op Op
 	return h, nil
 }
 
-func (c *runtimeCollectives) GroupedAllreduceAsync(ts []*tensor.Tensor, name string, op Op, prescale, postscale float64) (Waiter, error) {
+func (c *runtimeCollectives) GroupedAllreduceAsync(ts []*tensor.Tensor, name string, op tensor.ReduceOp, prescale, postscale float64) (Waiter, error) {
 	h, err := c.r.GroupedAllreduceAsyncInPlace(ts, name, op, c.reduceArgs(prescale, postscale)...)
 	if err != nil {
 		return nil, err
@@ -116,7 +116,7 @@ func (c *runtimeCollectives) BroadcastAsync(t *tensor.Tensor, root int, name str
 	return h, nil
 }
 
-func (c *runtimeCollectives) NewReduceGroup(ts []*tensor.Tensor, names []string, op Op, prescale, postscale float64) (ReduceGroup, error) {
+func (c *runtimeCollectives) NewReduceGroup(ts []*tensor.Tensor, names []string, op tensor.ReduceOp, prescale, postscale float64) (ReduceGroup, error) {
 	g, err := c.r.NewAllreduceGroup(ts, names, op, c.reduceArgs(prescale, postscale)...)
 	if err != nil {
 		return nil, err

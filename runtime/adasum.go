@@ -84,16 +84,16 @@ func adasumHalf(out, all *tensor.Tensor, n, size int, postscale float64) {
 func adasumTree[T float32 | float64](all []T, n, size int) []T {
 	for step := 1; step < size; step *= 2 {
 		for r := 0; r+step < size; r += 2 * step {
-			AdasumPair(all[r*n:(r+1)*n], all[(r+step)*n:(r+step+1)*n])
+			adasumPair(all[r*n:(r+1)*n], all[(r+step)*n:(r+step+1)*n])
 		}
 	}
 	return all[:n]
 }
 
-// AdasumPair combines b into a with the Adasum formula: a becomes
+// adasumPair combines b into a with the Adasum formula: a becomes
 // (1 - a·b/(2‖a‖²))·a + (1 - a·b/(2‖b‖²))·b. It reduces to a+b for
 // orthogonal vectors and to a for equal ones.
-func AdasumPair[T float32 | float64](a, b []T) {
+func adasumPair[T float32 | float64](a, b []T) {
 	var dot, na, nb float64
 	for i := range a {
 		x, y := float64(a[i]), float64(b[i])

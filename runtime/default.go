@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync/atomic"
 
-	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -59,9 +58,6 @@ func CrossRank() int { return Default().CrossRank() }
 // CrossSize returns the number of nodes with a rank of the default
 // Runtime's local rank.
 func CrossSize() int { return Default().CrossSize() }
-
-// GetConfig returns the default Runtime's configuration.
-func GetConfig() config.Config { return Default().Config() }
 
 // MPIEnabled reports whether the default Runtime runs over MPI.
 func MPIEnabled() bool { return Default().MPIEnabled() }

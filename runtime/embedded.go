@@ -8,9 +8,9 @@ import (
 	"net"
 	"os"
 
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
-	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -25,6 +25,7 @@ type embeddedComm struct {
 	ls      *embedded.Listeners
 	session *rendezvous.Session // elastic jobs only
 	round   int                 // the elastic round; 0 in a fixed job
+	slots   []rendezvous.Slot   // slots[r] is rank r's (elastic jobs)
 }
 
 // Close closes the communicator, then this rank's listeners and session.
@@ -132,5 +133,12 @@ func openEmbedded(cfg config.Config, last int) (comm.Communicator, error) {
 		return nil, fmt.Errorf("embedded transport: %w", err)
 	}
 	ok = true
-	return embeddedComm{Comm: c, ls: ls, session: session, round: a.Round}, nil
+	var slots []rendezvous.Slot
+	if session != nil {
+		slots = make([]rendezvous.Slot, len(a.Members))
+		for r, m := range a.Members {
+			slots[r] = m.Slot
+		}
+	}
+	return embeddedComm{Comm: c, ls: ls, session: session, round: a.Round, slots: slots}, nil
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/gohorovod/gohorovod/runtime/comm/auth"
-	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
+	"github.com/gohorovod/gohorovod/internal/job/secret"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -22,11 +22,11 @@ import (
 // configuration, as gohorovodrun --gloo would set it in the environment.
 func glooJob(t *testing.T, slots []rendezvous.Slot) []config.Config {
 	t.Helper()
-	hex, err := auth.NewSecret()
+	hex, err := secret.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _ := auth.ParseSecret(hex)
+	key, _ := secret.Parse(hex)
 	srv, err := rendezvous.NewServer(key, slots)
 	if err != nil {
 		t.Fatal(err)

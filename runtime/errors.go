@@ -107,20 +107,28 @@ func invalid(format string, args ...any) error {
 
 // RankError is the root cause reported on every rank when another rank
 // stopped the job: its runtime failed (Message is its error, as that rank
-// reported it), its stall inspector shut the job down (Stall), or it called
-// Shutdown (Shutdown; not a failure). Pending and later calls return an
-// error that wraps it (errors.As).
+// reported it), its stall inspector shut the job down (Stall), it called
+// Shutdown (Shutdown; not a failure), or it froze (Frozen: it sent no
+// heartbeat for HOROVOD_HEARTBEAT_TIMEOUT_SECONDS; Host is its host).
+// Pending and later calls return an error that wraps it (errors.As).
 type RankError struct {
 	Rank     int    // the rank that failed or stopped the job
+	Host     string // its host, where known
 	Message  string // its error's text (empty for Shutdown)
 	Stall    bool   // rank 0's stall inspector shut the job down
 	Shutdown bool   // the rank called Shutdown
+	Frozen   bool   // the rank stopped making progress while alive
 }
 
 // Error names the rank and its cause.
 func (e *RankError) Error() string {
-	if e.Shutdown {
+	switch {
+	case e.Shutdown:
 		return fmt.Sprintf("hvd: rank %d called Shutdown", e.Rank)
+	case e.Frozen && e.Host != "":
+		return fmt.Sprintf("hvd: rank %d (host %s) froze: %s", e.Rank, e.Host, e.Message)
+	case e.Frozen:
+		return fmt.Sprintf("hvd: rank %d froze: %s", e.Rank, e.Message)
 	}
 	return fmt.Sprintf("hvd: rank %d failed: %s", e.Rank, e.Message)
 }

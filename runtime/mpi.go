@@ -7,13 +7,14 @@ import (
 
 	"github.com/gohorovod/gohorovod/mpi"
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
 // mpiNotEnabledText is Horovod's error when MPI queries are made without MPI.
 const mpiNotEnabledText = "Horovod MPI is not enabled; Please make sure it's installed and enabled."
 
-func openMPI() (comm.Communicator, error) { return comm.NewMPI() }
+func openMPI() (comm.Communicator, error) { return mpicomm.New() }
 
 // The transports a Runtime can run over, as its log reports them.
 const (

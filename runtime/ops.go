@@ -89,7 +89,7 @@ func (r *Runtime) newEntry(p *pset, typ wire.RequestType, name string, in, out *
 }
 
 func (r *Runtime) checkReduce(p *pset, op ReduceOp, dt tensor.DType) error {
-	if !op.Valid() {
+	if !wire.PublicOp(op) {
 		return invalid("unknown reduction %v", op)
 	}
 	if op == Adasum {

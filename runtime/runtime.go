@@ -9,10 +9,13 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gohorovod/gohorovod/internal/elastichook"
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/comm"
-	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
+	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/gpuexec"
+	"github.com/gohorovod/gohorovod/runtime/internal/liveness"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
 
@@ -81,11 +84,11 @@ func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.logger = 
 
 // WithoutMPIFinalize keeps MPI initialised at Shutdown (MPI cannot be
 // initialised twice in a process), so that a later Init can run over MPI
-// again; the program then calls comm.FinalizeMPI itself before exiting.
+// again; the program then calls mpicomm.Finalize itself before exiting.
 func WithoutMPIFinalize() Option { return func(o *options) { o.keepMPI = true } }
 
 // newMPI opens the MPI communicator; a variable so that builds without MPI
-// report a clear error (see comm.NewMPI).
+// report a clear error (see mpicomm.New).
 var newMPI = func() (comm.Communicator, error) { return openMPI() }
 
 type state uint8
@@ -102,7 +105,8 @@ const (
 type Runtime struct {
 	mu       sync.Mutex
 	st       state
-	stopErr  error // why the loop stopped (nil: clean shutdown)
+	stopErr  error          // why the loop stopped (nil: clean shutdown)
+	live     *liveness.Star // the heartbeat channel, or nil
 	cfg      config.Config
 	log      zerolog.Logger
 	com      comm.Communicator
@@ -124,7 +128,7 @@ type Runtime struct {
 	gpu     *gpuexec.Executor // GPU device, NCCL and buffers (gpu.go, runtime/internal/gpuexec)
 	tlc     timelineControl   // StartTimeline and StopTimeline requests (timeline.go)
 
-	// initOpts are the options of the last successful Init, for Restart.
+	// initOpts are the options of the last successful Init, for restart.
 	initOpts []Option
 	// round is the elastic rendezvous round this runtime was last a member
 	// of (0: none, or not elastic); it outlives Shutdown, so that the next
@@ -256,6 +260,9 @@ func (r *Runtime) Init(opts ...Option) error {
 	if err == nil {
 		err = r.initProcessSets(l, o.sets, cfg.DynamicProcessSets)
 	}
+	if err == nil {
+		r.live, err = r.startLiveness(com, cfg, transport, cfg.Elastic, log) // liveness.go
+	}
 	if err != nil {
 		l.closeHier()
 		l.closeTimeline(time.Now())
@@ -334,29 +341,49 @@ func (r *Runtime) Shutdown() error {
 	}
 	r.st = stateStopped
 	running.Add(-1)
-	if r.ownsComm {
-		if err := r.com.Close(); err != nil {
+	if r.live != nil {
+		r.live.Close()
+		r.live = nil
+	}
+	if !r.ownsComm {
+		return nil
+	}
+	if r.transport == transportMPI && !cleanStop(r.stopErr) {
+		// MPI_Comm_free and MPI_Finalize may wait for every rank, and a
+		// rank that stalled or froze is not coming: leave MPI as it is,
+		// so that this process can end and mpirun ends the job.
+		r.log.Warn().AnErr("cause", r.stopErr).Msg("the job ended by failure: MPI is not finalized, so that no rank waits for one that is not coming")
+		return nil
+	}
+	if err := r.com.Close(); err != nil {
+		return fmt.Errorf("hvd: shutdown: %w", err)
+	}
+	if r.transport == transportMPI && !r.keepMPI {
+		if err := mpicomm.Finalize(); err != nil {
 			return fmt.Errorf("hvd: shutdown: %w", err)
-		}
-		if r.transport == transportMPI && !r.keepMPI {
-			if err := comm.FinalizeMPI(); err != nil {
-				return fmt.Errorf("hvd: shutdown: %w", err)
-			}
 		}
 	}
 	return nil
 }
 
-// Restart shuts the runtime down (see Shutdown) and initialises it again
+// cleanStop reports whether the loop stopped because the job was shut
+// down (this rank's Shutdown, or another rank's), not because it failed.
+func cleanStop(cause error) bool {
+	var re *RankError
+	return cause == nil || (errors.As(cause, &re) && re.Shutdown)
+}
+
+// restart shuts the runtime down (see Shutdown) and initialises it again
 // with the options of its last Init. In an elastic job (started by an
 // elastic launcher: config.Config.Elastic) that joins the launcher's next
 // rendezvous round, which may give this process a new rank and size: it is
-// Horovod's reset (hvd.shutdown(); hvd.init()), which runtime/elastic's
-// Run calls after a worker failure or a change of hosts. A worker that the
-// new round has no place for gets an error wrapping ErrRemoved. Restart
+// Horovod's reset (hvd.shutdown(); hvd.init()), which optim/elastic's
+// Run calls (through internal/elastichook) after a worker failure or a
+// change of hosts. A worker that the new round has no place for gets an
+// error wrapping ErrRemoved. restart
 // refuses a runtime that was given its communicator (WithCommunicator),
 // which cannot be opened again, and one that was never initialised.
-func (r *Runtime) Restart() error {
+func (r *Runtime) restart() error {
 	r.mu.Lock()
 	st, opts := r.st, r.initOpts
 	r.mu.Unlock()
@@ -368,7 +395,7 @@ func (r *Runtime) Restart() error {
 		f(&o)
 	}
 	if o.comm != nil {
-		return errors.New("hvd: Restart: the runtime was given its communicator (WithCommunicator), which cannot be opened again")
+		return errors.New("hvd: restart: the runtime was given its communicator (WithCommunicator), which cannot be opened again")
 	}
 	if err := r.Shutdown(); err != nil {
 		r.log.Warn().Err(err).Msg("restart: shutdown")
@@ -376,15 +403,15 @@ func (r *Runtime) Restart() error {
 	return r.Init(opts...)
 }
 
-// ErrRemoved is wrapped by the error of Init (and Restart) in a worker of
+// ErrRemoved is wrapped by the error of Init (and the elastic loop's restart) in a worker of
 // an elastic job whose launcher has no place for it in the new round: its
 // host was removed or blacklisted, or the job reached --max-np. The
-// process should exit; runtime/elastic's Run returns it.
+// process should exit; optim/elastic's Run returns it.
 var ErrRemoved = rendezvous.ErrRemoved
 
 // ElasticRound returns the elastic rendezvous round this runtime was last a
 // member of: 1 after the first Init of an elastic job's worker, growing
-// with every Restart; 0 when the job is not elastic.
+// with every restart; 0 when the job is not elastic.
 func (r *Runtime) ElasticRound() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -396,12 +423,12 @@ func (r *Runtime) ElasticRound() int {
 // update, Added and Removed say what changed.
 type HostUpdate = rendezvous.HostUpdate
 
-// TakeHostUpdate returns the host updates the launcher has announced to
+// takeHostUpdate returns the host updates the launcher has announced to
 // this worker since the last call, merged, and whether there were any. The
-// launcher announces them to rank 0 of the current round only; runtime/
+// launcher announces them to rank 0 of the current round only; optim/
 // elastic's State checks them at every Commit and broadcasts rank 0's
 // answer, so that every rank resets at the same commit.
-func (r *Runtime) TakeHostUpdate() (HostUpdate, bool) {
+func (r *Runtime) takeHostUpdate() (HostUpdate, bool) {
 	r.mu.Lock()
 	c, running := r.com, r.st == stateRunning
 	r.mu.Unlock()
@@ -502,3 +529,8 @@ func (r *Runtime) checkRunning() error {
 
 // cycleTime returns the loop period.
 func (r *Runtime) cycleTime() time.Duration { return r.cfg.CycleTime }
+
+func init() {
+	elastichook.Restart = func(rt any) error { return rt.(*Runtime).restart() }
+	elastichook.TakeHostUpdate = func(rt any) (HostUpdate, bool) { return rt.(*Runtime).takeHostUpdate() }
+}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/mpi"
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -49,8 +50,8 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	w.Close()
 	if !embedded {
-		if err := comm.FinalizeMPI(); err != nil {
-			fmt.Fprintln(os.Stderr, "FinalizeMPI:", err)
+		if err := mpicomm.Finalize(); err != nil {
+			fmt.Fprintln(os.Stderr, "mpicomm.Finalize:", err)
 			code = 1
 		}
 	}
@@ -73,7 +74,7 @@ func openWorld() (comm.Communicator, bool, error) {
 		return nil, false, errors.New("built without MPI (the \"gloo\" tag) and not started by gohorovodrun --gloo: " +
 			"run it as scripts/mpitest.sh does, bin/mpitest/gohorovodrun --gloo -np N TEST-BINARY -test.run '^Test(MPI.*|InitAloneMPIBuild)$'")
 	}
-	c, err := comm.NewMPI()
+	c, err := mpicomm.New()
 	return c, false, err
 }
 
@@ -102,7 +103,7 @@ func freshWorld(t *testing.T) comm.Communicator {
 	if worldEmbedded {
 		c, err = world.Split(0, world.Rank())
 	} else {
-		c, err = comm.NewMPI()
+		c, err = mpicomm.New()
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -89,13 +89,21 @@ func ParseDType(name string) (DType, error) {
 	return Invalid, fmt.Errorf("tensor: unknown dtype %q", name)
 }
 
-// ReduceOp is an elementwise reduction.
+// ReduceOp is a reduction: the one type of the whole project, from the
+// element-wise kernels here to the public API (hvd.ReduceOp is this type).
+// The first six carry Horovod's names and numbering, which its mismatch
+// error prints. Average and Adasum are not element-wise: the runtime
+// carries them out with Sum's kernel (Kernel) and a scale, or with
+// Adasum's pairwise rule. BitAnd and BitOr apply to integer types only;
+// the runtime uses them on Uint64 bit vectors to agree on cached
+// responses.
 type ReduceOp uint8
 
-// The reductions. BitAnd and BitOr apply to integer types only; the runtime
-// uses them on Uint64 bit vectors to agree on cached responses.
+// The reductions.
 const (
-	Sum ReduceOp = iota
+	Average ReduceOp = iota // the mean over ranks: Sum, then a scale
+	Sum
+	Adasum // adaptive summation (Maleki et al.)
 	Min
 	Max
 	Product
@@ -104,9 +112,10 @@ const (
 	numReduceOps
 )
 
-var opNames = [numReduceOps]string{"sum", "min", "max", "product", "band", "bor"}
+var opNames = [numReduceOps]string{"Average", "Sum", "Adasum", "Min", "Max", "Product", "BitAnd", "BitOr"}
 
-// ReduceOps lists every reduction, in declaration order.
+// ReduceOps lists the element-wise reductions (those Reduce carries out),
+// in declaration order.
 func ReduceOps() []ReduceOp {
 	return []ReduceOp{Sum, Min, Max, Product, BitAnd, BitOr}
 }
@@ -114,19 +123,34 @@ func ReduceOps() []ReduceOp {
 // Valid reports whether op is a declared reduction.
 func (op ReduceOp) Valid() bool { return op < numReduceOps }
 
-// String returns the name of the reduction.
+// Elementwise reports whether op is one of the element-wise reductions
+// that Reduce carries out (every reduction but Average and Adasum).
+func (op ReduceOp) Elementwise() bool { return op.Valid() && op != Average && op != Adasum }
+
+// Kernel is the element-wise reduction that carries op out: Average and
+// Adasum (whose pairwise steps add) use Sum's; the others are their own.
+func (op ReduceOp) Kernel() ReduceOp {
+	if op == Average || op == Adasum {
+		return Sum
+	}
+	return op
+}
+
+// String returns the name of the reduction ("Sum").
 func (op ReduceOp) String() string {
 	if op >= numReduceOps {
-		return fmt.Sprintf("op(%d)", uint8(op))
+		return fmt.Sprintf("ReduceOp(%d)", uint8(op))
 	}
 	return opNames[op]
 }
 
-// Supports reports whether op is defined on elements of type d. Every
-// reduction is defined on Bool, as a logical one (see Reduce); BitAnd and
-// BitOr are not defined on the floating-point types.
+// Supports reports whether the element-wise reduction op is defined on
+// elements of type d (false for Average and Adasum, which are not
+// element-wise). Every element-wise reduction is defined on Bool, as a
+// logical one (see Reduce); BitAnd and BitOr are not defined on the
+// floating-point types.
 func (op ReduceOp) Supports(d DType) bool {
-	if !d.Valid() || !op.Valid() {
+	if !d.Valid() || !op.Elementwise() {
 		return false
 	}
 	if op == BitAnd || op == BitOr {

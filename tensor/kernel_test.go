@@ -686,7 +686,7 @@ func TestDTypeOpNames(t *testing.T) {
 	if _, err := ParseDType("float8"); err == nil {
 		t.Error("ParseDType(float8) succeeded")
 	}
-	if s := fmt.Sprint(ReduceOps()); s != "[sum min max product band bor]" {
+	if s := fmt.Sprint(ReduceOps()); s != "[Sum Min Max Product BitAnd BitOr]" {
 		t.Errorf("ReduceOps = %s", s)
 	}
 }

@@ -1,5 +1,5 @@
 // Command elasticbench measures the cost of an elastic commit
-// (runtime/elastic's State.Commit) against yardsticks measured in the same
+// (optim/elastic's State.Commit) against yardsticks measured in the same
 // run, and prints them side by side:
 //
 //   - the commit of examples/mnist's state (the MLP's parameters and SGD
@@ -23,13 +23,13 @@
 // runs. Here the heap holds the big state, its gradients and snapshot and
 // the copy's two buffers (about 4.5×--state-mib MiB), as
 // examples/mnist's holds the dataset (about 220 MB), and collections are
-// rare; in runtime/elastic's BenchmarkCommitMNIST, whose heap holds little
+// rare; in optim/elastic's BenchmarkCommitMNIST, whose heap holds little
 // else, they come every few commits and the commit costs two to three
 // times as much.
 //
 //	go run ./cmd/elasticbench
 //	go run ./cmd/elasticbench --runs 21 --state-mib 400
 //
-// The Go benchmarks of the same workloads are in runtime/elastic
-// (go test -run '^$' -bench . ./runtime/elastic/).
+// The Go benchmarks of the same workloads are in optim/elastic
+// (go test -run '^$' -bench . ./optim/elastic/).
 package main

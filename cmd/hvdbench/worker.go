@@ -15,7 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -76,11 +76,11 @@ func worker(a workerArgs) error {
 			return fmt.Errorf("with the embedded transport, one setting of the knobs per run")
 		}
 	} else {
-		mc, err := comm.NewMPI() // timing control, separate from the runtime's
+		mc, err := mpicomm.New() // timing control, separate from the runtime's
 		if err != nil {
 			return err
 		}
-		defer comm.FinalizeMPI()
+		defer mpicomm.Finalize()
 		defer mc.Close()
 		ctl = mc
 	}

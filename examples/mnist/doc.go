@@ -51,7 +51,7 @@
 // # Elastic training
 //
 // With --elastic the job survives lost workers and follows hosts that are
-// added or removed (runtime/elastic, Horovod's elastic mode). Launch it
+// added or removed (optim/elastic, Horovod's elastic mode). Launch it
 // with gohorovodrun's elastic flags, on the embedded transport:
 //
 //	gohorovodrun -np 2 --min-np 1 --max-np 4 --host-discovery-script ./discover.sh ./mnist --elastic

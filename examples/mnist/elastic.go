@@ -9,8 +9,8 @@ import (
 	"github.com/gohorovod/gohorovod/examples/internal/mnist"
 	"github.com/gohorovod/gohorovod/internal/mlp"
 	"github.com/gohorovod/gohorovod/optim"
+	"github.com/gohorovod/gohorovod/optim/elastic"
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/elastic"
 )
 
 // progress is the part of the elastic state that is not the model: where

@@ -43,7 +43,7 @@ type options struct {
 	psgdFrom int    // PowerSGD's start iteration: steps of plain averaging first
 	groups   int    // parameter groups (0: buckets of bucket bytes)
 	bucket   int    // the DistributedOptimizer's BucketBytes
-	elastic  bool   // elastic training (runtime/elastic)
+	elastic  bool   // elastic training (optim/elastic)
 	every    int    // elastic: commit every this many steps (and at each epoch's end)
 	norm     string // batch normalisation after each hidden layer: none, local, sync
 	// Post-local SGD: synchronous steps before local SGD (-1: off), the

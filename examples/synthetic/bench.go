@@ -56,7 +56,7 @@ type tracker struct {
 	bytes atomic.Int64 // allreduced through the tracker
 }
 
-func (t *tracker) AllreduceAsync(x *tensor.Tensor, name string, op optim.Op, prescale, postscale float64) (optim.Waiter, error) {
+func (t *tracker) AllreduceAsync(x *tensor.Tensor, name string, op tensor.ReduceOp, prescale, postscale float64) (optim.Waiter, error) {
 	w, err := t.Collectives.AllreduceAsync(x, name, op, prescale, postscale)
 	if err == nil {
 		t.bytes.Add(int64(x.NumBytes()))
@@ -67,7 +67,7 @@ func (t *tracker) AllreduceAsync(x *tensor.Tensor, name string, op optim.Op, pre
 
 // NewReduceGroup passes the DistributedOptimizer's reduce groups through,
 // tracking the handles of their steps, when the collectives hold groups.
-func (t *tracker) NewReduceGroup(ts []*tensor.Tensor, names []string, op optim.Op, prescale, postscale float64) (optim.ReduceGroup, error) {
+func (t *tracker) NewReduceGroup(ts []*tensor.Tensor, names []string, op tensor.ReduceOp, prescale, postscale float64) (optim.ReduceGroup, error) {
 	gc, ok := t.Collectives.(optim.ReduceGroupCollectives)
 	if !ok {
 		return nil, errors.New("synthetic: the collectives hold no reduce groups")

@@ -1,6 +1,6 @@
 // Package elasticbench builds the workloads that measure the cost of an
-// elastic commit (runtime/elastic's State.Commit), shared by the Go
-// benchmarks of runtime/elastic and by cmd/elasticbench:
+// elastic commit (optim/elastic's State.Commit), shared by the Go
+// benchmarks of optim/elastic and by cmd/elasticbench:
 //
 //   - MNIST: the state that examples/mnist commits — the MLP's parameters
 //     and SGD momentum behind an elastic.Optimizer handler, an

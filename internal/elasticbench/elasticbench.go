@@ -6,7 +6,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/internal/mlp"
 	"github.com/gohorovod/gohorovod/optim"
-	"github.com/gohorovod/gohorovod/runtime/elastic"
+	"github.com/gohorovod/gohorovod/optim/elastic"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 

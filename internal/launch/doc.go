@@ -28,7 +28,7 @@
 // through ssh, after the same reachability check, with the variables on
 // the command line and the job's secret (new for every job) on ssh's
 // standard input. The launcher runs the rendezvous server
-// (runtime/comm/rendezvous) on a free port, tags every output line with
+// (internal/job/rendezvous) on a free port, tags every output line with
 // the rank as Open MPI's --tag-output does, stops the other workers
 // (SIGTERM, then SIGKILL after WorkerStopGrace) when one fails, and
 // reports that one in the MPI path's words; a rendezvous that does not

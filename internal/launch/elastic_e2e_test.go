@@ -449,3 +449,29 @@ func TestE2EElasticDiscoveryFails(t *testing.T) {
 		t.Fatalf("stderr lacks %q (took %v):\n%s", want, r.took, r.stderr)
 	}
 }
+
+// TestE2EElasticFrozen stops one worker with SIGSTOP mid-epoch at np 4:
+// alive and silent, it is declared frozen by the heartbeat channel, the
+// launcher kills it at the job's report, and the job finishes at the
+// smaller size from the last commit, with no committed sample redone and
+// none skipped.
+func TestE2EElasticFrozen(t *testing.T) {
+	const n, epochs = 48, 3
+	wargs := []string{"-n", fmt.Sprint(n), "-epochs", fmt.Sprint(epochs), "-batch", "3", "-freeze", "127.0.0.1:1:1:12"}
+	r := runElastic(t, []string{"-np", "4", "--min-np", "2", "--heartbeat-timeout-seconds", "2", "-H", "localhost:2,127.0.0.1:2"}, wargs, nil)
+	if r.err != nil {
+		t.Fatalf("job failed: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "127.0.0.1[1] was declared frozen by the job: killing it") {
+		t.Errorf("the launcher did not say it killed the frozen worker:\n%s", r.stderr)
+	}
+	if got := rounds(t, r.stderr); !slices.Equal(got, []int{4, 2}) {
+		t.Fatalf("rounds of sizes %v, want [4 2]\n%s", got, r.stderr)
+	}
+	recs := parseRecords(t, r.stdout)
+	sizes := checkCoverage(t, recs, n, epochs)
+	if sizes[0][0] != 4 || sizes[epochs-1][0] != 2 {
+		t.Fatalf("sizes per epoch %v: want 4 at the start and 2 at the end", sizes)
+	}
+	t.Logf("recovery, from the freeze to the first completed step after the reset: %v", recovery(t, recs))
+}

@@ -16,7 +16,7 @@ import (
 
 // The embedded transport's end-to-end tests (issue 13): gohorovodrun
 // --gloo with the test worker's rendezvous modes, which join the
-// rendezvous through runtime/comm/rendezvous and need no transport. They
+// rendezvous through internal/job/rendezvous and need no transport. They
 // need no mpirun.
 
 // assignment is one worker's printed assignment.

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gohorovod/gohorovod/runtime/comm/auth"
-	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
+	"github.com/gohorovod/gohorovod/internal/job/secret"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -59,7 +59,7 @@ func (l *Launcher) runGloo(ctx context.Context, o *Options, spec Spec) error {
 		return fmt.Errorf("the rendezvous server cannot listen on %s: %w", listen, err)
 	}
 	defer ln.Close()
-	secret, err := auth.NewSecret()
+	secret, err := secret.New()
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gohorovod/gohorovod/runtime/comm/auth"
+	"github.com/gohorovod/gohorovod/internal/job/secret"
 )
 
 // netnsHosts makes n network namespaces joined by a bridge-less chain of
@@ -90,7 +90,7 @@ func netnsHosts(t *testing.T, n int) (names, addrs []string) {
 func TestE2EEmbeddedMultiHost(t *testing.T) {
 	_, worker := build(t)
 	names, addrs := netnsHosts(t, 2)
-	secret, err := auth.NewSecret()
+	secret, err := secret.New()
 	if err != nil {
 		t.Fatal(err)
 	}

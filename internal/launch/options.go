@@ -53,21 +53,22 @@ type Options struct {
 	GlooTimeoutSeconds float64
 
 	// The knobs, in horovodrun's units.
-	FusionThresholdMB     float64
-	CycleTimeMS           float64
-	CacheCapacity         int
-	TimelineFilename      string
-	TimelineMarkCycles    bool
-	NoStallCheck          bool
-	StallWarningSeconds   float64
-	StallShutdownSeconds  float64
-	LogLevel              string
-	LogWithoutTimestamp   bool
-	MPIThreadsDisable     bool
-	HierarchicalAllreduce bool
-	HierarchicalAllgather bool
-	Autotune              bool
-	AutotuneLogFile       string
+	FusionThresholdMB       float64
+	CycleTimeMS             float64
+	CacheCapacity           int
+	TimelineFilename        string
+	TimelineMarkCycles      bool
+	NoStallCheck            bool
+	StallWarningSeconds     float64
+	StallShutdownSeconds    float64
+	HeartbeatTimeoutSeconds float64
+	LogLevel                string
+	LogWithoutTimestamp     bool
+	MPIThreadsDisable       bool
+	HierarchicalAllreduce   bool
+	HierarchicalAllgather   bool
+	Autotune                bool
+	AutotuneLogFile         string
 	// horovodrun's other autotune flags (HOROVOD_AUTOTUNE_*).
 	AutotuneWarmupSamples  int
 	AutotuneStepsPerSample int
@@ -168,6 +169,7 @@ func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
 	fs.BoolVar(&o.NoStallCheck, "no-stall-check", false, "disable the stall inspector")
 	fs.Float64Var(&o.StallWarningSeconds, "stall-check-warning-time-seconds", d.StallCheckTime.Seconds(), "warn when ranks wait `SECONDS` for the others")
 	fs.Float64Var(&o.StallShutdownSeconds, "stall-check-shutdown-time-seconds", d.StallShutdownTime.Seconds(), "shut the job down after a stall of `SECONDS` (0: never)")
+	fs.Float64Var(&o.HeartbeatTimeoutSeconds, "heartbeat-timeout-seconds", d.HeartbeatTimeout.Seconds(), "declare a rank frozen after `SECONDS` without a heartbeat, and end the job (0: never)")
 	fs.StringVar(&o.LogLevel, "log-level", d.LogLevel.String(), "workers' log `LEVEL`: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL")
 	fs.BoolVar(&o.LogWithoutTimestamp, "log-without-timestamp", false, "leave timestamps out of log lines")
 	fs.BoolVar(&o.MPIThreadsDisable, "mpi-threads-disable", false, "ask MPI for MPI_THREAD_SINGLE (not implemented yet: no effect)")
@@ -442,6 +444,9 @@ func (o *Options) ApplyTo(c config.Config) (config.Config, error) {
 	}
 	if o.set["stall-check-shutdown-time-seconds"] {
 		c.StallShutdownTime = seconds(o.StallShutdownSeconds)
+	}
+	if o.set["heartbeat-timeout-seconds"] {
+		c.HeartbeatTimeout = seconds(o.HeartbeatTimeoutSeconds)
 	}
 	if o.set["log-level"] {
 		l, err := config.ParseLogLevel(o.LogLevel)

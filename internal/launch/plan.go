@@ -46,7 +46,7 @@ type Spec struct {
 	// launcher's rendezvous server.
 	RendezvousAddr string
 	RendezvousPort int
-	// Secret is the job's key (auth.NewSecret), new for every job.
+	// Secret is the job's key (secret.New), new for every job.
 	Secret config.Secret
 	// Dir is the directory remote workers start in (the launcher's).
 	Dir string

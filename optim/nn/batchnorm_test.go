@@ -260,7 +260,7 @@ var errFailing = errors.New("test: collective refused")
 type failing struct{}
 
 func (failing) Size() int { return 2 }
-func (failing) AllreduceAsync(*tensor.Tensor, string, optim.Op, float64, float64) (optim.Waiter, error) {
+func (failing) AllreduceAsync(*tensor.Tensor, string, tensor.ReduceOp, float64, float64) (optim.Waiter, error) {
 	return nil, errFailing
 }
 func (failing) BroadcastAsync(*tensor.Tensor, int, string) (optim.Waiter, error) {

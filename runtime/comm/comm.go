@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gohorovod/gohorovod/internal/agree"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -70,16 +71,9 @@ type Communicator interface {
 var ErrClosed = errors.New("comm: communicator is closed")
 
 // MismatchError reports arguments that disagree across the ranks of one
-// collective call.
-type MismatchError struct {
-	Op     string // the collective, e.g. "allreduce"
-	Detail string // what disagreed, e.g. "element counts 4 and 5"
-}
-
-// Error implements the error interface.
-func (e *MismatchError) Error() string {
-	return fmt.Sprintf("comm: %s: arguments disagree across ranks: %s", e.Op, e.Detail)
-}
+// collective call (Source "comm"). It is the one type of the project for
+// that error: mpi.MismatchError is the same type, with Source "mpi".
+type MismatchError = agree.MismatchError
 
 // Sum returns the sum of counts; the total element count of a v-collective.
 func Sum(counts []int) int {
@@ -124,4 +118,14 @@ func CheckLocal(op string, size int, counts []int, send *tensor.Tensor, sendWant
 		return fmt.Errorf("comm: %s: send dtype %v differs from receive dtype %v", op, send.DType(), recv.DType())
 	}
 	return nil
+}
+
+// AgreementChecker is implemented by communicators whose collectives first
+// check, with one extra small collective, that the ranks' arguments agree
+// (the MPI adapter, mpicomm; the check is on by default). The runtime turns the check
+// off on paths where negotiation already guarantees agreement, such as the
+// per-cycle bit-vector allreduce. Every rank must make the same choice.
+type AgreementChecker interface {
+	SetCheck(on bool)
+	Check() bool
 }

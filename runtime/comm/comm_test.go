@@ -108,7 +108,7 @@ func TestCheckLocal(t *testing.T) {
 }
 
 func TestMismatchErrorText(t *testing.T) {
-	err := &comm.MismatchError{Op: "allreduce", Detail: "element counts 4 (rank 0) and 5 (rank 1)"}
+	err := &comm.MismatchError{Source: "comm", Op: "allreduce", Detail: "element counts 4 (rank 0) and 5 (rank 1)"}
 	want := "comm: allreduce: arguments disagree across ranks: element counts 4 (rank 0) and 5 (rank 1)"
 	if got := fmt.Sprint(err); got != want {
 		t.Errorf("got %q, want %q", got, want)

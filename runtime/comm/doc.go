@@ -1,14 +1,12 @@
-// Package comm defines Communicator, the small interface through which the
-// runtime moves tensor buffers between ranks, and provides two
-// implementations of it: an in-memory group that runs N ranks as goroutines
-// in one process (NewGroup), and an adapter over the MPI binding (NewMPI,
-// which reports that MPI is not built in unless the binary was built with the
-// "mpi" tag).
+// Package comm is the transports' contract: Communicator, the small
+// interface through which the runtime moves tensor buffers between ranks,
+// its errors, and an in-memory group that runs N ranks as goroutines in one
+// process (NewGroup). It does not import MPI. The transports live beside it:
 //
-// The interface is about buffers, not about MPI: a later pure-Go TCP or
-// shared-memory transport, or a GPU transport over NCCL, implements the same
-// methods. The package commtest holds one conformance suite that every
-// implementation must pass.
+//	mpicomm   MPI, through the mpi binding (built with the "mpi" tag)
+//	embedded  pure Go over TCP and Unix sockets, with the job's secret
+//	commtest  one conformance suite that every transport must pass
+//	fault     a wrapper that makes chosen calls fail, block or panic
 //
 // When a rank fails, the others should learn which rank and why: a
 // communicator that can tear its group down with a cause implements Aborter,

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gohorovod/gohorovod/internal/agree"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -145,33 +146,19 @@ func NewGroupWith(n int, o GroupOptions) []Communicator {
 
 // kind names a collective, so that ranks calling different ones at the same
 // step are told so.
-type kind uint8
+type kind = agree.Kind
 
 const (
-	kindAllreduce kind = iota + 1
-	kindAllgatherv
-	kindGatherv
-	kindBcast
-	kindAlltoallv
-	kindReduceScatter
-	kindBarrier
-	kindSplit
-	kindSplitLocal
+	kindAllreduce     = agree.Allreduce
+	kindAllgatherv    = agree.Allgatherv
+	kindGatherv       = agree.Gatherv
+	kindBcast         = agree.Bcast
+	kindAlltoallv     = agree.Alltoallv
+	kindReduceScatter = agree.ReduceScatter
+	kindBarrier       = agree.Barrier
+	kindSplit         = agree.Split
+	kindSplitLocal    = agree.SplitLocal
 )
-
-var kindNames = [...]string{
-	kindAllreduce:     "allreduce",
-	kindAllgatherv:    "allgatherv",
-	kindGatherv:       "gatherv",
-	kindBcast:         "bcast",
-	kindAlltoallv:     "alltoallv",
-	kindReduceScatter: "reducescatter",
-	kindBarrier:       "barrier",
-	kindSplit:         "split",
-	kindSplitLocal:    "splitlocal",
-}
-
-func (k kind) String() string { return kindNames[k] }
 
 // parallelBytes is the allreduce size from which every rank reduces its own
 // slice of the buffer instead of the last rank to arrive doing all the work.
@@ -779,7 +766,7 @@ func (g *memGroup) check(ps []post) bool {
 		if ps[r].kind != p0.kind {
 			d := fmt.Sprintf("rank 0 called %v, rank %d called %v", p0.kind, r, ps[r].kind)
 			for i := range ps {
-				ps[i].out = &MismatchError{Op: ps[i].kind.String(), Detail: d}
+				ps[i].out = &MismatchError{Source: "comm", Op: ps[i].kind.String(), Detail: d}
 			}
 			return true
 		}
@@ -787,7 +774,7 @@ func (g *memGroup) check(ps []post) bool {
 	op := p0.kind.String()
 	for r := range ps {
 		if ps[r].err != nil {
-			mm := &MismatchError{Op: op, Detail: fmt.Sprintf("rank %d: %v", r, ps[r].err)}
+			mm := &MismatchError{Source: "comm", Op: op, Detail: fmt.Sprintf("rank %d: %v", r, ps[r].err)}
 			for i := range ps {
 				ps[i].out = ps[i].err
 				if ps[i].out == nil {
@@ -797,8 +784,8 @@ func (g *memGroup) check(ps []post) bool {
 			return true
 		}
 	}
-	if d := agree(p0.kind, ps); d != "" {
-		mm := &MismatchError{Op: op, Detail: d}
+	if d := disagreement(p0.kind, ps); d != "" {
+		mm := &MismatchError{Source: "comm", Op: op, Detail: d}
 		for i := range ps {
 			ps[i].out = mm
 		}
@@ -807,47 +794,11 @@ func (g *memGroup) check(ps []post) bool {
 	return false
 }
 
-// agree returns what disagrees across the ranks' (individually valid)
+// disagreement returns what disagrees across the ranks' (individually valid)
 // arguments, or "".
-func agree(k kind, ps []post) string {
-	p0 := &ps[0]
-	for r := 1; r < len(ps); r++ {
+func disagreement(k kind, ps []post) string {
+	return agree.Disagreement(k, len(ps), func(r int) agree.Call {
 		p := &ps[r]
-		switch k {
-		case kindAllreduce, kindBcast:
-			if p.n != p0.n {
-				return fmt.Sprintf("element counts %d (rank 0) and %d (rank %d)", p0.n, p.n, r)
-			}
-		case kindAllgatherv, kindGatherv, kindReduceScatter:
-			if !slices.Equal(p.counts, p0.counts) {
-				return fmt.Sprintf("counts %v (rank 0) and %v (rank %d)", p0.counts, p.counts, r)
-			}
-		}
-		switch k {
-		case kindAllreduce, kindAllgatherv, kindGatherv, kindBcast, kindAlltoallv, kindReduceScatter:
-			if p.dtype != p0.dtype {
-				return fmt.Sprintf("dtypes %v (rank 0) and %v (rank %d)", p0.dtype, p.dtype, r)
-			}
-		}
-		switch k {
-		case kindAllreduce, kindReduceScatter:
-			if p.op != p0.op {
-				return fmt.Sprintf("reductions %v (rank 0) and %v (rank %d)", p0.op, p.op, r)
-			}
-		case kindGatherv, kindBcast:
-			if p.root != p0.root {
-				return fmt.Sprintf("roots %d (rank 0) and %d (rank %d)", p0.root, p.root, r)
-			}
-		}
-	}
-	if k == kindAlltoallv {
-		for s := range ps {
-			for d := range ps {
-				if ps[s].counts[d] != ps[d].recvCounts[s] {
-					return fmt.Sprintf("rank %d sends %d elements to rank %d, which expects %d", s, ps[s].counts[d], d, ps[d].recvCounts[s])
-				}
-			}
-		}
-	}
-	return ""
+		return agree.Call{Kind: p.kind, DType: p.dtype, Op: p.op, N: p.n, Counts: p.counts, RecvCounts: p.recvCounts, Root: p.root}
+	})
 }

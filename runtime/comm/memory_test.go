@@ -95,7 +95,7 @@ func TestMemoryMismatch(t *testing.T) {
 				op = tensor.Max
 			}
 			return c.Allreduce(f32(1), op)
-		}, "reductions sum (rank 0) and max (rank 2)"},
+		}, "reductions Sum (rank 0) and Max (rank 2)"},
 		{"bcast roots", func(c Communicator) error {
 			return c.Bcast(f32(1), c.Rank()%2)
 		}, "roots 0 (rank 0) and 1 (rank 1)"},

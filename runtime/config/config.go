@@ -22,6 +22,7 @@ const (
 	EnvStallCheckDisable      = "HOROVOD_STALL_CHECK_DISABLE"
 	EnvStallCheckTime         = "HOROVOD_STALL_CHECK_TIME_SECONDS"
 	EnvStallShutdownTime      = "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"
+	EnvHeartbeatTimeout       = "HOROVOD_HEARTBEAT_TIMEOUT_SECONDS"
 	EnvLogLevel               = "HOROVOD_LOG_LEVEL"
 	EnvLogHideTime            = "HOROVOD_LOG_HIDE_TIME"
 	EnvHierarchicalAllreduce  = "HOROVOD_HIERARCHICAL_ALLREDUCE"
@@ -97,6 +98,11 @@ const (
 	// DefaultStallShutdownTime is how long a stall may last before the job
 	// shuts down; 0 means never.
 	DefaultStallShutdownTime time.Duration = 0
+	// DefaultHeartbeatTimeout is how long a rank may send no heartbeat
+	// before it is declared frozen. Heartbeats come from a goroutine of
+	// their own, so slow user code (a long data loader, a checkpoint write)
+	// does not delay them; only a stopped or wedged process does.
+	DefaultHeartbeatTimeout = 30 * time.Second
 	// DefaultLogLevel is the least severe level that is logged.
 	DefaultLogLevel = LevelWarning
 	// DefaultAutotuneWarmupSamples is how many autotuning samples are
@@ -115,7 +121,7 @@ const (
 
 // Secret is the job's key in hex (GOHOROVOD_SECRET): every connection of
 // the embedded transport and of its rendezvous proves knowledge of it
-// (runtime/comm/auth). It formats as "[redacted]" with every fmt verb, so
+// (internal/job/secret). It formats as "[redacted]" with every fmt verb, so
 // that printing a Config never shows it; string(s) is the value.
 type Secret string
 
@@ -145,8 +151,8 @@ func (s Secret) Bytes() ([]byte, error) {
 	return b, nil
 }
 
-// minSecretBytes is the shortest key accepted, as runtime/comm/auth's
-// ParseSecret.
+// minSecretBytes is the shortest key accepted, as internal/job/secret's
+// Parse.
 const minSecretBytes = 16
 
 // Unset marks a placement field (Rank, Size, ...) that the environment does
@@ -190,6 +196,12 @@ type Config struct {
 	// StallCheckTime is accepted but means never (the runtime warns).
 	// HOROVOD_STALL_SHUTDOWN_TIME_SECONDS.
 	StallShutdownTime time.Duration
+	// HeartbeatTimeout is how long a rank may send nothing on the
+	// heartbeat channel (a channel of its own beside the data path) before
+	// it is declared frozen: every rank then names it, and the job ends,
+	// under MPI too. 0 turns the check off. Rank 0's value is the job's.
+	// HOROVOD_HEARTBEAT_TIMEOUT_SECONDS.
+	HeartbeatTimeout time.Duration
 	// LogLevel is the least severe level that is logged. HOROVOD_LOG_LEVEL.
 	LogLevel LogLevel
 	// LogHideTime leaves timestamps out of log lines. HOROVOD_LOG_HIDE_TIME.
@@ -295,7 +307,7 @@ type Config struct {
 	// Elastic says that an elastic launcher (gohorovodrun with
 	// --min-np, --max-np or --host-discovery-script) started this worker:
 	// the rendezvous then gives its rank and size, which may change while
-	// it runs (runtime/elastic). HOROVOD_ELASTIC=1.
+	// it runs (optim/elastic). HOROVOD_ELASTIC=1.
 	Elastic bool
 }
 
@@ -322,6 +334,7 @@ func Default() Config {
 		CacheCapacity:          DefaultCacheCapacity,
 		StallCheckTime:         DefaultStallCheckTime,
 		StallShutdownTime:      DefaultStallShutdownTime,
+		HeartbeatTimeout:       DefaultHeartbeatTimeout,
 		LogLevel:               DefaultLogLevel,
 		AutotuneWarmupSamples:  DefaultAutotuneWarmupSamples,
 		AutotuneStepsPerSample: DefaultAutotuneStepsPerSample,
@@ -456,6 +469,8 @@ func (c Config) Validate() error {
 		return bad(EnvStallCheckTime, formatDuration(c.StallCheckTime, time.Second), ErrNegative)
 	case c.StallShutdownTime < 0:
 		return bad(EnvStallShutdownTime, formatDuration(c.StallShutdownTime, time.Second), ErrNegative)
+	case c.HeartbeatTimeout < 0:
+		return bad(EnvHeartbeatTimeout, formatDuration(c.HeartbeatTimeout, time.Second), ErrNegative)
 	case !c.LogLevel.valid():
 		return bad(EnvLogLevel, strconv.Itoa(int(c.LogLevel)), errBadLevel)
 	case c.AutotuneWarmupSamples < 0:
@@ -557,6 +572,12 @@ var knobs = []knob{
 		func(c *Config) string { return formatDuration(c.StallShutdownTime, time.Second) },
 		func(c *Config, s string) (err error) {
 			c.StallShutdownTime, err = parseDuration(s, time.Second, "a number of seconds")
+			return
+		}},
+	{EnvHeartbeatTimeout,
+		func(c *Config) string { return formatDuration(c.HeartbeatTimeout, time.Second) },
+		func(c *Config, s string) (err error) {
+			c.HeartbeatTimeout, err = parseDuration(s, time.Second, "a number of seconds")
 			return
 		}},
 	{EnvLogLevel,

@@ -40,7 +40,7 @@
 //	HOROVOD_GLOO_RENDEZVOUS_ADDR=ADDR    required: the rendezvous server's host or IP
 //	HOROVOD_GLOO_RENDEZVOUS_PORT=PORT    required: its port
 //	GOHOROVOD_SECRET=HEX                 required: the job's key, hex, at least 16 bytes
-//	                                     (auth.NewSecret makes one); never logged, and
+//	                                     (secret.New makes one); never logged, and
 //	                                     formatted as [redacted] (Secret)
 //	HOROVOD_HOSTNAME=NAME                required: the worker's host as the server's plan
 //	                                     names it (gohorovodrun: the -H name)
@@ -54,7 +54,7 @@
 //	                                     (neither: the address this host uses to reach the
 //	                                     rendezvous server, so 127.0.0.1 on one machine)
 //
-// The rendezvous server (runtime/comm/rendezvous) assigns ranks by the
+// The rendezvous server (internal/job/rendezvous) assigns ranks by the
 // order of its plan, not by HOROVOD_RANK; the placement variables are a
 // cross-check.
 //

@@ -105,7 +105,7 @@ func (done) Wait(context.Context) error { return nil }
 
 func (f *fake) Size() int { return f.size }
 
-func (f *fake) AllreduceAsync(t *tensor.Tensor, name string, op optim.Op, pre, post float64) (optim.Waiter, error) {
+func (f *fake) AllreduceAsync(t *tensor.Tensor, name string, op tensor.ReduceOp, pre, post float64) (optim.Waiter, error) {
 	f.calls++
 	f.names = append(f.names, name)
 	if f.failAt > 0 && f.calls >= f.failAt {

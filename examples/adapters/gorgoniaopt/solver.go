@@ -16,7 +16,7 @@ type Option func(*Solver)
 
 // WithOp sets how gradients are combined across ranks (default
 // optim.Average; optim.Sum for a loss that sums over samples).
-func WithOp(op optim.Op) Option { return func(s *Solver) { s.op = op } }
+func WithOp(op tensor.ReduceOp) Option { return func(s *Solver) { s.op = op } }
 
 // WithName sets the prefix of the collectives' names (default
 // "gorgonia"), so that several solvers can step at the same time.
@@ -36,7 +36,7 @@ func WithContext(ctx context.Context) Option { return func(s *Solver) { s.ctx = 
 type Solver struct {
 	inner gorgonia.Solver
 	coll  optim.Collectives
-	op    optim.Op
+	op    tensor.ReduceOp
 	name  string
 	ctx   context.Context
 }

@@ -237,7 +237,7 @@ func (done) Wait(context.Context) error { return nil }
 
 func (f *fake) Size() int { return 1 }
 
-func (f *fake) AllreduceAsync(t *tensor.Tensor, name string, op optim.Op, pre, post float64) (optim.Waiter, error) {
+func (f *fake) AllreduceAsync(t *tensor.Tensor, name string, op tensor.ReduceOp, pre, post float64) (optim.Waiter, error) {
 	f.names = append(f.names, name)
 	if f.fail != nil {
 		return nil, f.fail

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 )
 
 // DefaultElasticTimeout is horovodrun's --elastic-timeout

@@ -3,6 +3,7 @@ package commtest
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -73,7 +74,7 @@ func Cases() []Case {
 
 func allreduceCase(dt tensor.DType, op tensor.ReduceOp) Case {
 	return Case{
-		Name: fmt.Sprintf("allreduce/%v/%v", dt, op),
+		Name: fmt.Sprintf("allreduce/%v/%s", dt, strings.ToLower(op.String())),
 		Run: func(c comm.Communicator) error {
 			var rep report
 			for _, shape := range [][]int{{1}, {13}, {2, 3, 5}, {0}, {0, 4}} {
@@ -86,7 +87,7 @@ func allreduceCase(dt tensor.DType, op tensor.ReduceOp) Case {
 
 func largeAllreduceCase(dt tensor.DType, op tensor.ReduceOp, n int) Case {
 	return Case{
-		Name: fmt.Sprintf("allreduce/large/%v/%v", dt, op),
+		Name: fmt.Sprintf("allreduce/large/%v/%s", dt, strings.ToLower(op.String())),
 		Run: func(c comm.Communicator) error {
 			var rep report
 			allreduceOnce(&rep, c, dt, op, n)

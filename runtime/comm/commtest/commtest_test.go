@@ -79,7 +79,7 @@ func TestSuiteCatchesFaults(t *testing.T) {
 				clear(buf.Bytes())
 				return c.Allreduce(buf, op)
 			}
-		}, []string{"allreduce/float32/sum", "allreduce/float16/max", "allreduce/large/float32/sum", "allreduce/uint64/bor"}},
+		}, []string{"allreduce/float32/sum", "allreduce/float16/max", "allreduce/large/float32/sum", "allreduce/uint64/bitor"}},
 		{"allreduce reduces only half of a large buffer", func(f *faulty, rank int) {
 			f.allreduce = func(c comm.Communicator, buf *tensor.Tensor, op tensor.ReduceOp) error {
 				if buf.Len() < 1000 {

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"slices"
 
+	"github.com/gohorovod/gohorovod/internal/agree"
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -14,35 +14,27 @@ import (
 // kind names a collective.
 type kind uint8
 
+// The collectives carry agree.Kind's numbering; kCheck, the frames of the
+// agreement exchange itself, is the transport's own.
 const (
-	kAllreduce kind = iota + 1
-	kAllgatherv
-	kGatherv
-	kBcast
-	kAlltoallv
-	kReduceScatter
-	kBarrier
-	kSplit
-	kSplitLocal
-	kCheck // the frames of the agreement exchange
+	kAllreduce     = kind(agree.Allreduce)
+	kAllgatherv    = kind(agree.Allgatherv)
+	kGatherv       = kind(agree.Gatherv)
+	kBcast         = kind(agree.Bcast)
+	kAlltoallv     = kind(agree.Alltoallv)
+	kReduceScatter = kind(agree.ReduceScatter)
+	kBarrier       = kind(agree.Barrier)
+	kSplit         = kind(agree.Split)
+	kSplitLocal    = kind(agree.SplitLocal)
+	kCheck         = kSplitLocal + 1
 )
 
-var kindNames = [...]string{
-	kAllreduce:     "allreduce",
-	kAllgatherv:    "allgatherv",
-	kGatherv:       "gatherv",
-	kBcast:         "bcast",
-	kAlltoallv:     "alltoallv",
-	kReduceScatter: "reducescatter",
-	kBarrier:       "barrier",
-	kSplit:         "split",
-	kSplitLocal:    "splitlocal",
-	kCheck:         "agreement check",
-}
-
 func (k kind) String() string {
-	if int(k) < len(kindNames) && kindNames[k] != "" {
-		return kindNames[k]
+	if k == kCheck {
+		return "agreement check"
+	}
+	if agree.Kind(k).Valid() {
+		return agree.Kind(k).String()
 	}
 	return fmt.Sprintf("collective %d", k)
 }
@@ -254,7 +246,7 @@ func (c *Comm) exchangeDescs(d *desc, own error) ([]desc, error) {
 		}
 		o, err := decodeDesc(q.buf[:q.n])
 		if err != nil {
-			return nil, &comm.MismatchError{Op: d.kind.String(), Detail: fmt.Sprintf("rank %d: %v", r, err)}
+			return nil, &comm.MismatchError{Source: "comm", Op: d.kind.String(), Detail: fmt.Sprintf("rank %d: %v", r, err)}
 		}
 		out[r] = o
 	}
@@ -267,7 +259,7 @@ func verdict(me int, k kind, ds []desc, own error) error {
 	op := k.String()
 	for r, d := range ds {
 		if d.kind != k {
-			return &comm.MismatchError{Op: op, Detail: fmt.Sprintf("rank %d called %v, rank %d called %v", me, k, r, d.kind)}
+			return &comm.MismatchError{Source: "comm", Op: op, Detail: fmt.Sprintf("rank %d called %v, rank %d called %v", me, k, r, d.kind)}
 		}
 	}
 	if own != nil {
@@ -275,44 +267,14 @@ func verdict(me int, k kind, ds []desc, own error) error {
 	}
 	for r, d := range ds {
 		if d.hasErr {
-			return &comm.MismatchError{Op: op, Detail: fmt.Sprintf("rank %d: %s", r, d.errText)}
+			return &comm.MismatchError{Source: "comm", Op: op, Detail: fmt.Sprintf("rank %d: %s", r, d.errText)}
 		}
 	}
-	d0 := &ds[0]
-	for r := 1; r < len(ds); r++ {
+	if d := agree.Disagreement(agree.Kind(k), len(ds), func(r int) agree.Call {
 		d := &ds[r]
-		switch k {
-		case kAllreduce, kBcast:
-			if d.n != d0.n {
-				return &comm.MismatchError{Op: op, Detail: fmt.Sprintf("element counts %d (rank 0) and %d (rank %d)", d0.n, d.n, r)}
-			}
-		case kAllgatherv, kGatherv, kReduceScatter:
-			if !slices.Equal(d.counts, d0.counts) {
-				return &comm.MismatchError{Op: op, Detail: fmt.Sprintf("counts %v (rank 0) and %v (rank %d)", d0.counts, d.counts, r)}
-			}
-		}
-		if k != kBarrier && d.dtype != d0.dtype {
-			return &comm.MismatchError{Op: op, Detail: fmt.Sprintf("dtypes %v (rank 0) and %v (rank %d)", d0.dtype, d.dtype, r)}
-		}
-		switch k {
-		case kAllreduce, kReduceScatter:
-			if d.op != d0.op {
-				return &comm.MismatchError{Op: op, Detail: fmt.Sprintf("reductions %v (rank 0) and %v (rank %d)", d0.op, d.op, r)}
-			}
-		case kGatherv, kBcast:
-			if d.root != d0.root {
-				return &comm.MismatchError{Op: op, Detail: fmt.Sprintf("roots %d (rank 0) and %d (rank %d)", d0.root, d.root, r)}
-			}
-		}
-	}
-	if k == kAlltoallv {
-		for s := range ds {
-			for t := range ds {
-				if ds[s].counts[t] != ds[t].recvCounts[s] {
-					return &comm.MismatchError{Op: op, Detail: fmt.Sprintf("rank %d sends %d elements to rank %d, which expects %d", s, ds[s].counts[t], t, ds[t].recvCounts[s])}
-				}
-			}
-		}
+		return agree.Call{Kind: agree.Kind(d.kind), DType: d.dtype, Op: d.op, N: int(d.n), Counts: d.counts, RecvCounts: d.recvCounts, Root: int(d.root)}
+	}); d != "" {
+		return &comm.MismatchError{Source: "comm", Op: op, Detail: d}
 	}
 	return nil
 }

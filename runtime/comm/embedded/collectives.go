@@ -484,7 +484,7 @@ func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Ten
 	}
 	me := c.rank
 	if sbl[me].hi-sbl[me].lo != rbl[me].hi-rbl[me].lo {
-		return c.finish(&comm.MismatchError{Op: name, Detail: fmt.Sprintf("rank %d sends itself %d elements but expects %d", me, sendCounts[me], recvCounts[me])})
+		return c.finish(&comm.MismatchError{Source: "comm", Op: name, Detail: fmt.Sprintf("rank %d sends itself %d elements but expects %d", me, sendCounts[me], recvCounts[me])})
 	}
 	copy(rb[rbl[me].lo:rbl[me].hi], sb[sbl[me].lo:sbl[me].hi])
 	return c.finish(nil)

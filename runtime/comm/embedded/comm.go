@@ -300,7 +300,7 @@ func (c *Comm) split(k kind, color, key int) (comm.Communicator, error) {
 	}
 	for r, o := range ds {
 		if o.kind != k {
-			return nil, &comm.MismatchError{Op: k.String(), Detail: fmt.Sprintf("rank %d called %v, rank %d called %v", c.rank, k, r, o.kind)}
+			return nil, &comm.MismatchError{Source: "comm", Op: k.String(), Detail: fmt.Sprintf("rank %d called %v, rank %d called %v", c.rank, k, r, o.kind)}
 		}
 	}
 	if color < 0 {

@@ -548,11 +548,11 @@ func (c *conn) readLoop() {
 func (r *recvReq) match(seq, fp uint64, n int) error {
 	switch {
 	case seq != r.seq:
-		return &comm.MismatchError{Op: "collective", Detail: fmt.Sprintf("rank %d (world) is in collective call %d of this group, this rank in call %d: the ranks are out of step", r.world, seq, r.seq)}
+		return &comm.MismatchError{Source: "comm", Op: "collective", Detail: fmt.Sprintf("rank %d (world) is in collective call %d of this group, this rank in call %d: the ranks are out of step", r.world, seq, r.seq)}
 	case fp != r.fp:
-		return &comm.MismatchError{Op: "collective", Detail: fmt.Sprintf("rank %d (world) called this collective with other arguments (collective, dtype, op, counts or root)", r.world)}
+		return &comm.MismatchError{Source: "comm", Op: "collective", Detail: fmt.Sprintf("rank %d (world) called this collective with other arguments (collective, dtype, op, counts or root)", r.world)}
 	case n > len(r.buf) || (r.exact && n != len(r.buf)):
-		return &comm.MismatchError{Op: "collective", Detail: fmt.Sprintf("rank %d (world) sent %d bytes, this rank expects %d", r.world, n, len(r.buf))}
+		return &comm.MismatchError{Source: "comm", Op: "collective", Detail: fmt.Sprintf("rank %d (world) sent %d bytes, this rank expects %d", r.world, n, len(r.buf))}
 	}
 	return nil
 }

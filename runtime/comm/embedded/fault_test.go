@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gohorovod/gohorovod/internal/job/secret"
 	"github.com/gohorovod/gohorovod/runtime/comm"
-	"github.com/gohorovod/gohorovod/runtime/comm/auth"
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -71,7 +71,7 @@ func wantPeerError(t *testing.T, what string, err error, rank int, cause string)
 // the mesh forms, and the job goes on.
 func TestWrongSecretRefused(t *testing.T) {
 	leakCheck(t)
-	secret := []byte("the right secret, 32 bytes long!")
+	key := []byte("the right secret, 32 bytes long!")
 	const n = 2
 	lns := make([]*Listeners, n)
 	peers := make([]Peer, n)
@@ -88,7 +88,7 @@ func TestWrongSecretRefused(t *testing.T) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		comms[0], errs[0] = New(context.Background(), Config{Rank: 0, Peers: peers, Secret: secret, Listeners: lns[0], ConnectTimeout: 10 * time.Second})
+		comms[0], errs[0] = New(context.Background(), Config{Rank: 0, Peers: peers, Secret: key, Listeners: lns[0], ConnectTimeout: 10 * time.Second})
 	})
 	// Strangers knock on rank 0's doors first, over TCP and the Unix socket.
 	for _, addr := range [][2]string{{"tcp", peers[0].TCP}, {"unix", peers[0].Unix}} {
@@ -96,10 +96,10 @@ func TestWrongSecretRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = auth.Handshake(nc, []byte("a wrong secret, also 32 bytes..."), auth.Dialer, 5*time.Second)
+		err = secret.Handshake(nc, []byte("a wrong secret, also 32 bytes..."), secret.Dialer, 5*time.Second)
 		nc.Close()
-		if !errors.Is(err, auth.ErrRefused) {
-			t.Errorf("%s stranger with a wrong secret: %v, want auth.ErrRefused", addr[0], err)
+		if !errors.Is(err, secret.ErrRefused) {
+			t.Errorf("%s stranger with a wrong secret: %v, want secret.ErrRefused", addr[0], err)
 		}
 	}
 	// One that says nothing at all must not hold up the mesh either.
@@ -109,7 +109,7 @@ func TestWrongSecretRefused(t *testing.T) {
 	}
 	defer silent.Close()
 	wg.Go(func() {
-		comms[1], errs[1] = New(context.Background(), Config{Rank: 1, Peers: peers, Secret: secret, Listeners: lns[1], ConnectTimeout: 10 * time.Second})
+		comms[1], errs[1] = New(context.Background(), Config{Rank: 1, Peers: peers, Secret: key, Listeners: lns[1], ConnectTimeout: 10 * time.Second})
 	})
 	wg.Wait()
 	for r, err := range errs {

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gohorovod/gohorovod/internal/job/secret"
 	"github.com/gohorovod/gohorovod/runtime/comm"
-	"github.com/gohorovod/gohorovod/runtime/comm/auth"
 )
 
 // Config describes one rank's member of a new group (see New).
@@ -24,7 +24,7 @@ type Config struct {
 	// describes this rank.
 	Peers []Peer
 	// Secret is the job's key: every connection, in both directions, runs
-	// auth.Handshake with it before anything else is said.
+	// secret.Handshake with it before anything else is said.
 	Secret []byte
 	// Listeners are this rank's, already listening (see Listen). New accepts
 	// the connections of the higher ranks on them; the caller still owns
@@ -62,7 +62,7 @@ var helloMagic = [8]byte{'g', 'h', 'v', 'm', 'e', 's', 'h', 1}
 // the connections of the higher ranks on its listeners. Two ranks with equal
 // Host talk over the acceptor's Unix socket when it has one, others over TCP
 // (TCP_NODELAY on). Each connection first proves knowledge of cfg.Secret in
-// both directions (auth.Handshake); a connection that fails it is closed and
+// both directions (secret.Handshake); a connection that fails it is closed and
 // New keeps accepting. Then the dialer says which rank it is, so that each
 // connection is attributed. New returns once every connection is up, or an
 // error naming the ranks that never connected when ctx ends or
@@ -277,7 +277,7 @@ func dial(ctx context.Context, cfg Config, p int) (net.Conn, error) {
 // greet runs the dialer's side of a fresh connection: the handshake, then
 // the hello, checking that the rank that answers is want.
 func greet(c net.Conn, cfg Config, want int) error {
-	if err := auth.Handshake(c, cfg.Secret, auth.Dialer, handshakeTimeout); err != nil {
+	if err := secret.Handshake(c, cfg.Secret, secret.Dialer, handshakeTimeout); err != nil {
 		return err
 	}
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
@@ -393,7 +393,7 @@ func (a *acceptor) admit(c net.Conn) {
 			c.Close()
 		}
 	}()
-	if err := auth.Handshake(c, a.cfg.Secret, auth.Acceptor, handshakeTimeout); err != nil {
+	if err := secret.Handshake(c, a.cfg.Secret, secret.Acceptor, handshakeTimeout); err != nil {
 		return
 	}
 	c.SetDeadline(time.Now().Add(handshakeTimeout))

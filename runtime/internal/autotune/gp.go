@@ -147,9 +147,6 @@ func (g *GP) Predict(x []float64) (mean, std float64) {
 	return g.ymean + mu*g.yscal, math.Sqrt(variance) * g.yscal
 }
 
-// LengthScaleUsed is the RBF length scale of the last successful Fit.
-func (g *GP) LengthScaleUsed() float64 { return g.ell }
-
 // TargetScale is the standard deviation of the targets of the last
 // successful Fit (1 when they were all equal), the unit of the
 // standardised scale.

@@ -54,14 +54,6 @@ func bitSet(w []uint64, i int) bool { return w[i/64]&(1<<(i%64)) != 0 }
 // Hit records that this rank has a request matching cache bit.
 func (s *Sync) Hit(bit int) { setBit(s.words, bit+NumStatusBits) }
 
-// HitAll records every cache bit as a hit (a joined rank agrees to every
-// cached operation).
-func (s *Sync) HitAll() {
-	for b := 0; b < s.nbits; b++ {
-		s.Hit(b)
-	}
-}
-
 // MarkInvalid records that cache bit must be erased on every rank.
 func (s *Sync) MarkInvalid(bit int) {
 	setBit(s.invalid, bit)

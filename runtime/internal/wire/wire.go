@@ -55,48 +55,24 @@ func (t ResponseType) String() string {
 // Valid reports whether t is a declared response type.
 func (t ResponseType) Valid() bool { return t == Error || RequestType(t).Valid() }
 
-// ReduceOp is the reduction a collective applies, with Horovod's numbering
-// (which its mismatch error prints).
-type ReduceOp uint8
+// ReduceOp is the reduction a collective applies: tensor.ReduceOp, whose
+// first six values carry Horovod's numbering (which its mismatch error
+// prints).
+type ReduceOp = tensor.ReduceOp
 
 // The reductions of the public API.
 const (
-	Average ReduceOp = iota
-	Sum
-	AdasumOp
-	Min
-	Max
-	Product
-	numReduceOps
+	Average  = tensor.Average
+	Sum      = tensor.Sum
+	AdasumOp = tensor.Adasum
+	Min      = tensor.Min
+	Max      = tensor.Max
+	Product  = tensor.Product
 )
 
-var reduceOpNames = [...]string{"Average", "Sum", "Adasum", "Min", "Max", "Product"}
-
-// Valid reports whether op is a declared reduction.
-func (op ReduceOp) Valid() bool { return op < numReduceOps }
-
-// String returns the reduction's name ("Average").
-func (op ReduceOp) String() string {
-	if op < numReduceOps {
-		return reduceOpNames[op]
-	}
-	return fmt.Sprintf("ReduceOp(%d)", uint8(op))
-}
-
-// Kernel is the element-wise reduction that carries op out: Min, Max
-// and Product are their own; Average, Sum and Adasum's pairwise steps add
-// (Average is Sum followed by the scale of PostscaleOver).
-func (op ReduceOp) Kernel() tensor.ReduceOp {
-	switch op {
-	case Min:
-		return tensor.Min
-	case Max:
-		return tensor.Max
-	case Product:
-		return tensor.Product
-	}
-	return tensor.Sum
-}
+// PublicOp reports whether op is a reduction of the public API (one of
+// the six above; the bitwise ones are the runtime's own).
+func PublicOp(op ReduceOp) bool { return op.Valid() && op <= Product }
 
 // CPU is the Device value of a request for host memory; non-negative values
 // are GPU indices.

@@ -5,7 +5,7 @@
 // says:
 //
 //	env            print "rank R size S" and the knobs it read with config.FromEnv
-//	rdzv           join the rendezvous (runtime/comm/rendezvous, no transport) and
+//	rdzv           join the rendezvous (internal/job/rendezvous, no transport) and
 //	               print the assignment: "rank R size S local L/LS cross C/CS
 //	               members host:lr:data,..."
 //	rdzv-hang DIR SKIP  as rdzv, then write DIR/<rank>.pid, print "ready R" and
@@ -19,6 +19,9 @@
 //	               print "training R pid P" after the first steps; gives up
 //	               (exit 6) after two minutes so that a broken test leaves
 //	               nothing running for long
+//	sleepy SECS    hvd.Init with a deferred hvd.Shutdown; rank 1 sleeps SECS
+//	               in user code before its allreduce while the others wait
+//	               in theirs (exit 3 on ErrShutdown)
 //	elastic [flags]  an elastic training job (elastic.go)
 package main
 
@@ -34,9 +37,9 @@ import (
 	"context"
 	"errors"
 
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/mpi"
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -82,6 +85,9 @@ func main() {
 		}
 	case "stall":
 		os.Exit(stall())
+	case "sleepy":
+		secs, _ := strconv.Atoi(os.Args[2])
+		os.Exit(sleepy(time.Duration(secs) * time.Second))
 	case "mpifail":
 		bad, _ := strconv.Atoi(os.Args[2])
 		code, _ := strconv.Atoi(os.Args[3])
@@ -191,6 +197,27 @@ func stall() int {
 		return 5
 	}
 	return 4
+}
+
+func sleepy(d time.Duration) int {
+	if err := hvd.Init(); err != nil {
+		fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
+		return 4
+	}
+	defer hvd.Shutdown()
+	r := hvd.Rank()
+	if r == 1 {
+		time.Sleep(d)
+	}
+	_, err := hvd.Allreduce(context.Background(), tensor.FromFloat32([]float32{1}), "y", hvd.Sum)
+	fmt.Fprintf(os.Stderr, "worker %d: allreduce y: %v\n", r, err)
+	if errors.Is(err, hvd.ErrShutdown) {
+		return 3
+	}
+	if err != nil {
+		return 4
+	}
+	return 0
 }
 
 func train(dir string) int {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gohorovod/gohorovod/internal/elastichook"
 	"github.com/gohorovod/gohorovod/optim"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/comm"
@@ -179,7 +180,7 @@ func Run(ctx context.Context, state *State, train func(ctx context.Context) erro
 			return err
 		}
 		why := err
-		if err := rt.Restart(); err != nil {
+		if err := elastichook.Restart(rt); err != nil {
 			if errors.Is(err, hvd.ErrRemoved) {
 				return ErrRemoved
 			}
@@ -218,7 +219,7 @@ func (s *State) reform(r *hvd.Runtime) error {
 func checkHostUpdates(ctx context.Context, rt *hvd.Runtime) error {
 	msg := []int64{0, 0}
 	if rt.Rank() == 0 {
-		if u, ok := rt.TakeHostUpdate(); ok {
+		if u, ok := elastichook.TakeHostUpdate(rt); ok {
 			msg[0] = int64(u.Seq)
 			if u.Added {
 				msg[1] |= 1

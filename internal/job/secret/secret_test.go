@@ -1,4 +1,4 @@
-package auth
+package secret
 
 import (
 	"errors"
@@ -28,16 +28,16 @@ func pipe(t *testing.T, a, b []byte, ra, rb Role) (error, error) {
 }
 
 func TestHandshake(t *testing.T) {
-	s, err := NewSecret()
+	s, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := ParseSecret(s)
+	key, err := Parse(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := NewSecret()
-	wrong, _ := ParseSecret(other)
+	other, _ := New()
+	wrong, _ := Parse(other)
 	if e1, e2 := pipe(t, key, key, Dialer, Acceptor); e1 != nil || e2 != nil {
 		t.Fatalf("same secret refused: %v, %v", e1, e2)
 	}
@@ -54,7 +54,7 @@ func TestHandshake(t *testing.T) {
 }
 
 func TestNotAHandshake(t *testing.T) {
-	key, _ := ParseSecret("00112233445566778899aabbccddeeff")
+	key, _ := Parse("00112233445566778899aabbccddeeff")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Skip("no loopback TCP:", err)
@@ -81,7 +81,7 @@ func TestNotAHandshake(t *testing.T) {
 }
 
 func TestSilentPeerTimesOut(t *testing.T) {
-	key, _ := ParseSecret("00112233445566778899aabbccddeeff")
+	key, _ := Parse("00112233445566778899aabbccddeeff")
 	c1, c2 := net.Pipe()
 	defer c1.Close()
 	defer c2.Close()
@@ -100,8 +100,8 @@ func TestSilentPeerTimesOut(t *testing.T) {
 
 func TestParseSecret(t *testing.T) {
 	for _, s := range []string{"", "zz", "0011"} {
-		if _, err := ParseSecret(s); err == nil {
-			t.Errorf("ParseSecret(%q) accepted", s)
+		if _, err := Parse(s); err == nil {
+			t.Errorf("Parse(%q) accepted", s)
 		}
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gohorovod/gohorovod/runtime/comm/auth"
+	"github.com/gohorovod/gohorovod/internal/job/secret"
 )
 
 // acceptor is what Server and RoundServer share: their listeners, their
@@ -98,13 +98,13 @@ func (a *acceptor) close() {
 // readJoin runs the server's side of the handshake on c and reads the
 // worker's join; on failure it logs why (through logf, if not nil) and
 // returns false.
-func readJoin(c net.Conn, secret []byte, logf func(string, ...any)) (toServer, bool) {
+func readJoin(c net.Conn, key []byte, logf func(string, ...any)) (toServer, bool) {
 	log := func(format string, args ...any) {
 		if logf != nil {
 			logf(format, args...)
 		}
 	}
-	if err := auth.Handshake(c, secret, auth.Acceptor, HandshakeTimeout); err != nil {
+	if err := secret.Handshake(c, key, secret.Acceptor, HandshakeTimeout); err != nil {
 		log("rendezvous: refused a connection from %v: %v", c.RemoteAddr(), err)
 		return toServer{}, false
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gohorovod/gohorovod/runtime/comm/auth"
+	"github.com/gohorovod/gohorovod/internal/job/secret"
 )
 
 // slots builds the launcher's plan for hosts given as "h1:2,h2:1".
@@ -128,11 +128,11 @@ func TestMissingErrorText(t *testing.T) {
 
 func newSecret(t testing.TB) []byte {
 	t.Helper()
-	s, err := auth.NewSecret()
+	s, err := secret.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := auth.ParseSecret(s)
+	b, err := secret.Parse(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,17 +229,17 @@ func TestRendezvous(t *testing.T) {
 // members complete.
 func TestWrongSecretRefused(t *testing.T) {
 	expect := slots(t, "localhost:3")
-	secret := newSecret(t)
+	key := newSecret(t)
 	var mu sync.Mutex
 	var refused []string
-	s, addr := serve(t, secret, expect, func(f string, a ...any) { mu.Lock(); refused = append(refused, fmt.Sprintf(f, a...)); mu.Unlock() })
+	s, addr := serve(t, key, expect, func(f string, a ...any) { mu.Lock(); refused = append(refused, fmt.Sprintf(f, a...)); mu.Unlock() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
 	// A worker of another job, holding a real slot of this one.
 	_, err := Join(ctx, addr, newSecret(t), Member{Slot: expect[1], Data: "intruder"})
-	if !errors.Is(err, auth.ErrRefused) {
-		t.Fatalf("Join with a wrong secret = %v, want auth.ErrRefused", err)
+	if !errors.Is(err, secret.ErrRefused) {
+		t.Fatalf("Join with a wrong secret = %v, want secret.ErrRefused", err)
 	}
 	// A stranger that speaks HTTP, and one that says nothing at all.
 	c1, err := net.Dial("tcp", addr)
@@ -254,7 +254,7 @@ func TestWrongSecretRefused(t *testing.T) {
 	}
 	defer c2.Close()
 
-	res := joinAll(ctx, addr, secret, expect)
+	res := joinAll(ctx, addr, key, expect)
 	if err := s.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}

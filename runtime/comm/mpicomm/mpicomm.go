@@ -1,14 +1,15 @@
-package comm
+package mpicomm
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/gohorovod/gohorovod/mpi"
+	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// NewMPI initialises MPI if need be (mpi.Init: MPI_THREAD_MULTIPLE, errors
+// New initialises MPI if need be (mpi.Init: MPI_THREAD_MULTIPLE, errors
 // returned rather than fatal) and returns this process's member of the world
 // group, over a duplicate of MPI_COMM_WORLD so that the runtime's traffic
 // never meets the application's. Every process of the job calls it. Without
@@ -17,8 +18,8 @@ import (
 // not run as separate single-rank jobs).
 //
 // Close the communicators it returns (and those split from them), then call
-// FinalizeMPI once, before the process exits.
-func NewMPI() (Communicator, error) {
+// Finalize once, before the process exits.
+func New() (comm.Communicator, error) {
 	if err := mpi.Init(); err != nil {
 		return nil, err
 	}
@@ -33,19 +34,9 @@ func NewMPI() (Communicator, error) {
 	return &mpiComm{c: d}, nil
 }
 
-// FinalizeMPI finalises MPI (mpi.Finalize). Every process calls it once, after
+// Finalize finalises MPI (mpi.Finalize). Every process calls it once, after
 // closing its MPI communicators; it does nothing when MPI is not running.
-func FinalizeMPI() error { return mpi.Finalize() }
-
-// AgreementChecker is implemented by communicators whose collectives first
-// check, with one extra small collective, that the ranks' arguments agree
-// (the MPI adapter; the check is on by default). The runtime turns the check
-// off on paths where negotiation already guarantees agreement, such as the
-// per-cycle bit-vector allreduce. Every rank must make the same choice.
-type AgreementChecker interface {
-	SetCheck(on bool)
-	Check() bool
-}
+func Finalize() error { return mpi.Finalize() }
 
 // mpiComm adapts *mpi.Comm to Communicator.
 type mpiComm struct {
@@ -53,28 +44,28 @@ type mpiComm struct {
 	closed bool
 }
 
-var _ AgreementChecker = (*mpiComm)(nil)
+var _ comm.AgreementChecker = (*mpiComm)(nil)
 
 // mpiErr translates the binding's errors into the package's: a
 // *mpi.MismatchError becomes a *MismatchError, a freed communicator
-// ErrClosed; the rest pass through (*mpi.ArgError, *mpi.Error).
+// comm.ErrClosed; the rest pass through (*mpi.ArgError, *mpi.Error).
 func mpiErr(err error) error {
 	if err == nil {
 		return nil
 	}
 	var me *mpi.MismatchError
 	if errors.As(err, &me) {
-		return &MismatchError{Op: me.Op, Detail: me.Detail}
+		return &comm.MismatchError{Source: "comm", Op: me.Op, Detail: me.Detail}
 	}
 	if errors.Is(err, mpi.ErrFreed) {
-		return fmt.Errorf("%w (%w)", ErrClosed, err)
+		return fmt.Errorf("%w (%w)", comm.ErrClosed, err)
 	}
 	return err
 }
 
 func (m *mpiComm) live() error {
 	if m.closed {
-		return ErrClosed
+		return comm.ErrClosed
 	}
 	return nil
 }
@@ -149,7 +140,7 @@ func (m *mpiComm) Barrier() error {
 
 // Split partitions the group with MPI_Comm_split. A negative color is an
 // error on the ranks that pass it (the others still get their groups).
-func (m *mpiComm) Split(color, key int) (Communicator, error) {
+func (m *mpiComm) Split(color, key int) (comm.Communicator, error) {
 	if err := m.live(); err != nil {
 		return nil, err
 	}
@@ -162,7 +153,7 @@ func (m *mpiComm) Split(color, key int) (Communicator, error) {
 
 // SplitLocal returns the ranks that share this node's memory
 // (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED), ordered by rank.
-func (m *mpiComm) SplitLocal() (Communicator, error) {
+func (m *mpiComm) SplitLocal() (comm.Communicator, error) {
 	if err := m.live(); err != nil {
 		return nil, err
 	}
@@ -174,7 +165,7 @@ func (m *mpiComm) SplitLocal() (Communicator, error) {
 }
 
 // Close frees the MPI communicator (collective: every member closes it). It
-// is idempotent; other calls after Close return ErrClosed.
+// is idempotent; other calls after Close return comm.ErrClosed.
 func (m *mpiComm) Close() error {
 	if m.closed {
 		return nil

@@ -62,7 +62,7 @@ func (p *peer) send(m toWorker) error {
 // NewServer returns a server for a job of the expected slots, in rank
 // order (the launcher's plan: hosts in -H order, local ranks ascending on
 // each; see Assign for the rules). secret is the job's key (see
-// runtime/comm/auth).
+// internal/job/secret).
 func NewServer(secret []byte, expect []Slot) (*Server, error) {
 	if len(secret) == 0 {
 		return nil, errors.New("rendezvous: no secret")

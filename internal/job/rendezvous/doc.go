@@ -15,7 +15,7 @@
 // hosts that have a slot with that local rank, and the cross size the
 // number of such hosts. Assign computes this, with no I/O.
 //
-// Every connection starts with runtime/comm/auth's handshake over the
+// Every connection starts with internal/job/secret's handshake over the
 // job's secret: a process that does not know it is refused before it can
 // say anything, and the job goes on. After the handshake the two ends
 // exchange small JSON messages, each prefixed with its length (4 bytes,
@@ -29,7 +29,7 @@
 // restarted worker may join again, and a worker that died counts as
 // missing.
 //
-// An elastic job (gohorovodrun's elastic mode, runtime/elastic) meets
+// An elastic job (gohorovodrun's elastic mode, optim/elastic) meets
 // again and again: its launcher runs a RoundServer, whose rounds each have
 // their own members, and its workers call JoinRound with the last round
 // they were in. A worker that leaves a round is reported ready and waits

@@ -5,7 +5,7 @@
 // end, so that this file needs no TestMain of its own beside the package's
 // other tests.
 
-package comm_test
+package mpicomm_test
 
 import (
 	"errors"
@@ -14,17 +14,18 @@ import (
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
+	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
 func TestMPI(t *testing.T) {
-	world, err := comm.NewMPI()
+	world, err := mpicomm.New()
 	if err != nil {
-		t.Fatalf("NewMPI: %v", err)
+		t.Fatalf("mpicomm.New: %v", err)
 	}
 	defer func() {
-		if err := comm.FinalizeMPI(); err != nil {
-			t.Errorf("FinalizeMPI: %v", err)
+		if err := mpicomm.Finalize(); err != nil {
+			t.Errorf("mpicomm.Finalize: %v", err)
 		}
 	}()
 	defer world.Close()
@@ -34,9 +35,9 @@ func TestMPI(t *testing.T) {
 	// The same value cases with the agreement check off, as the runtime
 	// runs its negotiated collectives.
 	t.Run("check-off", func(t *testing.T) {
-		c, err := comm.NewMPI()
+		c, err := mpicomm.New()
 		if err != nil {
-			t.Fatalf("NewMPI: %v", err)
+			t.Fatalf("mpicomm.New: %v", err)
 		}
 		defer c.Close()
 		ac, ok := c.(comm.AgreementChecker)
@@ -67,9 +68,9 @@ func TestMPI(t *testing.T) {
 	})
 
 	t.Run("close", func(t *testing.T) {
-		c, err := comm.NewMPI()
+		c, err := mpicomm.New()
 		if err != nil {
-			t.Fatalf("NewMPI: %v", err)
+			t.Fatalf("mpicomm.New: %v", err)
 		}
 		sub, err := c.Split(0, c.Rank())
 		if err != nil {

@@ -1,4 +1,4 @@
-package auth
+package secret
 
 import (
 	"crypto/hmac"
@@ -26,7 +26,7 @@ const (
 // knows the secret, or spoke something else than this protocol.
 var ErrRefused = errors.New("auth: peer refused: it does not know the job's secret")
 
-// SecretBytes is the length of the secrets NewSecret makes.
+// SecretBytes is the length of the secrets New makes.
 const SecretBytes = 32
 
 // magic opens every handshake: the protocol and its version.
@@ -34,9 +34,9 @@ var magic = [8]byte{'g', 'h', 'v', 'd', 'a', 'u', 't', 1}
 
 const nonceBytes = 32
 
-// NewSecret returns a fresh random secret, hex-encoded for the environment
-// (see ParseSecret).
-func NewSecret() (string, error) {
+// New returns a fresh random secret, hex-encoded for the environment
+// (see Parse).
+func New() (string, error) {
 	b := make([]byte, SecretBytes)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("auth: random secret: %w", err)
@@ -44,8 +44,8 @@ func NewSecret() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// ParseSecret decodes a hex-encoded secret of at least 16 bytes.
-func ParseSecret(s string) ([]byte, error) {
+// Parse decodes a hex-encoded secret of at least 16 bytes.
+func Parse(s string) ([]byte, error) {
 	b, err := hex.DecodeString(s)
 	if err != nil {
 		return nil, fmt.Errorf("auth: the secret is not hex: %w", err)

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gohorovod/gohorovod/runtime/elastic"
+	"github.com/gohorovod/gohorovod/optim/elastic"
 )
 
 // solo is the Broadcaster of a group of one.

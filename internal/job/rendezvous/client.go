@@ -8,7 +8,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/gohorovod/gohorovod/runtime/comm/auth"
+	"github.com/gohorovod/gohorovod/internal/job/secret"
 )
 
 // askGrace is how long a worker whose deadline has passed waits for the
@@ -78,7 +78,7 @@ func Join(ctx context.Context, addr string, secret []byte, me Member) (Assignmen
 
 // dial connects to addr and runs the handshake, retrying until ctx ends
 // while the server cannot be reached.
-func dial(ctx context.Context, addr string, secret []byte) (net.Conn, error) {
+func dial(ctx context.Context, addr string, key []byte) (net.Conn, error) {
 	var d net.Dialer
 	pause := 20 * time.Millisecond
 	for {
@@ -88,12 +88,12 @@ func dial(ctx context.Context, addr string, secret []byte) (net.Conn, error) {
 			if dl, ok := ctx.Deadline(); ok {
 				timeout = min(timeout, max(time.Until(dl), time.Millisecond))
 			}
-			err = auth.Handshake(conn, secret, auth.Dialer, timeout)
+			err = secret.Handshake(conn, key, secret.Dialer, timeout)
 			if err == nil {
 				return conn, nil
 			}
 			conn.Close()
-			if errors.Is(err, auth.ErrRefused) {
+			if errors.Is(err, secret.ErrRefused) {
 				return nil, fmt.Errorf("rendezvous at %s: %w (is GOHOROVOD_SECRET the job's?)", addr, err)
 			}
 		}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
+	"github.com/gohorovod/gohorovod/internal/job/secret"
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm/auth"
-	"github.com/gohorovod/gohorovod/runtime/comm/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -32,11 +32,11 @@ type job struct {
 
 func newJob(t *testing.T) *job {
 	t.Helper()
-	hex, err := auth.NewSecret()
+	hex, err := secret.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _ := auth.ParseSecret(hex)
+	key, _ := secret.Parse(hex)
 	srv, err := rendezvous.NewRoundServer(key)
 	if err != nil {
 		t.Fatal(err)

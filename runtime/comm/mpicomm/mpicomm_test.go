@@ -1,6 +1,6 @@
 //go:build !mpi || !cgo
 
-package comm
+package mpicomm
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"github.com/gohorovod/gohorovod/mpi"
 )
 
-func TestNewMPINotBuiltIn(t *testing.T) {
+func TestNewNotBuiltIn(t *testing.T) {
 	tests := []struct {
 		name  string
 		env   map[string]string
@@ -25,9 +25,9 @@ func TestNewMPINotBuiltIn(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			c, err := NewMPI()
+			c, err := New()
 			if c != nil || !errors.Is(err, mpi.ErrNotBuiltIn) {
-				t.Fatalf("NewMPI = %v, %v; want ErrNotBuiltIn", c, err)
+				t.Fatalf("New = %v, %v; want ErrNotBuiltIn", c, err)
 			}
 			for _, w := range tt.words {
 				if !strings.Contains(err.Error(), w) {
@@ -36,7 +36,7 @@ func TestNewMPINotBuiltIn(t *testing.T) {
 			}
 		})
 	}
-	if err := FinalizeMPI(); err != nil {
-		t.Errorf("FinalizeMPI without MPI = %v", err)
+	if err := Finalize(); err != nil {
+		t.Errorf("Finalize without MPI = %v", err)
 	}
 }
