@@ -168,10 +168,9 @@ func (d *DistributedOptimizer) layout(params []Param, ord []int) {
 // alignLarge is the size from which a gradient starts on a cache line of
 // the flat buffer, and cacheLine that alignment. Kernels that write a
 // gradient (the backward GEMM's AXPY rows) slow down when every row's
-// stores straddle cache lines: measured on the device machine's Xeon, a
-// 784x256 float32 weight gradient accumulated by gonum's Sgemm took 7.4 ms
-// at an offset of 40 bytes against 4.2 ms on a 64-byte boundary, and
-// MNIST at np 8 lost 15-20% to it. Gradients this large are reduced alone
+// stores straddle cache lines (on a Xeon, gonum's Sgemm writing an MNIST
+// weight gradient off a cache line was markedly slower, and so was MNIST
+// training: docs/BENCHMARKS.md). Gradients this large are reduced alone
 // (the runtime fuses only smaller ones), so the padding before them costs
 // no in-place fusion; smaller gradients stay back to back.
 const (

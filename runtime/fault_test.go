@@ -192,7 +192,8 @@ func startOver(t *testing.T, coms []comm.Communicator, opts ...Option) *cluster 
 	return c
 }
 
-// TestTransportFaultEveryCollective is issue 11's second defect, for every
+// TestTransportFaultEveryCollective is a past defect (a handle left
+// waiting after a transport failure), for every
 // collective kind, fused and not: the transport fails on rank 1 in the
 // middle of the operation. Every rank's handle completes with an error that
 // carries the cause (on the others: naming rank 1), later calls return the
