@@ -1,4 +1,5 @@
-# gohorovod: make demo runs a real multi-process job; make test runs every test.
+# gohorovod: make demo runs a real multi-process job; make test runs every test;
+# make test-fast is the check to run before every commit (make help lists all).
 # Both install what they need first (make deps).
 
 GO      ?= go
@@ -7,9 +8,21 @@ NP      ?= 2
 TAGS    ?= $(shell command -v mpicc >/dev/null 2>&1 && echo mpi)
 GOFLAGS_TAGS = $(if $(TAGS),-tags $(TAGS),)
 
-.PHONY: all deps build test test-unit test-mpi test-mpich test-adapters bench demo vet fmt clean
+.PHONY: all help deps build test test-fast test-unit test-mpi test-mpich test-adapters bench demo vet fmt clean
 
 all: build
+
+help:
+	@echo 'make build          build the commands and examples into bin/ (installs Open MPI if missing)'
+	@echo 'make test-fast      before every commit: gofmt, go vet and go test -short (no end-to-end'
+	@echo '                    training runs, no mpirun jobs); a few minutes at most'
+	@echo 'make test           every test, as CI runs it (bash .ci/run): vet, go test -race, the'
+	@echo '                    end-to-end runs, the multi-process tests under mpirun and gohorovodrun'
+	@echo 'make test-mpi       only the multi-process tests (scripts/mpitest.sh; NPS, TRANSPORTS)'
+	@echo 'make test-mpich     the MPI tests linked against MPICH (needs mpich installed)'
+	@echo 'make bench          the tensor benchmarks, hvdbench and the synthetic benchmark'
+	@echo 'make demo           train MNIST on NP processes through gohorovodrun (NP=2)'
+	@echo 'make clean          remove bin/'
 
 deps:
 	@bash scripts/deps.sh
@@ -39,6 +52,14 @@ test-unit:
 	CGO_ENABLED=0 $(GO) build -tags nogpu ./...
 	CGO_ENABLED=0 $(GO) test -tags nogpu -count=1 ./cuda/ ./internal/cudamock/
 	GOHOROVOD_CUDAMOCK=prebuilt CGO_ENABLED=0 $(GO) test -count=1 ./cuda/ ./internal/cudamock/ ./cmd/hvdgpucheck/...
+
+# test-fast: what a developer runs before every commit. The long tests (the
+# end-to-end training runs on MNIST, the launcher's and the examples' real
+# multi-process jobs) skip themselves under -short; make test runs them.
+# The adapters' own modules are vetted and tested too (-short).
+test-fast: vet
+	$(GO) test -short -count=1 ./...
+	@for m in $(ADAPTERS); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -short -count=1 ./...) || exit 1; done
 
 test-mpi: deps
 	bash scripts/mpitest.sh

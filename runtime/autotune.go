@@ -8,8 +8,8 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/autotune"
 	"github.com/gohorovod/gohorovod/runtime/internal/cache"
+	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
-	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // tuning is the global set's autotuning (HOROVOD_AUTOTUNE): rank 0 runs
@@ -18,16 +18,14 @@ import (
 // broadcasts the setting, and every rank applies it to the same cycle. The
 // broadcast carries a done flag: after it, no rank broadcasts again.
 type tuning struct {
-	t       *autotune.Tuner // rank 0 only
-	log     *os.File        // HOROVOD_AUTOTUNE_LOG, rank 0 only
-	done    bool
-	bytes   int64     // allreduced since the last observation
-	since   time.Time // the last observation
-	msg     []int64   // the broadcast: fusion bytes, cycle ns, hier allreduce, hier allgather, chunk, fusion chunk, cache, done
-	applied autotune.Params
+	t     *autotune.Tuner   // rank 0 only
+	log   *os.File          // HOROVOD_AUTOTUNE_LOG, rank 0 only
+	sync  *cycle.TuningSync // the broadcast of rank 0's setting, and the setting applied
+	bytes int64             // allreduced since the last observation
+	since time.Time         // the last observation
 	// capacity is the response cache's configured capacity; switchCache
 	// asks the next global cycle to replace the cache (with one of
-	// capacity when applied.CacheEnabled, else with none) before it
+	// capacity when the setting applied enables it, else with none) before it
 	// begins: the cycle that received the setting had already looked
 	// its requests up.
 	capacity    int
@@ -55,7 +53,7 @@ func (l *loop) openTuning() error {
 	init := autotune.Params{FusionBytes: l.cfg.FusionThreshold, CycleTime: l.cfg.CycleTime,
 		HierarchicalAllreduce: l.cfg.HierarchicalAllreduce, HierarchicalAllgather: l.cfg.HierarchicalAllgather,
 		CacheEnabled: l.cfg.CacheCapacity > 0, ChunkBytes: int64(l.chunk), FusionChunkBytes: int64(l.fuseChunk)}
-	tu := &tuning{msg: make([]int64, 8), applied: init, since: time.Now(), capacity: l.cfg.CacheCapacity,
+	tu := &tuning{sync: cycle.NewTuningSync(l.rank, init), since: time.Now(), capacity: l.cfg.CacheCapacity,
 		seen: make(map[string]bool)}
 	if l.rank == 0 {
 		fixed := map[string]bool{
@@ -91,37 +89,36 @@ func (l *loop) openTuning() error {
 // setting reaches every rank, which applies it.
 func (l *loop) syncTuning() error {
 	tu := l.tune
-	if tu == nil || tu.done {
+	if tu == nil || !tu.sync.Active() {
 		return nil
 	}
+	var cur autotune.Params
+	var done bool
 	if l.rank == 0 {
-		p := tu.t.Current()
-		tu.msg[0], tu.msg[1] = p.FusionBytes, int64(p.CycleTime)
-		tu.msg[2], tu.msg[3] = b2i(p.HierarchicalAllreduce), b2i(p.HierarchicalAllgather)
-		tu.msg[4], tu.msg[5] = p.ChunkBytes, p.FusionChunkBytes
-		tu.msg[6], tu.msg[7] = b2i(p.CacheEnabled), b2i(tu.t.Done())
+		cur, done = tu.t.Current(), tu.t.Done()
 	}
-	if err := l.com.Bcast(tensor.FromInt64(tu.msg), 0); err != nil {
-		return fmt.Errorf("autotune: broadcasting the setting: %w", err)
+	st := tu.sync.Begin(cur, done)
+	if err := doStep(l.com, st); err != nil { // drive.go
+		return fmt.Errorf("%s: %w", st.What, err)
 	}
-	p := autotune.Params{FusionBytes: tu.msg[0], CycleTime: time.Duration(tu.msg[1]),
-		HierarchicalAllreduce: tu.msg[2] != 0, HierarchicalAllgather: tu.msg[3] != 0, CacheEnabled: tu.msg[6] != 0,
-		ChunkBytes: tu.msg[4], FusionChunkBytes: tu.msg[5]}
-	if p != tu.applied {
-		if p.CacheEnabled != tu.applied.CacheEnabled {
+	c, err := tu.sync.Received()
+	if err != nil {
+		return err
+	}
+	p := c.Params
+	if c.Changed {
+		if c.SwitchCache {
 			tu.switchCache = true
 		}
 		l.cfg.FusionThreshold, l.cfg.CycleTime = p.FusionBytes, p.CycleTime
 		l.cfg.HierarchicalAllreduce, l.cfg.HierarchicalAllgather = p.HierarchicalAllreduce, p.HierarchicalAllgather
 		l.chunk, l.fuseChunk = int(p.ChunkBytes), int(p.FusionChunkBytes)
-		tu.applied = p
 		l.log.Debug().Int64("fusion_threshold", p.FusionBytes).Dur("cycle_time", p.CycleTime).
 			Bool("hierarchical_allreduce", p.HierarchicalAllreduce).Bool("hierarchical_allgather", p.HierarchicalAllgather).
 			Int64("chunk_bytes", p.ChunkBytes).Int64("fusion_chunk_bytes", p.FusionChunkBytes).
 			Bool("cache_enabled", p.CacheEnabled).Msg("autotune: new setting")
 	}
-	if tu.msg[7] != 0 {
-		tu.done = true
+	if c.Finished {
 		l.r.stats.tuning.Store(false)
 		if l.rank == 0 {
 			l.log.Info().Int64("fusion_threshold", p.FusionBytes).Dur("cycle_time", p.CycleTime).
@@ -146,7 +143,7 @@ func (l *loop) switchTuningCache() {
 	}
 	tu.switchCache = false
 	capacity := 0
-	if tu.applied.CacheEnabled {
+	if tu.sync.Applied().CacheEnabled {
 		capacity = tu.capacity
 	}
 	l.st.SetCache(cache.New(capacity, l.rank))
@@ -160,7 +157,7 @@ func (l *loop) switchTuningCache() {
 // Cycles that reduce nothing are only time.
 func (l *loop) observeTuning(resps []wire.Response) {
 	tu := l.tune
-	if tu == nil || tu.done || tu.t == nil {
+	if tu == nil || !tu.sync.Active() || tu.t == nil {
 		return
 	}
 	again := false
@@ -213,11 +210,4 @@ func (tu *tuning) closeLog(l *loop) {
 		l.log.Error().Err(err).Msg("autotune log")
 	}
 	tu.log = nil
-}
-
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -38,7 +38,7 @@ func TestMPIAutotune(t *testing.T) {
 	r.Shutdown()
 	l := r.loop
 	const n = 6
-	mine := []int64{l.cfg.FusionThreshold, int64(l.cfg.CycleTime), b2i(l.tune.done), int64(l.chunk), int64(l.fuseChunk),
+	mine := []int64{l.cfg.FusionThreshold, int64(l.cfg.CycleTime), b2i(!l.tune.sync.Active()), int64(l.chunk), int64(l.fuseChunk),
 		int64(l.st.Cache().Capacity())}
 	all := make([]int64, n*world.Size())
 	counts := make([]int, world.Size())
@@ -55,7 +55,14 @@ func TestMPIAutotune(t *testing.T) {
 				k, got[0], got[1], got[2], got[3], got[4], got[5], all[:n])
 		}
 	}
-	if want := map[bool]int64{true: int64(cfg.CacheCapacity), false: 0}[l.tune.applied.CacheEnabled]; all[5] != want {
-		t.Fatalf("cache capacity %d with cache_enabled %v kept", all[5], l.tune.applied.CacheEnabled)
+	if want := map[bool]int64{true: int64(cfg.CacheCapacity), false: 0}[l.tune.sync.Applied().CacheEnabled]; all[5] != want {
+		t.Fatalf("cache capacity %d with cache_enabled %v kept", all[5], l.tune.sync.Applied().CacheEnabled)
 	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

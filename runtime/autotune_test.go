@@ -74,11 +74,11 @@ func TestAutotune(t *testing.T) {
 				if r.Stats().Tuning {
 					t.Errorf("rank %d: Stats.Tuning is still true after tuning", i)
 				}
-				if !l.tune.done || l.cfg.FusionThreshold != final.FusionBytes || l.cfg.CycleTime != final.CycleTime ||
+				if l.tune.sync.Active() || l.cfg.FusionThreshold != final.FusionBytes || l.cfg.CycleTime != final.CycleTime ||
 					int64(l.chunk) != final.ChunkBytes || int64(l.fuseChunk) != final.FusionChunkBytes ||
-					l.tune.applied.CacheEnabled != final.CacheEnabled {
+					l.tune.sync.Applied().CacheEnabled != final.CacheEnabled {
 					t.Errorf("rank %d: done %v, fusion %d cycle %v chunk %d fusion chunk %d; rank 0's tuner kept %+v",
-						i, l.tune.done, l.cfg.FusionThreshold, l.cfg.CycleTime, l.chunk, l.fuseChunk, final)
+						i, !l.tune.sync.Active(), l.cfg.FusionThreshold, l.cfg.CycleTime, l.chunk, l.fuseChunk, final)
 				}
 			}
 			b, err := os.ReadFile(logPath)

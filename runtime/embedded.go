@@ -25,6 +25,7 @@ type embeddedComm struct {
 	ls      *embedded.Listeners
 	session *rendezvous.Session // elastic jobs only
 	round   int                 // the elastic round; 0 in a fixed job
+	slots   []rendezvous.Slot   // slots[r] is rank r's (elastic jobs)
 }
 
 // Close closes the communicator, then this rank's listeners and session.
@@ -36,7 +37,7 @@ func (c embeddedComm) Close() error {
 	return err
 }
 
-// openEmbedded starts this worker on the embedded transport (issue 13):
+// openEmbedded starts this worker on the embedded transport:
 // it listens (TCP on the address the other hosts reach, a Unix socket for
 // the ranks of its own host), joins the job's rendezvous with its host and
 // local rank (HOROVOD_HOSTNAME, HOROVOD_LOCAL_RANK), learns its rank and
@@ -132,5 +133,12 @@ func openEmbedded(cfg config.Config, last int) (comm.Communicator, error) {
 		return nil, fmt.Errorf("embedded transport: %w", err)
 	}
 	ok = true
-	return embeddedComm{Comm: c, ls: ls, session: session, round: a.Round}, nil
+	var slots []rendezvous.Slot
+	if session != nil {
+		slots = make([]rendezvous.Slot, len(a.Members))
+		for r, m := range a.Members {
+			slots[r] = m.Slot
+		}
+	}
+	return embeddedComm{Comm: c, ls: ls, session: session, round: a.Round, slots: slots}, nil
 }

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// TestJoinAfterCachedAllgather is issue 11's first defect, end to end: an
+// TestJoinAfterCachedAllgather is a past defect, end to end: an
 // allgather (cached), then Join on every rank. Join returns the last rank
 // on every rank and the runtime keeps working, with the default cache and
 // with a cache of one entry.
@@ -173,18 +174,20 @@ func TestShutdownNamesTheRank(t *testing.T) {
 }
 
 func TestFarewellCause(t *testing.T) {
-	rec := func(kind byte, text string) []byte { return append([]byte{kind}, text...) }
+	rec := func(kind wire.FarewellKind, text string) []byte {
+		return wire.AppendFarewell(nil, wire.Farewell{Kind: kind, Text: text})
+	}
 	for _, tt := range []struct {
 		name string
 		recs [][]byte
 		me   int
 		want string
 	}{
-		{"clean", [][]byte{rec(farewellShutdown, ""), rec(farewellNone, "")}, 0, "<nil>"},
-		{"other asked", [][]byte{rec(farewellShutdown, ""), rec(farewellNone, "")}, 1, "hvd: rank 0 called Shutdown"},
-		{"failure wins", [][]byte{rec(farewellShutdown, ""), rec(farewellNone, ""), rec(farewellFailed, "boom")}, 0, "hvd: rank 2 failed: boom"},
-		{"lowest failure", [][]byte{rec(farewellNone, ""), rec(farewellFailed, "a"), rec(farewellFailed, "b")}, 2, "hvd: rank 1 failed: a"},
-		{"stall", [][]byte{rec(farewellStall, "hvd: stall inspector: x"), rec(farewellNone, "")}, 1, "hvd: rank 0 failed: hvd: stall inspector: x"},
+		{"clean", [][]byte{rec(wire.FarewellShutdown, ""), rec(wire.FarewellNone, "")}, 0, "<nil>"},
+		{"other asked", [][]byte{rec(wire.FarewellShutdown, ""), rec(wire.FarewellNone, "")}, 1, "hvd: rank 0 called Shutdown"},
+		{"failure wins", [][]byte{rec(wire.FarewellShutdown, ""), rec(wire.FarewellNone, ""), rec(wire.FarewellFailed, "boom")}, 0, "hvd: rank 2 failed: boom"},
+		{"lowest failure", [][]byte{rec(wire.FarewellNone, ""), rec(wire.FarewellFailed, "a"), rec(wire.FarewellFailed, "b")}, 2, "hvd: rank 1 failed: a"},
+		{"stall", [][]byte{rec(wire.FarewellStall, "hvd: stall inspector: x"), rec(wire.FarewellNone, "")}, 1, "hvd: rank 0 failed: hvd: stall inspector: x"},
 		{"unreadable", [][]byte{nil, nil}, 0, "<nil>"},
 	} {
 		if got := fmt.Sprint(farewellCause(tt.recs, tt.me)); got != tt.want {

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
 
 // warnUnimplemented logs one warning for each knob that cfg sets but that
@@ -51,9 +52,25 @@ func (l *loop) agree() (err error) {
 	if l.size == 1 {
 		return nil
 	}
-	encoded, err := gatherBytes(l.com, config.AppendSettings(nil, l.agreedSettings())) // processset.go
+	mine := l.agreedSettings()
+	ws := make([]wire.Setting, len(mine))
+	for i, s := range mine {
+		ws[i] = wire.Setting{Name: s.Name, Value: s.Value}
+	}
+	encoded, err := gatherBytes(l.com, wire.AppendSettings(nil, ws)) // drive.go
 	if err != nil {
 		return fmt.Errorf("gathering the ranks' settings: %w", err)
 	}
-	return config.CheckAgreement(encoded)
+	all := make([][]config.Setting, len(encoded))
+	for r, b := range encoded {
+		got, err := wire.DecodeSettings(b)
+		if err != nil {
+			return fmt.Errorf("settings from rank %d: %w", r, err)
+		}
+		all[r] = make([]config.Setting, len(got))
+		for i, s := range got {
+			all[r][i] = config.Setting{Name: s.Name, Value: s.Value}
+		}
+	}
+	return config.CheckAgreement(all)
 }

@@ -39,6 +39,10 @@ func (r *Runtime) startLiveness(com comm.Communicator, cfg config.Config, transp
 		return nil, nil
 	}
 	rank := com.Rank()
+	host, _ := os.Hostname()
+	if cfg.Hostname != "" {
+		host = cfg.Hostname
+	}
 	var info wire.Liveness
 	var ln net.Listener
 	if rank == 0 && cfg.HeartbeatTimeout > 0 {
@@ -48,7 +52,7 @@ func (r *Runtime) startLiveness(com comm.Communicator, cfg config.Config, transp
 		} else {
 			key := make([]byte, 32)
 			rand.Read(key)
-			ln, info = l, wire.Liveness{Timeout: cfg.HeartbeatTimeout, Key: key, Addrs: addrs}
+			ln, info = l, wire.Liveness{Timeout: cfg.HeartbeatTimeout, Key: key, Addrs: addrs, Host: host}
 		}
 	}
 	b, err := bcastBytes(com, wire.AppendLiveness(nil, info))
@@ -64,13 +68,9 @@ func (r *Runtime) startLiveness(com comm.Communicator, cfg config.Config, transp
 	if info.Timeout <= 0 {
 		return nil, nil
 	}
-	host, _ := os.Hostname()
-	if cfg.Hostname != "" {
-		host = cfg.Hostname
-	}
 	timeout := info.Timeout
 	return liveness.Start(liveness.Config{
-		Rank: rank, Size: com.Size(), Host: host, Key: info.Key, Timeout: timeout,
+		Rank: rank, Size: com.Size(), Host: host, RootHost: info.Host, Key: info.Key, Timeout: timeout,
 		OnFrozen: func(f liveness.Frozen) { r.frozen(f, timeout, com, transport, elastic, log) },
 		Logf:     func(format string, args ...any) { log.Warn().Msgf(format, args...) },
 	}, ln, info.Addrs)
@@ -124,6 +124,13 @@ func (r *Runtime) frozen(f liveness.Frozen, timeout time.Duration, com comm.Comm
 		}
 	}
 	if elastic {
+		// The launcher stops the frozen worker (it never exits by itself),
+		// and the survivors re-form without it.
+		if ec, ok := com.(embeddedComm); ok && ec.session != nil && f.Rank < len(ec.slots) {
+			if err := ec.session.ReportFrozen(ec.slots[f.Rank]); err != nil {
+				log.Warn().Err(err).Msg("reporting the frozen rank to the launcher")
+			}
+		}
 		return
 	}
 	time.AfterFunc(frozenGrace, func() {

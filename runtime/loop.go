@@ -48,6 +48,7 @@ type loop struct {
 
 	st        *cycle.State
 	coord     *negotiate.Coordinator // rank 0 only
+	neg       *cycle.Negotiation     // the slow path's exchange (drive.go)
 	planner   fusion.Planner
 	stall     *stall.Inspector
 	tl        *timeline.Timeline                      // rank 0 while a timeline is written (timeline.go)
@@ -65,18 +66,14 @@ type loop struct {
 	testPanic atomic.Pointer[func()] // tests: called at the start of each cycle
 
 	// Reused from cycle to cycle.
-	msgs, back       []*entry
-	items            []cycle.Item
-	respEnts         []*entry        // the entry of each response of the cycle, when known
-	sources          []int           // indices in the cycle's responses of the response performed
-	ents             []*entry        // the entries taken for the response being performed
-	gpuEnts          []gpuexec.Entry // ents, as the GPU executor takes them
-	reqList          wire.RequestList
-	sendBuf, recvBuf []byte
-	syncT, invT      *tensor.Tensor
-	lenMine, lens    []int64
-	ones             []int
-	counts           []int
+	msgs, back  []*entry
+	items       []cycle.Item
+	respEnts    []*entry        // the entry of each response of the cycle, when known
+	sources     []int           // indices in the cycle's responses of the response performed
+	ents        []*entry        // the entries taken for the response being performed
+	gpuEnts     []gpuexec.Entry // ents, as the GPU executor takes them
+	syncT, invT *tensor.Tensor
+	counts      []int // per-rank counts of the collective being performed
 }
 
 // newLoop makes the loop of the set whose communicator is com and whose
@@ -89,15 +86,9 @@ func newLoop(r *Runtime, com comm.Communicator, q *queue) (*loop, error) {
 		chunk:     defaultChunkBytes,
 		fuseChunk: defaultFusionChunkBytes,
 		planner:   fusion.Planner{MaxFused: defaultMaxFusedBytes},
-		lenMine:   make([]int64, 1),
-		lens:      make([]int64, size),
-		ones:      make([]int, size),
 		counts:    make([]int, size),
 	}
 	isGlobal := q == &r.q
-	for i := range l.ones {
-		l.ones[i] = 1
-	}
 	// Negotiation guarantees that the ranks' arguments agree, so the
 	// transport's own agreement check (one extra collective per call) is
 	// off, except while negotiating.
@@ -115,6 +106,7 @@ func newLoop(r *Runtime, com comm.Communicator, q *queue) (*loop, error) {
 	}
 	l.stall = s
 	l.st = cycle.New(cache.New(r.cfg.CacheCapacity, rank), s)
+	l.neg = cycle.NewNegotiation(rank, size, l.coord, s)
 	if !isGlobal {
 		return l, nil
 	}
@@ -126,28 +118,25 @@ func newLoop(r *Runtime, com comm.Communicator, q *queue) (*loop, error) {
 
 // defaultChunkBytes is the largest buffer handed to one transport
 // collective: larger tensors are reduced in chunks of this size, so that
-// the transport's per-call temporaries stay in cache. Measured with
-// cmd/hvdbench at np 2 (medians of 5 interleaved runs): one 64 MiB tensor
-// took 8.9 ms in 4 MiB chunks, 8.8 in 1 MiB, 10.9 in 16 MiB and 37 ms in
-// one call; ResNet-50's gradients 13.8 ms in 4 or 1 MiB chunks, 15.0-15.1
-// in 16 MiB or unchunked.
+// the transport's per-call temporaries stay in cache. Chosen by a sweep
+// with cmd/hvdbench (docs/BENCHMARKS.md): 1 and 4 MiB chunks were as fast,
+// larger ones and a single call slower.
 const defaultChunkBytes = 4 << 20
 
 // defaultFusionChunkBytes is how much of a fused response is copied into
 // the fusion buffer, reduced and copied out at a time, so that the bytes
 // are still in cache (L2 is 1 MiB a core here) when the transport reads
-// them and when they are copied back. Measured with cmd/hvdbench at np 2,
-// 1000 tensors of 4 KiB: 0.66 ms in 256 KiB pieces against 1.1 ms in 1 MiB
-// and 1.4 ms in 4 MiB (medians of 5 runs); the C yardstick's fused mode
-// agrees (0.39 ms with a 256 KiB buffer, 0.75 ms with 4 MiB).
+// them and when they are copied back. Chosen by a sweep with cmd/hvdbench
+// over many small tensors, which the C yardstick's fused mode agrees with
+// (docs/BENCHMARKS.md).
 const defaultFusionChunkBytes = 256 << 10
 
 // defaultMaxFusedBytes is the largest tensor copied into the fusion buffer;
 // larger ones are reduced in place, which saves two copies that cost more
-// than the transport call they would share. Measured with cmd/hvdbench at
-// np 2, ResNet-50's gradients (medians of 5 interleaved runs): 14.2-14.6 ms
-// at 64 KiB, 14.5 at 256 KiB, 14.6-15.2 at 16 KiB, 15.1-15.2 at 1 MiB, and
-// 20-23 ms when every tensor up to the threshold was fused.
+// than the transport call they would share. Chosen by a sweep with
+// cmd/hvdbench over ResNet-50's gradients (docs/BENCHMARKS.md): sizes from
+// 16 to 256 KiB were close, larger ones slower, and fusing every tensor up
+// to the threshold slowest.
 const defaultMaxFusedBytes = 64 << 10
 
 func (l *loop) run() {
@@ -330,16 +319,8 @@ func (l *loop) failTaken(err error) {
 // Shutdown. It returns that cause (nil on the rank that called Shutdown,
 // when no rank failed).
 func (l *loop) farewell() error {
-	kind, text := farewellNone, ""
-	switch {
-	case l.failing != nil:
-		kind, text = farewellFailed, l.failing.Error()
-	case l.stallErr != nil:
-		kind, text = farewellStall, l.stallErr.Error()
-	case l.shutdownRequested():
-		kind = farewellShutdown
-	}
-	recs, err := l.exchangeFarewell(kind, text)
+	f := cycle.FarewellOf(l.failing, l.stallErr, l.shutdownRequested())
+	recs, err := l.exchangeFarewell(f)
 	if err != nil {
 		l.log.Error().Err(err).Msg("farewell exchange")
 		if l.failing != nil {
@@ -376,8 +357,8 @@ func (l *loop) farewell() error {
 }
 
 // exchangeFarewell gathers every rank's farewell record on every rank.
-func (l *loop) exchangeFarewell(kind byte, text string) ([][]byte, error) {
-	recs, err := gatherBytes(l.com, append([]byte{kind}, text...)) // processset.go
+func (l *loop) exchangeFarewell(f wire.Farewell) ([][]byte, error) {
+	recs, err := gatherBytes(l.com, wire.AppendFarewell(nil, f)) // drive.go
 	if err != nil {
 		return nil, fmt.Errorf("gathering farewells: %w", err)
 	}
@@ -435,26 +416,24 @@ func (l *loop) cycle() (bool, error) {
 	}
 	if l.stall.Enabled() {
 		l.st.StaleCached(now)
-		if l.coord != nil && l.stall.Due(now) {
-			if rep, ok := l.stall.Check(now, l.size, l.coord.Pending(), l.coord.LastSubmitted()); ok {
-				msg := rep.Message
-				if !isGlobal {
-					msg = fmt.Sprintf("process set %d: %s", l.set.id, msg)
-				}
-				switch {
-				case rep.Shutdown && isGlobal:
-					l.log.Error().Msg(msg)
-					l.stallErr = &StallError{Message: msg}
-					dumpStacks(l.log, "the stall inspector is shutting the job down")
-					l.st.Stop()
-				case rep.Shutdown:
-					// The global set's next cycle stops every rank.
-					l.log.Error().Msg(msg)
-					l.global.stallErr = &StallError{Message: msg}
-					dumpStacks(l.log, "the stall inspector is shutting the job down")
-				default:
-					l.log.Warn().Msg(msg)
-				}
+		set := 0
+		if !isGlobal {
+			set = l.set.id
+		}
+		if msg, act, ok := l.neg.Stalled(now, set); ok {
+			switch act {
+			case cycle.StallStop:
+				l.log.Error().Msg(msg)
+				l.stallErr = &StallError{Message: msg}
+				dumpStacks(l.log, "the stall inspector is shutting the job down")
+				l.st.Stop()
+			case cycle.StallStopNext:
+				// The global set's next cycle stops every rank.
+				l.log.Error().Msg(msg)
+				l.global.stallErr = &StallError{Message: msg}
+				dumpStacks(l.log, "the stall inspector is shutting the job down")
+			default:
+				l.log.Warn().Msg(msg)
 			}
 		}
 	}
@@ -510,11 +489,11 @@ func (l *loop) cycle() (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if l.st.Negotiated(&list) {
+		if l.st.Negotiated(list) {
 			l.log.Warn().Msg(cache.EvictionWarning(int(l.cfg.CacheCapacity)))
 		}
 		if l.log.Debug().Enabled() {
-			l.logNegotiated(len(d.Uncached), &list)
+			l.logNegotiated(len(d.Uncached), list)
 		}
 		for range list.Responses {
 			l.respEnts = append(l.respEnts, nil)
@@ -559,105 +538,4 @@ func (l *loop) forget() {
 	clear(l.respEnts)
 	// l.ents is cleared by safeCycle: when the cycle fails, fail needs
 	// the entries taken for the response it failed in.
-}
-
-// negotiate is the slow path: every rank sends its uncached requests to rank
-// 0, which validates them and broadcasts the ordered responses.
-func (l *loop) negotiate(uncached []int) (wire.ResponseList, error) {
-	if l.checker != nil {
-		l.checker.SetCheck(true)
-		defer l.checker.SetCheck(false)
-	}
-	l.reqList.Requests = l.reqList.Requests[:0]
-	for _, i := range uncached {
-		l.reqList.Requests = append(l.reqList.Requests, l.msgs[i].req)
-	}
-	l.reqList.Shutdown = l.global == nil && (l.shutdownRequested() || l.stallErr != nil || l.failing != nil)
-	l.sendBuf = wire.AppendRequestList(l.sendBuf[:0], &l.reqList)
-	l.lenMine[0] = int64(len(l.sendBuf))
-	if err := l.com.Allgatherv(tensor.FromInt64(l.lenMine), tensor.FromInt64(l.lens), l.ones); err != nil {
-		return wire.ResponseList{}, fmt.Errorf("gathering request sizes: %w", err)
-	}
-	total := 0
-	for r, n := range l.lens {
-		l.counts[r] = int(n)
-		total += int(n)
-	}
-	send, err := tensor.FromBytes(tensor.Uint8, l.sendBuf)
-	if err != nil {
-		return wire.ResponseList{}, err
-	}
-	var recv *tensor.Tensor
-	if l.rank == 0 {
-		if cap(l.recvBuf) < total {
-			l.recvBuf = make([]byte, total)
-		}
-		if recv, err = tensor.FromBytes(tensor.Uint8, l.recvBuf[:total]); err != nil {
-			return wire.ResponseList{}, err
-		}
-	}
-	if err := l.com.Gatherv(send, recv, l.counts, 0); err != nil {
-		return wire.ResponseList{}, fmt.Errorf("gathering requests: %w", err)
-	}
-	var body []byte
-	var out wire.ResponseList
-	if l.rank == 0 {
-		now := time.Now()
-		off := 0
-		for r := 0; r < l.size; r++ {
-			list, err := wire.DecodeRequestList(l.recvBuf[off : off+l.counts[r]])
-			if err != nil {
-				return out, fmt.Errorf("requests from rank %d: %w", r, err)
-			}
-			off += l.counts[r]
-			if err := l.coord.AddAt(r, &list, now); err != nil {
-				return out, err
-			}
-		}
-		out = l.coord.Responses()
-		for _, ev := range l.coord.Events() {
-			switch ev.Kind {
-			case negotiate.Started:
-				l.stall.Observe(ev.Name, now)
-				if l.tl != nil {
-					l.tl.NegotiateStart(ev.Name, ev.Type.String(), now)
-				}
-			case negotiate.RankReady:
-				if l.tl != nil {
-					l.tl.NegotiateRankReady(ev.Name, int(ev.Rank), now)
-				}
-			case negotiate.Finished:
-				l.stall.Remove(ev.Name)
-				if l.tl != nil {
-					l.tl.NegotiateEnd(ev.Name, now)
-				}
-			}
-		}
-		body = wire.AppendResponseList(l.sendBuf[:0], &out)
-		l.sendBuf = body
-		l.lenMine[0] = int64(len(body))
-	}
-	if err := l.com.Bcast(tensor.FromInt64(l.lenMine), 0); err != nil {
-		return out, fmt.Errorf("broadcasting response size: %w", err)
-	}
-	n := int(l.lenMine[0])
-	if l.rank != 0 {
-		if cap(l.recvBuf) < n {
-			l.recvBuf = make([]byte, n)
-		}
-		body = l.recvBuf[:n]
-	}
-	bt, err := tensor.FromBytes(tensor.Uint8, body)
-	if err != nil {
-		return out, err
-	}
-	if err := l.com.Bcast(bt, 0); err != nil {
-		return out, fmt.Errorf("broadcasting responses: %w", err)
-	}
-	if l.rank != 0 {
-		if out, err = wire.DecodeResponseList(body); err != nil {
-			return out, fmt.Errorf("responses from rank 0: %w", err)
-		}
-	}
-	return out, nil
 }

@@ -112,7 +112,7 @@ func (l *loop) perform(resp *wire.Response) error {
 		l.tracePerform(resp)
 	}
 	if onGPU(resp, l.rank) {
-		return l.performGPU(resp) // gpu_perform.go
+		return l.performGPU(resp) // gpu.go
 	}
 	switch wire.RequestType(resp.Type) {
 	case wire.Allreduce:
@@ -134,7 +134,7 @@ func (l *loop) perform(resp *wire.Response) error {
 	}
 	l.ents = append(l.ents[:0], e)
 	if e.setOp != nil {
-		// A process set registration (processset.go); it completes
+		// A process set registration (processset_dynamic.go); it completes
 		// the handle itself.
 		if err := l.performSetOp(e); err != nil {
 			return collectiveErr(l.ents, err)
@@ -186,35 +186,9 @@ func (l *loop) perform(resp *wire.Response) error {
 // entries takes the entries of an allreduce-like response; a joined rank
 // contributes zeros for names it never submitted.
 func (l *loop) entries(resp *wire.Response) error {
-	l.ents = l.ents[:0]
-	// Take every name under one lock: a fused response has hundreds. The
-	// entries of cached responses are known already (l.respEnts), one per
-	// source response: no name is looked up then.
-	src := l.sources
-	known := len(src) == len(resp.Names)
-	q := l.q
-	q.mu.Lock()
-	for i, name := range resp.Names {
-		var e *entry
-		if known {
-			if c := l.respEnts[src[i]]; c != nil && !c.idle && c.req.Name == name {
-				e = c
-				q.releaseLocked(e)
-			}
-		}
-		if e == nil {
-			e = q.takeLocked(name)
-		}
-		l.ents = append(l.ents, e)
-	}
-	if len(q.table) == 0 {
-		// Drop the deleted slots' tombstones: the names of single
-		// calls are inserted and deleted every step, and the probes
-		// through them made the table's operations a third slower
-		// (1000 names).
-		clear(q.table)
-	}
-	q.mu.Unlock()
+	// The entries of cached responses are known already (l.respEnts), one
+	// per source response: no name is looked up then.
+	l.ents = l.q.takeAll(l.ents[:0], resp.Names, l.respEnts, l.sources)
 	for i, name := range resp.Names {
 		if e := l.ents[i]; e == nil {
 			if !l.st.Joined() {
@@ -292,7 +266,7 @@ func (l *loop) view(dt tensor.DType, b []byte) (*tensor.Tensor, error) {
 // Tensors of a page or more are page-aligned in Go's heap; copying between
 // addresses equal modulo 4 KiB makes loads wait on unrelated stores (4K
 // aliasing). Half a page plus a cache line apart, the copies in and out of
-// the buffer ran 25% faster (1000 tensors of 4 KiB).
+// the buffer avoid it (measured in docs/BENCHMARKS.md).
 const fusionAlign = 2048 + 64
 
 // fusionBuffer returns the persistent fusion buffer with room for n bytes,

@@ -222,6 +222,38 @@ func (q *queue) take(name string) *entry {
 	return e
 }
 
+// takeAll removes names from the flight, under one lock (a fused response
+// has hundreds), and appends their entries to dst, nil for a name not in
+// flight. When sources has one index per name, known[sources[i]] is the
+// entry of names[i] as far as the loop knows (a cached response's, or nil),
+// taken then without looking the name up when it is still in flight under
+// that name.
+func (q *queue) takeAll(dst []*entry, names []string, known []*entry, sources []int) []*entry {
+	useKnown := len(sources) == len(names)
+	q.mu.Lock()
+	for i, name := range names {
+		var e *entry
+		if useKnown {
+			if c := known[sources[i]]; c != nil && !c.idle && c.req.Name == name {
+				e = c
+				q.releaseLocked(e)
+			}
+		}
+		if e == nil {
+			e = q.takeLocked(name)
+		}
+		dst = append(dst, e)
+	}
+	if len(q.table) == 0 {
+		// Drop the deleted slots' tombstones: the names of single
+		// calls are inserted and deleted every step, and the probes
+		// through them made the table's operations slower (docs/BENCHMARKS.md).
+		clear(q.table)
+	}
+	q.mu.Unlock()
+	return dst
+}
+
 // takeLocked is take with q.mu held.
 func (q *queue) takeLocked(name string) *entry {
 	e := q.table[name]

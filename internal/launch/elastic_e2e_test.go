@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-// Elastic training end to end (issue 14): gohorovodrun's elastic driver
+// Elastic training end to end: gohorovodrun's elastic driver
 // with the test worker's elastic mode (testdata/worker/elastic.go), on
 // this machine, with hosts as distinct names of it (localhost, 127.0.0.1,
 // *.localhost), as Horovod's own integration tests do.
@@ -212,7 +212,7 @@ func recovery(t *testing.T, recs []record) time.Duration {
 	return time.Duration(back - died)
 }
 
-// TestE2EElasticKill is issue 14's first test: SIGKILL one worker mid-epoch
+// TestE2EElasticKill: SIGKILL one worker mid-epoch
 // at np 4; the job finishes at the smaller size from the last commit, with
 // no committed sample redone and none skipped, two rendezvous rounds
 // (4, then 2). Then its seventh: a fresh job started at np 2 from the
@@ -292,7 +292,7 @@ func discovery(t *testing.T, initial string) (script string, set func(string)) {
 	return script, set
 }
 
-// TestE2EElasticHostsAddedRemoved is issue 14's second and sixth tests:
+// TestE2EElasticHostsAddedRemoved:
 // the discovery script's hosts grow from 2 to 4 slots, and the job grows
 // at the next commit, its new workers joining through the start-up sync
 // without hanging; then the new host goes, and the job is back to 2.
@@ -337,7 +337,7 @@ func TestE2EElasticHostsAddedRemoved(t *testing.T) {
 	}
 }
 
-// TestE2EElasticResetLimit is issue 14's third test, as Horovod's: two
+// TestE2EElasticResetLimit, as Horovod's: two
 // failures with --reset-limit 1 end the job with Horovod's message and a
 // non-zero status; with --reset-limit 2 the same job succeeds.
 func TestE2EElasticResetLimit(t *testing.T) {
@@ -357,7 +357,7 @@ func TestE2EElasticResetLimit(t *testing.T) {
 	}
 }
 
-// TestE2EElasticAllFail is issue 14's fourth test: every worker failing,
+// TestE2EElasticAllFail: every worker failing,
 // and every host blacklisted, end the job with a clear error.
 func TestE2EElasticAllFail(t *testing.T) {
 	// Each fails before it meets the other (two deaths in training race:
@@ -380,7 +380,7 @@ func TestE2EElasticAllFail(t *testing.T) {
 	}
 }
 
-// TestE2EElasticBelowMinNP is issue 14's fifth test (Horovod's #3494): a
+// TestE2EElasticBelowMinNP (Horovod's deadlock #3494): a
 // host removed gracefully leaves fewer slots than --min-np; the survivors
 // wait for the elastic timeout, then the job fails clearly instead of
 // hanging.
@@ -448,4 +448,30 @@ func TestE2EElasticDiscoveryFails(t *testing.T) {
 	if !strings.Contains(r.stderr, want) || r.took > 20*time.Second {
 		t.Fatalf("stderr lacks %q (took %v):\n%s", want, r.took, r.stderr)
 	}
+}
+
+// TestE2EElasticFrozen stops one worker with SIGSTOP mid-epoch at np 4:
+// alive and silent, it is declared frozen by the heartbeat channel, the
+// launcher kills it at the job's report, and the job finishes at the
+// smaller size from the last commit, with no committed sample redone and
+// none skipped.
+func TestE2EElasticFrozen(t *testing.T) {
+	const n, epochs = 48, 3
+	wargs := []string{"-n", fmt.Sprint(n), "-epochs", fmt.Sprint(epochs), "-batch", "3", "-freeze", "127.0.0.1:1:1:12"}
+	r := runElastic(t, []string{"-np", "4", "--min-np", "2", "--heartbeat-timeout-seconds", "2", "-H", "localhost:2,127.0.0.1:2"}, wargs, nil)
+	if r.err != nil {
+		t.Fatalf("job failed: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "127.0.0.1[1] was declared frozen by the job: killing it") {
+		t.Errorf("the launcher did not say it killed the frozen worker:\n%s", r.stderr)
+	}
+	if got := rounds(t, r.stderr); !slices.Equal(got, []int{4, 2}) {
+		t.Fatalf("rounds of sizes %v, want [4 2]\n%s", got, r.stderr)
+	}
+	recs := parseRecords(t, r.stdout)
+	sizes := checkCoverage(t, recs, n, epochs)
+	if sizes[0][0] != 4 || sizes[epochs-1][0] != 2 {
+		t.Fatalf("sizes per epoch %v: want 4 at the start and 2 at the end", sizes)
+	}
+	t.Logf("recovery, from the freeze to the first completed step after the reset: %v", recovery(t, recs))
 }

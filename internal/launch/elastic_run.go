@@ -93,6 +93,13 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 	}
 	events := make(chan elastic.Event, 64)
 	srv.OnReady = func(s rendezvous.Slot) { events <- elastic.Ready{Slot: elastic.Slot{Host: s.Host, Local: s.LocalRank}} }
+	frozen := make(chan elastic.Slot, 64)
+	srv.OnFrozen = func(s rendezvous.Slot) {
+		select {
+		case frozen <- elastic.Slot{Host: s.Host, Local: s.LocalRank}:
+		default: // a report of the same worker is already waiting
+		}
+	}
 	srv.Logf = func(format string, args ...any) { fmt.Fprintf(l.Stderr, "gohorovodrun: "+format+"\n", args...) }
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
@@ -136,7 +143,7 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 	}
 	defer discovering.Wait()
 	defer stopDiscovery()
-	e := &elasticJob{l: l, spec: spec, srv: srv, drv: drv, procs: map[elastic.Slot]*elasticProc{}, outDir: o.OutputFilename,
+	e := &elasticJob{l: l, spec: spec, srv: srv, drv: drv, procs: map[elastic.Slot]*elasticProc{}, frozen: frozen, outDir: o.OutputFilename,
 		exits: make(chan elasticExit, 16), release: make(chan struct{})}
 	e.base, e.remoteBase = glooBase(spec)
 	defer close(e.release)
@@ -151,6 +158,7 @@ type elasticJob struct {
 	srv              *rendezvous.RoundServer
 	drv              *elastic.Driver
 	procs            map[elastic.Slot]*elasticProc // running (or stopping) workers
+	frozen           chan elastic.Slot             // workers the job reported frozen
 	exits            chan elasticExit
 	release          chan struct{} // closed at the end: unlocks the threads that started workers
 	outMu, errMu     sync.Mutex
@@ -189,6 +197,15 @@ func (e *elasticJob) loop(ctx context.Context, events chan elastic.Event) error 
 			// A round that had not formed yet cannot form without it:
 			// its other members ask for the next one.
 			e.srv.Break()
+		case s := <-e.frozen:
+			// A frozen worker never exits by itself: SIGKILL works on a
+			// stopped process, and its exit is then a failure like any
+			// other, from which the job re-forms.
+			if p := e.procs[s]; p != nil && !p.exited {
+				fmt.Fprintf(e.l.Stderr, "gohorovodrun: elastic: %v was declared frozen by the job: killing it\n", s)
+				e.signal(p, syscall.SIGKILL)
+			}
+			continue
 		case <-tick.C:
 			ev = elastic.Tick{}
 			if e.pending != nil && e.srv.Notify(e.coordinator(), *e.pending) == nil {

@@ -189,3 +189,40 @@ func TestE2EStallShutdownWithSleepingRank(t *testing.T) {
 		})
 	}
 }
+
+// TestE2ESlowRankIsNotFrozen: rank 1 sleeps in user code for longer than
+// the heartbeat timeout before its first collective (a slow data loader):
+// its heartbeats go on, so it is not declared frozen, and the job succeeds
+// on both transports.
+func TestE2ESlowRankIsNotFrozen(t *testing.T) {
+	launcher, plain := build(t)
+	for _, tc := range []struct {
+		name   string
+		worker string
+		args   []string
+	}{
+		{"mpi", filepath.Join(binDir, "worker-mpi"), nil},
+		{"gloo", plain, []string{"--gloo"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "mpi" {
+				if _, err := exec.LookPath("mpirun"); err != nil {
+					t.Skip("mpirun not on PATH")
+				}
+				if _, err := os.Stat(tc.worker); err != nil {
+					t.Skip("no -tags mpi worker")
+				}
+			}
+			args := append(append([]string{}, tc.args...), "-np", "2", "--heartbeat-timeout-seconds", "2", tc.worker, "sleepy", "6")
+			cmd := exec.Command(launcher, args...)
+			stderr := &syncBuffer{}
+			cmd.Stderr = stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("gohorovodrun = %v, want success: a rank asleep in user code is not frozen\nstderr %s", err, stderr)
+			}
+			if strings.Contains(stderr.String(), "froze") {
+				t.Errorf("a sleeping rank was declared frozen:\n%s", stderr)
+			}
+		})
+	}
+}

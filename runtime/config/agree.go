@@ -1,8 +1,6 @@
 package config
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,8 +44,9 @@ type Setting struct {
 // settings (rank 0 decides warnings and the shutdown, and a stale cached
 // tensor on any rank is invalidated through the agreement allreduce, which
 // every rank joins whatever its own settings), the log settings, and the
-// knobs that are not implemented yet (see Unimplemented; autotuning will
-// change the calls, and must join this list when it is implemented).
+// knobs that are not implemented yet (see Unimplemented: a knob that comes
+// to change the calls or the pace joins this list when it is implemented,
+// as autotuning and the hierarchical knobs did).
 func (c Config) Agreed() []Setting {
 	out := make([]Setting, 0, len(agreed))
 	for _, k := range knobs {
@@ -66,85 +65,6 @@ var agreed = map[string]bool{
 	EnvHierarchicalAllgather: true,
 	EnvDynamicProcessSets:    true,
 	EnvAutotune:              true,
-}
-
-// settingsVersion is the first byte of an encoding, so that a future
-// layout is recognised rather than misread.
-const settingsVersion = 1
-
-// AppendSettings appends the encoding of s to dst and returns the extended
-// slice: a version byte, the number of settings, then each name and value,
-// every count and length an unsigned varint. DecodeSettings reverses it.
-func AppendSettings(dst []byte, s []Setting) []byte {
-	dst = append(dst, settingsVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	for _, x := range s {
-		dst = binary.AppendUvarint(dst, uint64(len(x.Name)))
-		dst = append(dst, x.Name...)
-		dst = binary.AppendUvarint(dst, uint64(len(x.Value)))
-		dst = append(dst, x.Value...)
-	}
-	return dst
-}
-
-// ErrBadSettings is wrapped by DecodeSettings's errors.
-var ErrBadSettings = errors.New("malformed settings")
-
-// DecodeSettings reads an encoding written by AppendSettings. It rejects,
-// wrapping ErrBadSettings, an unknown version, truncated or trailing bytes,
-// an empty name and a name given twice.
-func DecodeSettings(b []byte) ([]Setting, error) {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %s", ErrBadSettings, fmt.Sprintf(format, a...))
-	}
-	if len(b) == 0 {
-		return nil, bad("empty")
-	}
-	if b[0] != settingsVersion {
-		return nil, bad("version %d, want %d", b[0], settingsVersion)
-	}
-	b = b[1:]
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return nil, bad("bad count")
-	}
-	b = b[k:]
-	if n > uint64(len(b))/3 { // a setting takes at least three bytes
-		return nil, bad("%d settings in %d bytes", n, len(b))
-	}
-	str := func(what string) (string, error) {
-		l, k := binary.Uvarint(b)
-		if k <= 0 || l > uint64(len(b)-k) {
-			return "", bad("truncated %s", what)
-		}
-		s := string(b[k : k+int(l)])
-		b = b[k+int(l):]
-		return s, nil
-	}
-	out := make([]Setting, 0, n)
-	seen := make(map[string]bool, n)
-	for range n {
-		name, err := str("name")
-		if err != nil {
-			return nil, err
-		}
-		if name == "" {
-			return nil, bad("empty name")
-		}
-		if seen[name] {
-			return nil, bad("%s given twice", name)
-		}
-		seen[name] = true
-		value, err := str("value of " + name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Setting{Name: name, Value: value})
-	}
-	if len(b) != 0 {
-		return nil, bad("%d trailing bytes", len(b))
-	}
-	return out, nil
 }
 
 // Absent is the value a Disagreement gives a rank whose settings do not
@@ -234,20 +154,17 @@ func quoteValue(v string) string {
 	return v
 }
 
-// CheckAgreement decodes encoded[r], rank r's AppendSettings encoding, for
+// CheckAgreement compares ranks[r], rank r's settings (as Agreed and the
+// runtime's own give them, carried between ranks by the runtime), across
 // every rank and returns an *AgreementError naming each knob whose value is
 // not the same on every rank, with each rank's value, or nil when they all
 // agree. Knobs are reported in rank 0's order, then those only other ranks
-// name. An encoding that does not decode is an error naming its rank.
-func CheckAgreement(encoded [][]byte) error {
-	ranks := make([]map[string]string, len(encoded))
+// name.
+func CheckAgreement(settings [][]Setting) error {
+	ranks := make([]map[string]string, len(settings))
 	var names []string
 	known := map[string]bool{}
-	for r, enc := range encoded {
-		s, err := DecodeSettings(enc)
-		if err != nil {
-			return fmt.Errorf("settings from rank %d: %w", r, err)
-		}
+	for r, s := range settings {
 		ranks[r] = make(map[string]string, len(s))
 		for _, x := range s {
 			ranks[r][x.Name] = x.Value

@@ -59,8 +59,8 @@
 // cross-check.
 //
 // Some knobs must be the same on every rank, or the ranks would make
-// different transport calls: Config.Agreed lists them, AppendSettings and
-// DecodeSettings carry them between ranks, and CheckAgreement compares
+// different transport calls: Config.Agreed lists them, the runtime carries
+// them between ranks, and CheckAgreement compares
 // every rank's values and names each knob that differs with each rank's
 // value. The runtime runs that check at Init and fails on every rank when
 // the ranks disagree.

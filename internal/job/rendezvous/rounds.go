@@ -53,6 +53,10 @@ type RoundServer struct {
 	// no lock held, one call at a time, in the order the workers asked.
 	// Set it before Serve.
 	OnReady func(Slot)
+	// OnFrozen, when not nil, is told the slot of a member that a worker
+	// of the current round reports frozen (Session.ReportFrozen), from the
+	// goroutine of that worker's connection; reports may repeat.
+	OnFrozen func(Slot)
 	// Logf, when not nil, is told about refused connections. Set it before
 	// Serve.
 	Logf func(format string, args ...any)
@@ -127,6 +131,10 @@ func (s *RoundServer) handle(c net.Conn) {
 		if err := readFrame(c, maxJoinBytes, &q); err != nil {
 			s.leave(p)
 			return
+		}
+		if q.Frozen != nil && s.OnFrozen != nil {
+			s.logf("rendezvous: %v reports %v frozen", p.member.Slot, *q.Frozen)
+			s.OnFrozen(*q.Frozen)
 		}
 	}
 }
@@ -338,6 +346,7 @@ func (s *RoundServer) Close() error {
 // the launcher sends the coordinator. Close it before joining again.
 type Session struct {
 	conn net.Conn
+	wmu  sync.Mutex // ReportFrozen's writes
 	mu   sync.Mutex
 	last HostUpdate // the latest update, merged (see TakeUpdate)
 	has  bool
@@ -372,6 +381,15 @@ func (se *Session) read() {
 			se.mu.Unlock()
 		}
 	}
+}
+
+// ReportFrozen tells the launcher that sl, a member of this session's
+// round, was declared frozen (see RoundServer.OnFrozen), so that it stops
+// that worker and the job can re-form without it.
+func (se *Session) ReportFrozen(sl Slot) error {
+	se.wmu.Lock()
+	defer se.wmu.Unlock()
+	return writeFrame(se.conn, toServer{Frozen: &sl})
 }
 
 // Close ends the session and waits for its reader.

@@ -23,6 +23,10 @@ type toServer struct {
 	// and Last is the round it was last a member of (0: none yet).
 	Elastic bool `json:"elastic,omitempty"`
 	Last    int  `json:"last,omitempty"`
+	// Frozen, sent on an elastic worker's session after its join, reports
+	// a member of its round that the job declared frozen (alive, but
+	// silent on the heartbeat channel), for the launcher to stop.
+	Frozen *Slot `json:"frozen,omitempty"`
 }
 
 // toWorker is a message from the server: exactly one field is set.

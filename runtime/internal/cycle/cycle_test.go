@@ -14,24 +14,30 @@ import (
 )
 
 // cluster scripts whole cycles of n ranks in one goroutine: each rank's
-// State, its queue of requests, and rank 0's coordinator. The transport is
-// replaced by the operations it performs: an AND, an OR, a gather to rank 0
-// and a broadcast.
+// State, its queue of requests, and its Negotiation (rank 0's with the
+// coordinator). The transport is replaced by the operations it performs:
+// an AND, an OR, and the collectives the negotiation's steps ask for
+// (runSteps).
 type cluster struct {
 	t      *testing.T
 	n      int
 	states []*State
 	queues [][]wire.Request // requests not yet performed, per rank, in order
 	bits   [][]int          // cache bit hints, parallel to queues
-	coord  *negotiate.Coordinator
+	negs   []*Negotiation   // rank 0's holds the coordinator
 	now    time.Time
 }
 
 func newCluster(t *testing.T, n, capacity int) *cluster {
 	c := &cluster{t: t, n: n, queues: make([][]wire.Request, n), bits: make([][]int, n),
-		coord: negotiate.New(n), now: time.Unix(1000, 0)}
+		now: time.Unix(1000, 0)}
 	for r := 0; r < n; r++ {
 		c.states = append(c.states, New(cache.New(capacity, r), nil))
+		var coord *negotiate.Coordinator
+		if r == 0 {
+			coord = negotiate.New(n)
+		}
+		c.negs = append(c.negs, NewNegotiation(r, n, coord, nil))
 	}
 	return c
 }
@@ -102,33 +108,23 @@ func (c *cluster) step(shutdown ...int) []performed {
 		ds[r] = c.states[r].Decide(c.now)
 	}
 	if ds[0].Negotiate {
+		negs := make([]*Negotiation, c.n)
 		for r := 0; r < c.n; r++ {
 			if !ds[r].Negotiate {
 				c.t.Fatalf("rank %d does not negotiate, rank 0 does", r)
 			}
-			var l wire.RequestList
-			for _, i := range ds[r].Uncached {
-				l.Requests = append(l.Requests, *items[r][i].Req)
-			}
+			stop := false
 			for _, s := range shutdown {
-				l.Shutdown = l.Shutdown || s == r
+				stop = stop || s == r
 			}
-			// The wire format in between, as the runtime sends it.
-			got, err := wire.DecodeRequestList(wire.AppendRequestList(nil, &l))
-			if err != nil {
-				c.t.Fatal(err)
-			}
-			if err := c.coord.Add(r, &got); err != nil {
-				c.t.Fatal(err)
-			}
+			negs[r] = c.negs[r]
+			negs[r].Begin(items[r], ds[r].Uncached, stop)
 		}
-		list := c.coord.Responses()
+		if err := runSteps(c.now, negs); err != nil {
+			c.t.Fatal(err)
+		}
 		for r := 0; r < c.n; r++ {
-			got, err := wire.DecodeResponseList(wire.AppendResponseList(nil, &list))
-			if err != nil {
-				c.t.Fatal(err)
-			}
-			c.states[r].Negotiated(&got)
+			c.states[r].Negotiated(negs[r].Responses())
 		}
 	}
 	out := make([]performed, c.n)
@@ -208,7 +204,7 @@ func want(t *testing.T, got []performed, r int, w ...string) {
 	}
 }
 
-// TestJoinAfterCachedAllgather is the defect of issue 11, item 1: an
+// TestJoinAfterCachedAllgather is a past defect: an
 // allgather is cached, then every rank joins. When every rank has joined,
 // no cached response may be replayed (nobody submitted it).
 func TestJoinAfterCachedAllgather(t *testing.T) {
@@ -395,7 +391,7 @@ func TestStaleCachedGoesToNegotiation(t *testing.T) {
 	if d := c.states[0].d; !d.Negotiate || len(d.Uncached) != 1 {
 		t.Fatalf("stale cached request not negotiated: %+v", d)
 	}
-	if p := c.coord.Pending(); len(p["allreduce.a"]) != 1 || p["allreduce.a"][0] != 0 {
+	if p := c.negs[0].coord.Pending(); len(p["allreduce.a"]) != 1 || p["allreduce.a"][0] != 0 {
 		t.Fatalf("coordinator pending %v", p)
 	}
 }

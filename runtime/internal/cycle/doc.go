@@ -5,7 +5,18 @@
 // the fast path), calls Agreed (and, when asked, combines the invalid bits
 // with an OR), then Decide, which says which cached responses every rank
 // performs, which requests go back to the queue and whether to negotiate;
-// negotiation's responses are added with Negotiated. No goroutines, no
-// sleeps, no transport: a whole multi-rank cycle, with joins, cache hits,
-// invalidations and shutdowns, is scripted in one goroutine by the tests.
+// negotiation's responses are added with Negotiated.
+//
+// Negotiation, the slow path, is a machine of its own: Begin, then a
+// Step at a time, each a collective with its buffers (gather the request
+// sizes, gather the requests to rank 0, broadcast the responses' size, then
+// the responses) that the driver performs over its communicator before
+// calling Done, which decodes, runs rank 0's coordinator and picks the next
+// step. Gather is the same for the control exchanges outside a cycle
+// (every rank's bytes on every rank).
+//
+// No goroutines, no sleeps, no transport: a whole multi-rank cycle, with
+// joins, cache hits, invalidations, negotiation and shutdowns, is scripted
+// in one goroutine by the tests, which stand in for the transport by
+// carrying out the steps' collectives on the ranks' buffers.
 package cycle

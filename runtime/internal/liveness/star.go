@@ -26,6 +26,8 @@ type Frozen struct {
 type Config struct {
 	Rank, Size int
 	Host       string // this rank's host, for the reports of others
+	// RootHost is rank 0's host, named if rank 0 itself freezes.
+	RootHost string
 	// Key is the job's secret: every connection proves it first.
 	Key []byte
 	// Timeout is how long a rank may stay silent before it is declared
@@ -112,7 +114,7 @@ func Start(cfg Config, ln net.Listener, addrs []string) (*Star, error) {
 		iv = min(cfg.Timeout/10, time.Second)
 	}
 	s := &Star{cfg: cfg, interval: iv, ln: ln, tr: NewTracker(cfg.Size),
-		conns: map[int]net.Conn{}, hosts: map[int]string{}, done: make(chan struct{})}
+		conns: map[int]net.Conn{}, hosts: map[int]string{0: cfg.RootHost}, done: make(chan struct{})}
 	if cfg.Rank == 0 {
 		s.wg.Add(1)
 		go s.accept()

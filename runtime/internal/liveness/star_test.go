@@ -22,7 +22,7 @@ func star(t *testing.T, n int, timeout time.Duration) ([]*Star, []chan Frozen) {
 	got := make([]chan Frozen, n)
 	for r := range n {
 		got[r] = make(chan Frozen, 1)
-		cfg := Config{Rank: r, Size: n, Host: fmt.Sprintf("host%d", r), Key: key, Timeout: timeout,
+		cfg := Config{Rank: r, Size: n, Host: fmt.Sprintf("host%d", r), RootHost: "host0", Key: key, Timeout: timeout,
 			Interval: timeout / 10, OnFrozen: func(f Frozen) { got[r] <- f }, Logf: t.Logf}
 		var l net.Listener
 		if r == 0 {
@@ -84,8 +84,10 @@ func TestFrozenMemberNamedOnEveryRank(t *testing.T) {
 					t.Errorf("rank 0 names host %q, want host%d", f.Host, frozen)
 				}
 			}
-			if d := time.Since(start); d < timeout {
-				t.Errorf("declared frozen after %v, before the %v timeout", d, timeout)
+			// Silence counts from the last beat heard, before the pause: the
+			// verdict may come a little less than the timeout after it.
+			if d := time.Since(start); d < timeout-2*(timeout/10) {
+				t.Errorf("declared frozen %v after the pause, sooner than the %v timeout less one beat", d, timeout)
 			}
 		})
 	}
@@ -96,8 +98,8 @@ func TestFrozenRankZero(t *testing.T) {
 	stars, got := star(t, 3, timeout)
 	stars[0].paused.Store(true)
 	for r := 1; r < 3; r++ {
-		if f := wait(t, got[r], r, 10*timeout); f.Rank != 0 {
-			t.Errorf("rank %d was told %+v, want rank 0", r, f)
+		if f := wait(t, got[r], r, 10*timeout); f.Rank != 0 || f.Host != "host0" {
+			t.Errorf("rank %d was told %+v, want rank 0 on host0", r, f)
 		}
 	}
 }

@@ -14,6 +14,7 @@ type Liveness struct {
 	Timeout time.Duration
 	Key     []byte
 	Addrs   []string
+	Host    string // rank 0's host, named if rank 0 itself freezes
 }
 
 // AppendLiveness appends the encoding of l to dst.
@@ -26,7 +27,8 @@ func AppendLiveness(dst []byte, l Liveness) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(a)))
 		dst = append(dst, a...)
 	}
-	return dst
+	dst = binary.AppendUvarint(dst, uint64(len(l.Host)))
+	return append(dst, l.Host...)
 }
 
 // DecodeLiveness decodes what AppendLiveness encoded.
@@ -42,6 +44,7 @@ func DecodeLiveness(b []byte) (Liveness, error) {
 	for i := 0; i < n && d.err == nil; i++ {
 		l.Addrs = append(l.Addrs, d.str("address"))
 	}
+	l.Host = d.str("host")
 	if err := d.finish(); err != nil {
 		return Liveness{}, err
 	}

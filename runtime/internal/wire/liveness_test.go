@@ -10,7 +10,7 @@ import (
 func TestLivenessRoundTrip(t *testing.T) {
 	for _, l := range []Liveness{
 		{},
-		{Timeout: 30 * time.Second, Key: bytes.Repeat([]byte{7}, 32), Addrs: []string{"127.0.0.1:4000", "[fe80::1]:4000"}},
+		{Timeout: 30 * time.Second, Key: bytes.Repeat([]byte{7}, 32), Addrs: []string{"127.0.0.1:4000", "[fe80::1]:4000"}, Host: "node-0"},
 	} {
 		got, err := DecodeLiveness(AppendLiveness(nil, l))
 		if err != nil || !reflect.DeepEqual(got, l) {

@@ -14,7 +14,8 @@ package main
 //	                     before each step (P: the epoch's position before it);
 //	                   stepped round=R epoch=E pos=P rank=K t=NANOS
 //	                     after the step's update;
-//	                   dying slot=H[L] t=NANOS  before killing itself (-die);
+//	                   dying slot=H[L] t=NANOS  before killing (-die) or
+//	                     stopping (-freeze) itself;
 //	                   final w=BITS,...  rank 0, at the end (float64 bits, hex);
 //	                   removed  when the job had no place for it any more.
 
@@ -45,6 +46,7 @@ import (
 type death struct {
 	slot              string
 	epoch, pos, round int
+	freeze            bool // -freeze: SIGSTOP instead of SIGKILL
 }
 
 func parseDeaths(s string) ([]death, error) {
@@ -109,6 +111,7 @@ func elasticMain(args []string) int {
 	dim := fs.Int("dim", 8, "model dimension")
 	sleep := fs.Duration("sleep", 20*time.Millisecond, "pause per step")
 	die := fs.String("die", "", "host:local:epoch:pos,... slots that kill themselves in round 1")
+	freeze := fs.String("freeze", "", "host:local:epoch:pos,... slots that stop themselves (SIGSTOP) in round 1")
 	dump := fs.String("dump", "", "rank 0 writes DIR/resume-ROUND.gob (the synced state) at each resume")
 	load := fs.String("load", "", "start from a state written by -dump")
 	failStart := fs.Int("fail-at-start", 0, "exit with this status before hvd.Init (0: do not)")
@@ -119,6 +122,15 @@ func elasticMain(args []string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 64
+	}
+	freezes, err := parseDeaths(*freeze)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 64
+	}
+	for _, d := range freezes {
+		d.freeze = true
+		deaths = append(deaths, d)
 	}
 	slot := os.Getenv("HOROVOD_HOSTNAME") + "[" + os.Getenv("HOROVOD_LOCAL_RANK") + "]"
 	if *failStart != 0 {
@@ -215,7 +227,11 @@ func elasticMain(args []string) int {
 				for _, d := range deaths {
 					if round == d.round && d.slot == slot && epoch == d.epoch && pos >= d.pos {
 						fmt.Printf("dying slot=%s t=%d\n", slot, time.Now().UnixNano())
-						_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+						sig := syscall.SIGKILL
+						if d.freeze {
+							sig = syscall.SIGSTOP
+						}
+						_ = syscall.Kill(os.Getpid(), sig)
 						time.Sleep(time.Minute)
 					}
 				}
