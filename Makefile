@@ -1,4 +1,5 @@
-# gohorovod: make demo runs a real multi-process job; make test runs every test.
+# gohorovod: make demo runs a real multi-process job; make test runs every test;
+# make test-fast is the check to run before every commit (make help lists all).
 # Both install what they need first (make deps).
 
 GO      ?= go
@@ -7,9 +8,21 @@ NP      ?= 2
 TAGS    ?= $(shell command -v mpicc >/dev/null 2>&1 && echo mpi)
 GOFLAGS_TAGS = $(if $(TAGS),-tags $(TAGS),)
 
-.PHONY: all deps build test test-unit test-mpi test-mpich test-adapters bench demo vet fmt clean
+.PHONY: all help deps build test test-fast test-unit test-mpi test-mpich test-adapters bench demo vet fmt clean
 
 all: build
+
+help:
+	@echo 'make build          build the commands and examples into bin/ (installs Open MPI if missing)'
+	@echo 'make test-fast      before every commit: gofmt, go vet and go test -short (no end-to-end'
+	@echo '                    training runs, no mpirun jobs); a few minutes at most'
+	@echo 'make test           every test, as CI runs it (bash .ci/run): vet, go test -race, the'
+	@echo '                    end-to-end runs, the multi-process tests under mpirun and gohorovodrun'
+	@echo 'make test-mpi       only the multi-process tests (scripts/mpitest.sh; NPS, TRANSPORTS)'
+	@echo 'make test-mpich     the MPI tests linked against MPICH (needs mpich installed)'
+	@echo 'make bench          the tensor benchmarks, hvdbench and the synthetic benchmark'
+	@echo 'make demo           train MNIST on NP processes through gohorovodrun (NP=2)'
+	@echo 'make clean          remove bin/'
 
 deps:
 	@bash scripts/deps.sh
@@ -40,6 +53,14 @@ test-unit:
 	CGO_ENABLED=0 $(GO) test -tags nogpu -count=1 ./cuda/ ./internal/cudamock/
 	GOHOROVOD_CUDAMOCK=prebuilt CGO_ENABLED=0 $(GO) test -count=1 ./cuda/ ./internal/cudamock/ ./cmd/hvdgpucheck/...
 
+# test-fast: what a developer runs before every commit. The long tests (the
+# end-to-end training runs on MNIST, the launcher's and the examples' real
+# multi-process jobs) skip themselves under -short; make test runs them.
+# The adapters' own modules are vetted and tested too (-short).
+test-fast: vet
+	$(GO) test -short -count=1 ./...
+	@for m in $(ADAPTERS); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -short -count=1 ./...) || exit 1; done
+
 test-mpi: deps
 	bash scripts/mpitest.sh
 
@@ -47,8 +68,9 @@ test: deps vet test-unit test-mpi test-adapters
 
 # The adapters are Go modules of their own (gonum's optimize and gorgonia stay
 # out of the core module's dependencies), so ./... above skips them: vet and
-# test each, then run the gonum adapter's multi-process test under mpirun.
-ADAPTERS = examples/adapters/gonumopt examples/adapters/gorgoniaopt
+# test each, then run the gonum adapter's multi-process test under mpirun, and
+# the GoMLX adapter's under mpirun and under gohorovodrun --gloo.
+ADAPTERS = examples/adapters/gonumopt examples/adapters/gorgoniaopt examples/adapters/gomlxopt
 test-adapters:
 	@for m in $(ADAPTERS); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 ./...) || exit 1; done
 	@# Decided when the recipe runs, not when make starts: on a fresh machine
@@ -57,7 +79,14 @@ test-adapters:
 	  mkdir -p bin/mpitest && \
 	  (cd examples/adapters/gonumopt && $(GO) vet -tags mpi ./... && $(GO) test -tags mpi -c -o ../../../bin/mpitest/gonumopt.test .) && \
 	  for np in 2 4; do echo "=== mpirun -np $$np gonumopt"; timeout 300 scripts/mpirun.sh $$np bin/mpitest/gonumopt.test -test.run MPI || exit 1; done; \
-	else echo "test-adapters: mpicc not found: gonumopt's MPI test skipped"; fi
+	  (cd examples/adapters/gomlxopt && $(GO) vet -tags mpi ./... && $(GO) test -tags mpi -c -o ../../../bin/mpitest/gomlxopt.test .) && \
+	  for np in 2 3; do echo "=== mpirun -np $$np gomlxopt"; timeout 300 scripts/mpirun.sh $$np bin/mpitest/gomlxopt.test -test.run MPI || exit 1; done; \
+	else echo "test-adapters: mpicc not found: the adapters' MPI tests skipped"; fi
+	@# The embedded transport needs no MPI: the GoMLX adapter's test at np 2.
+	@mkdir -p bin/mpitest
+	CGO_ENABLED=0 $(GO) build -o bin/mpitest/gohorovodrun ./cmd/gohorovodrun
+	cd examples/adapters/gomlxopt && CGO_ENABLED=0 $(GO) vet -tags gloo ./... && CGO_ENABLED=0 $(GO) test -tags gloo -c -o ../../../bin/mpitest/gomlxopt_gloo.test .
+	timeout 300 bin/mpitest/gohorovodrun --gloo -np 2 bin/mpitest/gomlxopt_gloo.test -test.run MPI -test.timeout 240s
 
 # The MPI tests linked against MPICH (installed beside Open MPI: apt-get
 # install -y mpich libmpich-dev), under MPICH's own launcher, at np 2 (MPICH

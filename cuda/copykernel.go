@@ -14,10 +14,9 @@ import (
 )
 
 // The fusion buffer's copies as one kernel launch: cudaMemcpyBatchAsync
-// still costs a few microseconds per copy (measured on an H100: ResNet-50's
-// 161 gradients took 569 µs batched against 80 µs for one copy of the same
-// bytes), while one kernel over every copy moves them at close to the
-// device's copy bandwidth. The kernels (copykernel.ptx) are loaded through
+// still costs a few microseconds per copy, many times one copy of the same
+// bytes for a model's gradients (docs/BENCHMARKS.md), while one kernel over
+// every copy moves them at close to the device's copy bandwidth. The kernels (copykernel.ptx) are loaded through
 // the CUDA driver API (libcuda.so.1, which every machine with the driver
 // has), compiled by the driver for the device at first use, and each is
 // checked on the device by a copy of known bytes (copyKernelSelfTest)

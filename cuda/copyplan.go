@@ -31,9 +31,9 @@ const (
 	// search: the work per thread does not grow with the number of copies.
 	CopyKernelPieces CopyKernelKind = iota
 	// CopyKernelWalk (gohorovod_copy_batch) has every thread walk every
-	// copy of the launch, grid-stride. On an H200 it copied ResNet-50's
-	// 161 gradients in 133 µs against 64 µs for one plain copy of the
-	// same bytes.
+	// copy of the launch, grid-stride: every thread's work grows with the
+	// number of copies, so it is the second choice (its times beside one
+	// plain copy are in docs/BENCHMARKS.md).
 	CopyKernelWalk
 	copyKernelKinds
 )

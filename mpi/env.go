@@ -74,11 +74,10 @@ const YieldEnv = "OMPI_MCA_mpi_yield_when_idle"
 // yieldWhenIdle sets YieldEnv (read by MPI_Init) unless the user chose. A
 // gohorovod rank always has two busy threads, training and the runtime's
 // loop waiting in MPI; where ranks fill the cores, a spinning wait takes the
-// core from training. Measured with examples/synthetic (ResNet-50 shapes,
-// 100 ms compute, np 2 on 2 cores, two alternating rounds): 15.2-15.7
-// steps/s with yielding against 11.2-11.8 spinning, and overlap turned from
-// negative (the step slower than compute plus communication in series) to
-// 0.53-0.75.
+// core from training, and overlapping communication with backward can make
+// a step slower than the two in series. Yielding gives the core back
+// (examples/synthetic's steps/s and overlap with and without it are in
+// docs/BENCHMARKS.md).
 func yieldWhenIdle() {
 	if _, set := os.LookupEnv(YieldEnv); !set {
 		os.Setenv(YieldEnv, "1")

@@ -205,15 +205,18 @@ func GradientPredivideFactor(f float64) DistOption { return func(c *distConfig) 
 // # The runtime's cheapest path
 //
 // On a Collectives that holds reduce groups (ReduceGroupCollectives, such
-// as FromRuntime's), the optimizer by default moves the gradients into one
-// flat buffer per dtype, in backward order (see FlatGradients: Param.Grad
-// keeps its tensor object, re-pointed at the buffer), and reduces them in
-// buckets of consecutive gradients (BucketBytes; or the Groups given),
-// each a ReduceGroup prepared once, with its names held, started as soon as
-// its last member is Ready. The runtime then finds each name by its cache
-// bit and reduces neighbouring gradients where they lie, without copying
-// them through its fusion buffer (PyTorch DDP's gradient_as_bucket_view).
-// Call Close when training ends to release the names. Everything else is
+// as FromRuntime's), the optimizer reduces the gradients in buckets of
+// consecutive gradients in backward order (BucketBytes; or the Groups
+// given), each a ReduceGroup prepared once, with its names held, started
+// as soon as its last member is Ready. The runtime then finds each name by
+// its cache bit and fuses small gradients: those that lie back to back in
+// one buffer are reduced where they lie, others are copied through its
+// fusion buffer. The gradients stay where the caller put them unless
+// FlatGradients(true) moves them into one flat buffer per dtype, in
+// backward order (Param.Grad keeps its tensor object, re-pointed at the
+// buffer; PyTorch DDP's gradient_as_bucket_view), which saves that copy
+// for a model that reaches its gradients through Param.Grad alone. Call
+// Close when training ends to release the names. Everything else is
 // the same on this path: the ops, predivide, BackwardPassesPerStep and
 // cancellation; under compression the half-precision copies that travel
 // are the flat buffer and the gradients stay where they are. On any other
@@ -282,11 +285,11 @@ type DistributedOptimizer struct {
 var _ Optimizer = (*DistributedOptimizer)(nil)
 
 // NewDistributed wraps inner, reducing gradients with coll. On a
-// Collectives that holds reduce groups it prepares them, and by default
-// moves the gradients into a flat buffer (see FlatGradients); call Close
+// Collectives that holds reduce groups it prepares them (and with
+// FlatGradients(true) moves the gradients into a flat buffer); call Close
 // when done.
 func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*DistributedOptimizer, error) {
-	cfg := distConfig{op: Average, passes: 1, predivide: 1, flat: true, bucket: DefaultBucketBytes}
+	cfg := distConfig{op: Average, passes: 1, predivide: 1, bucket: DefaultBucketBytes}
 	for _, o := range opts {
 		o(&cfg)
 	}

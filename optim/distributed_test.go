@@ -12,6 +12,7 @@ import (
 	"time"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -178,17 +179,7 @@ func (m member) BroadcastAsync(t *tensor.Tensor, root int, name string) (Waiter,
 // onRanks runs f for every rank in its own goroutine and fails on any error.
 func onRanks(t *testing.T, n int, f func(rank int) error) {
 	t.Helper()
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = f(r)
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
+	for r, err := range commtest.OnRanks(commtest.Ranks(n), f) {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}

@@ -26,11 +26,13 @@
 // Average, Sum or Adasum), local accumulation (BackwardPassesPerStep),
 // half-precision transport (WithCompression: FP16 or BF16), a
 // GradientPredivideFactor, and parameter groups reduced as one unit
-// (Groups, NumGroups). On the runtime it takes the cheapest path by
-// default: the gradients are moved into one flat buffer in backward order
-// (FlatGradients) and reduced in buckets (BucketBytes) that are each a
-// held AllreduceGroup, so that the runtime reduces them in place; Close
-// releases them. WithCommHook replaces how each bucket of gradients is
+// (Groups, NumGroups). On the runtime the gradients are reduced in
+// buckets (BucketBytes) that are each a held AllreduceGroup, so that the
+// runtime negotiates them once and reduces gradients that lie back to
+// back in one buffer in place; Close releases them. The gradients stay in
+// the storage the model gave them; FlatGradients(true) moves them into
+// one flat buffer in backward order, for a model that reaches them through
+// Param.Grad alone. WithCommHook replaces how each bucket of gradients is
 // communicated (a CommHook, PyTorch DDP's communication hook): PowerSGD's
 // low-rank compression is built in, and users can write their own. A
 // gradient never reported Ready is reduced at Step as it

@@ -12,17 +12,20 @@ import (
 
 // Two ranks (goroutines, with hvd.RunLocal) train one weight w on the
 // loss (w-target)²/2, each rank with its own target, 2 and 4: the
-// averaged gradient leads both to w = 3. Backward writes the gradient
-// through p.Grad, which NewDistributed has moved into its flat buffer,
-// and reports it with Ready so that its allreduce starts at once; Step
-// waits for it and runs SGD. Close releases the optimizer's reduce groups.
+// averaged gradient leads both to w = 3. The model keeps its weight and
+// gradient in its own slices, wrapped in the Param's tensors; backward
+// writes the gradient into its slice and reports it with Ready so that
+// its allreduce starts at once; Step waits for it and runs SGD, which
+// updates the weight's slice. Close releases the optimizer's reduce
+// groups.
 func ExampleNewDistributed() {
 	err := hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
 		coll, err := optim.FromRuntime(r)
 		if err != nil {
 			return err
 		}
-		p := optim.Param{Name: "w", Value: tensor.FromFloat64([]float64{0}), Grad: tensor.New(tensor.Float64, 1)}
+		w, gw := []float64{0}, []float64{0}
+		p := optim.Param{Name: "w", Value: tensor.FromFloat64(w), Grad: tensor.FromFloat64(gw)}
 		sgd, err := optim.NewSGD([]optim.Param{p}, optim.SGDConfig{LR: 0.5})
 		if err != nil {
 			return err
@@ -37,8 +40,51 @@ func ExampleNewDistributed() {
 			if err := opt.ZeroGrad(); err != nil {
 				return err
 			}
-			w := p.Value.Float64s()[0]
-			p.Grad.Float64s()[0] = w - target // backward
+			gw[0] = w[0] - target // backward
+			if err := opt.Ready(p); err != nil {
+				return err
+			}
+			if err := opt.Step(); err != nil {
+				return err
+			}
+		}
+		if rank == 0 {
+			fmt.Printf("w = %.4f\n", w[0])
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: w = 3.0000
+}
+
+// FlatGradients(true) moves the gradients into one flat buffer that the
+// runtime reduces where it lies: the model must then reach its gradient
+// through p.Grad (the same tensor, re-pointed at the buffer), not
+// through a slice it took before NewDistributed.
+func ExampleFlatGradients() {
+	err := hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
+		coll, err := optim.FromRuntime(r)
+		if err != nil {
+			return err
+		}
+		p := optim.Param{Name: "w", Value: tensor.FromFloat64([]float64{0}), Grad: tensor.New(tensor.Float64, 1)}
+		sgd, err := optim.NewSGD([]optim.Param{p}, optim.SGDConfig{LR: 0.5})
+		if err != nil {
+			return err
+		}
+		opt, err := optim.NewDistributed(sgd, coll, optim.FlatGradients(true))
+		if err != nil {
+			return err
+		}
+		defer opt.Close()
+		target := float64(2 * (rank + 1))
+		for range 30 {
+			if err := opt.ZeroGrad(); err != nil {
+				return err
+			}
+			p.Grad.Float64s()[0] = p.Value.Float64s()[0] - target // backward, through p.Grad
 			if err := opt.Ready(p); err != nil {
 				return err
 			}

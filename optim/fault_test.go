@@ -20,7 +20,7 @@ import (
 // middle of training (its 60th allreduce, aborting the group). Step, which
 // waits without a deadline, returns on every rank with an error, the
 // others' naming rank 1: the DistributedOptimizer never hangs on a failed
-// reduction (issue 11, item 2).
+// reduction.
 func TestStepReturnsOnTransportFailure(t *testing.T) {
 	const n = 3
 	cfg := config.Default()
@@ -88,7 +88,7 @@ func TestStepReturnsOnTransportFailure(t *testing.T) {
 }
 
 // TestAllgatherObjectThenJoin: AllgatherObject twice (the second from the
-// response cache), then Join on every rank (issue 11, item 1: the cached
+// response cache), then Join on every rank (a defect once: the cached
 // allgathers were replayed when every rank had joined, and the runtime
 // stopped). Join returns the same last rank everywhere and the job goes on.
 func TestAllgatherObjectThenJoin(t *testing.T) {

@@ -38,13 +38,14 @@ const DefaultBucketBytes = 64 << 10
 // Errors of the DistributedOptimizer's gradient storage and life cycle.
 var (
 	// ErrStaleGradient: after NewDistributed moved the gradients into
-	// its flat buffer, something wrote into a gradient's former
-	// storage, typically a model that keeps the slices it took from its
-	// gradient tensors before. Such a model would train nothing: reach
-	// the gradients through Param.Grad (the same *tensor.Tensor, now a
-	// view of the buffer), or pass FlatGradients(false).
-	ErrStaleGradient = errors.New("optim: a gradient was written to the storage it had before NewDistributed moved it into the flat gradient buffer; " +
-		"write gradients through Param.Grad, not through slices taken before, or pass FlatGradients(false)")
+	// its flat buffer (FlatGradients(true)), something wrote into a
+	// gradient's former storage, typically a model that keeps the slices
+	// it took from its gradient tensors before. Such a model would train
+	// nothing: reach the gradients through Param.Grad (the same
+	// *tensor.Tensor, now a view of the buffer), or leave FlatGradients
+	// off.
+	ErrStaleGradient = errors.New("optim: a gradient was written to the storage it had before NewDistributed moved it into the flat gradient buffer (FlatGradients(true)); " +
+		"write gradients through Param.Grad, not through slices taken before, or leave FlatGradients off")
 	// ErrClosed: the DistributedOptimizer was closed.
 	ErrClosed = errors.New("optim: the DistributedOptimizer is closed")
 )
@@ -54,7 +55,15 @@ var (
 // moves the gradients into one flat buffer per dtype, laid out in backward
 // order, so that the runtime reduces neighbouring gradients where they lie
 // instead of copying them through its fusion buffer (PyTorch DDP's
-// gradient_as_bucket_view). Default true.
+// gradient_as_bucket_view, which is opt-in there too). Default false.
+//
+// By default the gradients stay where the caller put them, so a model
+// that writes into the slices it wrapped in its gradient tensors trains
+// as it reads. Gradients that already lie back to back in one allocation
+// (made with tensor.NewFlat, in forward or backward order) are handed to
+// the runtime in memory order within each bucket, and it reduces them in
+// place all the same; others go through the fusion buffer, a copy in and
+// out of each small gradient per step.
 //
 // Moving keeps every gradient's *tensor.Tensor (Param.Grad): the tensor
 // object is re-pointed at its part of the buffer, its values copied, and
@@ -63,11 +72,11 @@ var (
 // a gradient tensor before NewDistributed does not, and a model that goes
 // on writing into one would train nothing. The first step checks the
 // former storage and fails with ErrStaleGradient if it was written. Turn
-// the move off for a model or Optimizer that keeps such slices, or whose
-// gradients share storage it relies on. Gradients are not moved when two
-// parameters share one gradient tensor, under compression (the
-// half-precision copies that travel are flat instead), or on a Collectives
-// without reduce groups.
+// the move on only for a model and Optimizer that reach the gradients
+// through Param.Grad alone and rely on no storage they share. Gradients
+// are not moved when two parameters share one gradient tensor, under
+// compression (the half-precision copies that travel are flat instead), or
+// on a Collectives without reduce groups.
 func FlatGradients(on bool) DistOption { return func(c *distConfig) { c.flat = on } }
 
 // BucketBytes sets the size of the buckets in which the DistributedOptimizer
@@ -168,10 +177,9 @@ func (d *DistributedOptimizer) layout(params []Param, ord []int) {
 // alignLarge is the size from which a gradient starts on a cache line of
 // the flat buffer, and cacheLine that alignment. Kernels that write a
 // gradient (the backward GEMM's AXPY rows) slow down when every row's
-// stores straddle cache lines: measured on the device machine's Xeon, a
-// 784x256 float32 weight gradient accumulated by gonum's Sgemm took 7.4 ms
-// at an offset of 40 bytes against 4.2 ms on a 64-byte boundary, and
-// MNIST at np 8 lost 15-20% to it. Gradients this large are reduced alone
+// stores straddle cache lines (on a Xeon, gonum's Sgemm writing an MNIST
+// weight gradient off a cache line was markedly slower, and so was MNIST
+// training: docs/BENCHMARKS.md). Gradients this large are reduced alone
 // (the runtime fuses only smaller ones), so the padding before them costs
 // no in-place fusion; smaller gradients stay back to back.
 const (
@@ -226,8 +234,9 @@ func (d *DistributedOptimizer) buckets(ord []int) [][]int {
 }
 
 // hold creates a ReduceGroup per unit, its members in backward order (the
-// order of the flat buffers, so that neighbours follow one another), and
-// closes those made if one fails.
+// order of the flat buffers) except that members lying back to back in
+// one allocation follow one another in memory order (see inMemoryOrder),
+// and closes those made if one fails.
 func (d *DistributedOptimizer) hold(gc ReduceGroupCollectives, params []Param, ord []int) error {
 	pos := make([]int, len(params))
 	for k, i := range ord {
@@ -237,6 +246,7 @@ func (d *DistributedOptimizer) hold(gc ReduceGroupCollectives, params []Param, o
 	d.groups = make([]ReduceGroup, len(d.units))
 	for u, members := range d.units {
 		slices.SortFunc(members, func(a, b int) int { return pos[a] - pos[b] })
+		inMemoryOrder(members, d.wire)
 		ts := make([]*tensor.Tensor, len(members))
 		names := make([]string, len(members))
 		for k, i := range members {
@@ -253,6 +263,50 @@ func (d *DistributedOptimizer) hold(gc ReduceGroupCollectives, params []Param, o
 		d.groups[u] = g
 	}
 	return nil
+}
+
+// inMemoryOrder reorders members (indices into wire, in backward order) so
+// that a member whose storage starts where another member's ends comes
+// right after it: each run of members back to back in one allocation
+// (tensor.Follows) in memory order, the runs in the order of their first
+// member. The runtime reduces such runs of a fused response where they
+// lie, so gradients allocated with tensor.NewFlat in forward order (the
+// reverse of backward order) are reduced in place without being moved.
+// Ranks whose layouts differ order differently, which stays correct (the
+// runtime negotiates the members by name) but fuses in one order for all,
+// so that some ranks copy.
+func inMemoryOrder(members []int, wire []*tensor.Tensor) {
+	if len(members) < 2 {
+		return
+	}
+	start := make(map[*byte]int, len(members)) // first byte -> position in members
+	for k, i := range members {
+		if b := wire[i].Bytes(); len(b) > 0 {
+			start[&b[0]] = k
+		}
+	}
+	next := make([]int, len(members)) // position of the member that follows, or -1
+	after := make([]bool, len(members))
+	for k, i := range members {
+		next[k] = -1
+		b := wire[i].Bytes()
+		if len(b) == 0 || len(b) == cap(b) {
+			continue
+		}
+		if j, ok := start[&b[:len(b)+1][len(b)]]; ok && !after[j] && tensor.Follows(wire[members[j]], wire[i]) {
+			next[k], after[j] = j, true
+		}
+	}
+	out := make([]int, 0, len(members))
+	for k := range members {
+		if after[k] {
+			continue // placed after the member it follows
+		}
+		for j := k; j >= 0; j = next[j] {
+			out = append(out, members[j])
+		}
+	}
+	copy(members, out)
 }
 
 // checkMoved checks, once, that nothing wrote into the former storage of

@@ -30,6 +30,8 @@ func TestRuntimeLayouts(t *testing.T) {
 		{"bucket per gradient", []DistOption{BucketBytes(0)}},
 		{"small buckets", []DistOption{BucketBytes(8)}},
 		{"no flat storage", []DistOption{FlatGradients(false)}},
+		{"flat storage", []DistOption{FlatGradients(true)}},
+		{"flat storage, bucket per gradient", []DistOption{FlatGradients(true), BucketBytes(0)}},
 		{"forward order", []DistOption{BackwardOrder("w", "b")}},
 		{"predivide", []DistOption{GradientPredivideFactor(2)}},
 	}
@@ -69,11 +71,11 @@ func (m *flatModel) backward(rank int, ready func(Param) error) error {
 	return nil
 }
 
-// TestFlatGradients: with the default options on the runtime, the
+// TestFlatGradients: with FlatGradients(true) on the runtime, the
 // gradients are moved into one flat buffer per dtype, in backward order
 // (same tensor objects, values kept), they are averaged correctly, the
-// runtime reduces them where they lie, and with FlatGradients(false) they
-// stay where they were and go through the fusion buffer.
+// runtime reduces them where they lie, and with FlatGradients(false) (the
+// default) they stay where they were and go through the fusion buffer.
 func TestFlatGradients(t *testing.T) {
 	for _, flat := range []bool{true, false} {
 		t.Run(fmt.Sprint("flat=", flat), func(t *testing.T) {
@@ -148,8 +150,8 @@ func TestFlatGradients(t *testing.T) {
 	}
 }
 
-// TestStaleGradient: a model that keeps writing into the slices it took
-// before NewDistributed moved its gradients fails the first step with
+// TestStaleGradient: with FlatGradients(true), a model that keeps writing
+// into the slices it took before NewDistributed moved its gradients fails the first step with
 // ErrStaleGradient (on every rank, without hanging), instead of silently
 // training nothing.
 func TestStaleGradient(t *testing.T) {
@@ -163,7 +165,7 @@ func TestStaleGradient(t *testing.T) {
 		m := newFlatModel()
 		stale := m.params[2].Grad.Float32s() // taken before the move
 		inner, _ := NewSGD(m.params, SGDConfig{LR: 0.1})
-		opt, err := NewDistributed(inner, coll)
+		opt, err := NewDistributed(inner, coll, FlatGradients(true))
 		if err != nil {
 			return err
 		}

@@ -123,7 +123,7 @@ func TestPostLocalSGDPeriodOneIsSynchronous(t *testing.T) {
 	}{
 		{"plain SGD from the start", SGDConfig{LR: 0.05}, LocalSGDConfig{ModelAveragingPeriod: 1}, nil},
 		{"momentum after 5 synchronous steps", localSGDLinear, LocalSGDConfig{StartLocalSGDIter: 5, ModelAveragingPeriod: 1}, nil},
-		{"momentum, gradients not moved", localSGDLinear, LocalSGDConfig{StartLocalSGDIter: 5, ModelAveragingPeriod: 1}, []DistOption{FlatGradients(false)}},
+		{"momentum, gradients moved", localSGDLinear, LocalSGDConfig{StartLocalSGDIter: 5, ModelAveragingPeriod: 1}, []DistOption{FlatGradients(true)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			want := singleLinear(t, steps, c.sgd)

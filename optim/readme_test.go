@@ -17,8 +17,9 @@ import (
 	"testing"
 )
 
-// readmeSnippets are the README's Go examples of the DistributedOptimizer's
-// PyTorch-DDP features: the first ```go block under each heading, and what
+// readmeSnippets are the Go examples of the DistributedOptimizer's
+// PyTorch-DDP features in docs/TRAINING.md (they were the README's until
+// the guides moved to docs/): the first ```go block under each heading, and what
 // the snippet takes as given (declared before it) and leaves unused
 // (read after it), so that it type-checks as a function body.
 var readmeSnippets = []struct {
@@ -26,13 +27,13 @@ var readmeSnippets = []struct {
 	before  string
 	after   string
 }{
-	{"### Post-local SGD and model averaging", "var sgd optim.Optimizer; var coll optim.Collectives", "_ = opt"},
-	{"### SyncBatchNorm", "var params []optim.Param; var h, dy []float32; var n int", "_, _, _ = y, dh, err"},
-	{"### Communication hooks and PowerSGD", "var sgd optim.Optimizer; var coll optim.Collectives", "_ = opt"},
+	{"## Post-local SGD and model averaging", "var sgd optim.Optimizer; var coll optim.Collectives", "_ = opt"},
+	{"## SyncBatchNorm", "var params []optim.Param; var h, dy []float32; var n int", "_, _, _ = y, dh, err"},
+	{"## Communication hooks and PowerSGD", "var sgd optim.Optimizer; var coll optim.Collectives", "_ = opt"},
 }
 
 // readmeBlock returns the first ```go block after the line heading in
-// the README.
+// the guide.
 func readmeBlock(readme []byte, heading string) (string, error) {
 	i := bytes.Index(readme, []byte("\n"+heading+"\n"))
 	if i < 0 {
@@ -74,9 +75,9 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// TestREADMESnippets type-checks the README's examples of post-local SGD,
-// SyncBatchNorm and PowerSGD against the packages as they are, so that
-// the README cannot drift from the API (the runnable Examples,
+// TestREADMESnippets type-checks docs/TRAINING.md's examples of post-local
+// SGD, SyncBatchNorm and PowerSGD against the packages as they are, so that
+// the guide cannot drift from the API (the runnable Examples,
 // ExampleNewPostLocalSGD, nn's ExampleNewBatchNorm and ExampleNewPowerSGD,
 // run the same calls).
 func TestREADMESnippets(t *testing.T) {
@@ -87,7 +88,7 @@ func TestREADMESnippets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "TRAINING.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestREADMESnippets(t *testing.T) {
 		return os.Open(file)
 	})
 	for _, s := range readmeSnippets {
-		t.Run(strings.TrimPrefix(s.heading, "### "), func(t *testing.T) {
+		t.Run(strings.TrimPrefix(s.heading, "## "), func(t *testing.T) {
 			code, err := readmeBlock(readme, s.heading)
 			if err != nil {
 				t.Fatal(err)
@@ -125,13 +126,13 @@ func TestREADMESnippets(t *testing.T) {
 				"\t\"github.com/gohorovod/gohorovod/optim/nn\"\n)\n\n" +
 				"var _ = hvd.Default\nvar _ = nn.Sync\n\n" +
 				"func _() {\n" + s.before + "\n" + code + "\n" + s.after + "\n}\n"
-			f, err := parser.ParseFile(fset, "README.md", src, parser.SkipObjectResolution)
+			f, err := parser.ParseFile(fset, "TRAINING.md", src, parser.SkipObjectResolution)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, src)
 			}
 			conf := types.Config{Importer: imp}
 			if _, err := conf.Check("snippet", fset, []*ast.File{f}, nil); err != nil {
-				t.Fatalf("the README's example under %q does not compile: %v\n%s", s.heading, err, src)
+				t.Fatalf("docs/TRAINING.md's example under %q does not compile: %v\n%s", s.heading, err, src)
 			}
 		})
 	}

@@ -312,9 +312,9 @@ func TestWithoutReady(t *testing.T) {
 }
 
 // TestRuntimeEquivalenceEmbedded is TestRuntimeEquivalence over the
-// embedded transport (real sockets between ranks in this process), with the
-// default flat, bucketed path: training gives the single process's
-// parameters.
+// embedded transport (real sockets between ranks in this process), on the
+// default bucketed path and with the gradients moved into a flat buffer
+// (FlatGradients(true)): training gives the single process's parameters.
 func TestRuntimeEquivalenceEmbedded(t *testing.T) {
 	const steps = 20
 	want, err := equivalenceRun(context.Background(), nil, 0, 1, steps)
@@ -341,6 +341,7 @@ func TestRuntimeEquivalenceEmbedded(t *testing.T) {
 				}
 			}()
 			checkEquivalenceOn(t, rts, steps, want, 1e-12)
+			checkEquivalenceOn(t, rts, steps, want, 1e-12, FlatGradients(true))
 		})
 	}
 }

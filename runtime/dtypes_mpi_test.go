@@ -9,7 +9,7 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// Issue 12 under real mpirun (np 2 and 3): the new dtypes over MPI's
+// Under real mpirun (np 2 and 3): the added dtypes over MPI's
 // datatypes, grouped allgather and reducescatter, and Adasum of the half
 // types (power-of-two sizes only).
 

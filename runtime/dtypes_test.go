@@ -11,7 +11,7 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// newDTypes are the element types added for issue 12: Horovod's tests
+// newDTypes are the element types added after the first ones: Horovod's tests
 // broadcast, allgather and alltoall them.
 var newDTypes = []tensor.DType{tensor.Int16, tensor.Uint16, tensor.Bool}
 

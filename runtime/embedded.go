@@ -37,7 +37,7 @@ func (c embeddedComm) Close() error {
 	return err
 }
 
-// openEmbedded starts this worker on the embedded transport (issue 13):
+// openEmbedded starts this worker on the embedded transport:
 // it listens (TCP on the address the other hosts reach, a Unix socket for
 // the ranks of its own host), joins the job's rendezvous with its host and
 // local rank (HOROVOD_HOSTNAME, HOROVOD_LOCAL_RANK), learns its rank and

@@ -27,7 +27,8 @@ func mpiRuntimeWith(t *testing.T, cfg config.Config) *Runtime {
 	return r
 }
 
-// TestMPIJoinAfterCachedAllgather is issue 11's first defect under mpirun:
+// TestMPIJoinAfterCachedAllgather is a past defect (Join after cached
+// allgathers) under mpirun:
 // allgathers (the second and third from the response cache), then Join on
 // every rank, with the default cache, a one-entry cache and none.
 func TestMPIJoinAfterCachedAllgather(t *testing.T) {

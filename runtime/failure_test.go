@@ -12,7 +12,7 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// TestJoinAfterCachedAllgather is issue 11's first defect, end to end: an
+// TestJoinAfterCachedAllgather is a past defect, end to end: an
 // allgather (cached), then Join on every rank. Join returns the last rank
 // on every rank and the runtime keeps working, with the default cache and
 // with a cache of one entry.

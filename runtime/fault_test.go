@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
 	"github.com/gohorovod/gohorovod/runtime/comm/fault"
 	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
@@ -173,18 +173,12 @@ func startOver(t *testing.T, coms []comm.Communicator, opts ...Option) *cluster 
 	t.Helper()
 	n := len(coms)
 	c := &cluster{rts: make([]*Runtime, n)}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range coms {
+	for i := range c.rts {
 		c.rts[i] = new(Runtime)
-		all := append([]Option{WithCommunicator(coms[i]), WithConfig(testConfig()), WithLogger(zerolog.Nop())}, opts...)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = c.rts[i].Init(all...)
-		}()
 	}
-	wg.Wait()
+	errs := commtest.OnRanks(commtest.Ranks(n), func(i int) error {
+		return c.rts[i].Init(append([]Option{WithCommunicator(coms[i]), WithConfig(testConfig()), WithLogger(zerolog.Nop())}, opts...)...)
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d init: %v", i, err)
@@ -198,7 +192,8 @@ func startOver(t *testing.T, coms []comm.Communicator, opts ...Option) *cluster 
 	return c
 }
 
-// TestTransportFaultEveryCollective is issue 11's second defect, for every
+// TestTransportFaultEveryCollective is a past defect (a handle left
+// waiting after a transport failure), for every
 // collective kind, fused and not: the transport fails on rank 1 in the
 // middle of the operation. Every rank's handle completes with an error that
 // carries the cause (on the others: naming rank 1), later calls return the

@@ -2,12 +2,12 @@ package runtime
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -52,16 +52,7 @@ func startCluster(t *testing.T, n int, cfg config.Config) *cluster {
 // each runs fn on every rank concurrently and reports errors.
 func (c *cluster) each(t *testing.T, fn func(r *Runtime, rank int) error) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make([]error, len(c.rts))
-	for i, r := range c.rts {
-		wg.Add(1)
-		go func(i int, r *Runtime) {
-			defer wg.Done()
-			errs[i] = fn(r, i)
-		}(i, r)
-	}
-	wg.Wait()
+	errs := commtest.OnRanks(commtest.Ranks(len(c.rts)), func(i int) error { return fn(c.rts[i], i) })
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("rank %d: %v", i, err)

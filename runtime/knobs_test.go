@@ -6,13 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -20,17 +20,9 @@ import (
 // initAll runs Init on every member of group concurrently, rank r with
 // opts(r) after its communicator, and returns each rank's error.
 func initAll(group []comm.Communicator, rts []*Runtime, opts func(rank int) []Option) []error {
-	errs := make([]error, len(group))
-	var wg sync.WaitGroup
-	for r := range group {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = rts[r].Init(append([]Option{WithCommunicator(group[r]), WithLogger(zerolog.Nop())}, opts(r)...)...)
-		}()
-	}
-	wg.Wait()
-	return errs
+	return commtest.OnRanks(commtest.Ranks(len(group)), func(r int) error {
+		return rts[r].Init(append([]Option{WithCommunicator(group[r]), WithLogger(zerolog.Nop())}, opts(r)...)...)
+	})
 }
 
 func TestKnobAgreementAtInit(t *testing.T) {

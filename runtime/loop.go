@@ -118,28 +118,25 @@ func newLoop(r *Runtime, com comm.Communicator, q *queue) (*loop, error) {
 
 // defaultChunkBytes is the largest buffer handed to one transport
 // collective: larger tensors are reduced in chunks of this size, so that
-// the transport's per-call temporaries stay in cache. Measured with
-// cmd/hvdbench at np 2 (medians of 5 interleaved runs): one 64 MiB tensor
-// took 8.9 ms in 4 MiB chunks, 8.8 in 1 MiB, 10.9 in 16 MiB and 37 ms in
-// one call; ResNet-50's gradients 13.8 ms in 4 or 1 MiB chunks, 15.0-15.1
-// in 16 MiB or unchunked.
+// the transport's per-call temporaries stay in cache. Chosen by a sweep
+// with cmd/hvdbench (docs/BENCHMARKS.md): 1 and 4 MiB chunks were as fast,
+// larger ones and a single call slower.
 const defaultChunkBytes = 4 << 20
 
 // defaultFusionChunkBytes is how much of a fused response is copied into
 // the fusion buffer, reduced and copied out at a time, so that the bytes
 // are still in cache (L2 is 1 MiB a core here) when the transport reads
-// them and when they are copied back. Measured with cmd/hvdbench at np 2,
-// 1000 tensors of 4 KiB: 0.66 ms in 256 KiB pieces against 1.1 ms in 1 MiB
-// and 1.4 ms in 4 MiB (medians of 5 runs); the C yardstick's fused mode
-// agrees (0.39 ms with a 256 KiB buffer, 0.75 ms with 4 MiB).
+// them and when they are copied back. Chosen by a sweep with cmd/hvdbench
+// over many small tensors, which the C yardstick's fused mode agrees with
+// (docs/BENCHMARKS.md).
 const defaultFusionChunkBytes = 256 << 10
 
 // defaultMaxFusedBytes is the largest tensor copied into the fusion buffer;
 // larger ones are reduced in place, which saves two copies that cost more
-// than the transport call they would share. Measured with cmd/hvdbench at
-// np 2, ResNet-50's gradients (medians of 5 interleaved runs): 14.2-14.6 ms
-// at 64 KiB, 14.5 at 256 KiB, 14.6-15.2 at 16 KiB, 15.1-15.2 at 1 MiB, and
-// 20-23 ms when every tensor up to the threshold was fused.
+// than the transport call they would share. Chosen by a sweep with
+// cmd/hvdbench over ResNet-50's gradients (docs/BENCHMARKS.md): sizes from
+// 16 to 256 KiB were close, larger ones slower, and fusing every tensor up
+// to the threshold slowest.
 const defaultMaxFusedBytes = 64 << 10
 
 func (l *loop) run() {

@@ -35,9 +35,9 @@ const (
 //   - MPI built in and a launcher of one rank, or MPI already initialised:
 //     MPI, as under Horovod.
 //   - Otherwise, one rank in memory, in both builds. An MPI build could run
-//     MPI as a singleton instead (Open MPI supports it), but measured with
-//     Open MPI 4.1.4 that adds 0.3 s to Init and 0.05 s to Shutdown, needs
-//     Open MPI's orted on the PATH, and when it cannot start one it ends the
+//     MPI as a singleton instead (Open MPI supports it), but that slows
+//     Init and Shutdown down (docs/BENCHMARKS.md), needs Open MPI's orted
+//     on the PATH, and when it cannot start one it ends the
 //     process inside MPI_Init_thread, before any error can be returned; nor
 //     could such a program Init again after Shutdown (MPI starts once per
 //     process). A program that wants MPI at one rank calls mpi.Init itself

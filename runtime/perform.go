@@ -266,7 +266,7 @@ func (l *loop) view(dt tensor.DType, b []byte) (*tensor.Tensor, error) {
 // Tensors of a page or more are page-aligned in Go's heap; copying between
 // addresses equal modulo 4 KiB makes loads wait on unrelated stores (4K
 // aliasing). Half a page plus a cache line apart, the copies in and out of
-// the buffer ran 25% faster (1000 tensors of 4 KiB).
+// the buffer avoid it (measured in docs/BENCHMARKS.md).
 const fusionAlign = 2048 + 64
 
 // fusionBuffer returns the persistent fusion buffer with room for n bytes,

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -21,18 +22,13 @@ import (
 func initEach(t *testing.T, group []comm.Communicator, optsFor func(rank int) []Option) ([]*Runtime, []error) {
 	t.Helper()
 	rts := make([]*Runtime, len(group))
-	errs := make([]error, len(group))
-	var wg sync.WaitGroup
-	for i := range group {
+	for i := range rts {
 		rts[i] = new(Runtime)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			opts := []Option{WithCommunicator(group[i]), WithConfig(testConfig()), WithLogger(zerolog.Nop())}
-			errs[i] = rts[i].Init(append(opts, optsFor(i)...)...)
-		}()
 	}
-	wg.Wait()
+	errs := commtest.OnRanks(commtest.Ranks(len(group)), func(i int) error {
+		opts := []Option{WithCommunicator(group[i]), WithConfig(testConfig()), WithLogger(zerolog.Nop())}
+		return rts[i].Init(append(opts, optsFor(i)...)...)
+	})
 	t.Cleanup(func() { StopLocal(rts) })
 	return rts, errs
 }

@@ -247,7 +247,7 @@ func (q *queue) takeAll(dst []*entry, names []string, known []*entry, sources []
 	if len(q.table) == 0 {
 		// Drop the deleted slots' tombstones: the names of single
 		// calls are inserted and deleted every step, and the probes
-		// through them made the table's operations slower.
+		// through them made the table's operations slower (docs/BENCHMARKS.md).
 		clear(q.table)
 	}
 	q.mu.Unlock()

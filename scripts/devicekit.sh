@@ -30,7 +30,8 @@
 #                   (mpi_yield_when_idle), three interleaved rounds, with
 #                   rank 0's CPU profiles of the first two (on the 2-core
 #                   machine at np 2 the per-cycle agreement allreduce spun
-#                   for 27% of a rank's CPU with buckets, 8% with one group)
+#                   for a larger share of a rank's CPU with buckets than
+#                   with one group: docs/BENCHMARKS.md)
 #   3-hvdbench.txt  hvdbench at np 8 (ResNet-50's gradients, 64 MiB), two
 #                   rounds against the yardstick, with rank 0's CPU profile
 # At most eight files come back from the device tool: run.sh writes six.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Flat against hierarchical allreduce at np 4 laid out as 2 nodes x 2 ranks
-# on this one machine (the README's figures): cmd/hvdbench's worker, ROUNDS
+# on this one machine (the figures in docs/BENCHMARKS.md): cmd/hvdbench's worker, ROUNDS
 # interleaved rounds (flat then hierarchical, each round) under mpirun (each
 # pair of ranks names its node with HOROVOD_HOSTNAME) and under
 # gohorovodrun --gloo (-H a.localhost:2,b.localhost:2), then the median

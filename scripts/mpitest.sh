@@ -4,8 +4,11 @@
 # (default "2 3 4": 3 is odd, it catches uneven splits), on each transport
 # in TRANSPORTS (default "mpi gloo"):
 #
-#   mpi   built with the "mpi" tag, run under real mpirun (every test of
-#         the package, as before);
+#   mpi   built with the "mpi" tag, run under real mpirun: every test of
+#         the package at the first process count, and at the others only
+#         the tests of its *_mpi_test.go files (the rest run in one process
+#         and do not depend on the job: running them again in each of N
+#         processes repeated the same test N times per count);
 #   gloo  the packages whose multi-process tests also build with the "gloo"
 #         tag (runtime, optim: `//go:build (mpi && cgo) || gloo`), built
 #         with CGO_ENABLED=0 and run under `gohorovodrun --gloo -np N`,
@@ -45,6 +48,15 @@ mpitest_pkgs() {
 		awk '/_mpi_test\.go/{print $1}'
 }
 
+# mpi_tests PKG: a -test.run pattern for the tests defined in PKG's
+# *_mpi_test.go files (TestMain aside), or nothing if there are none.
+mpi_tests() {
+	go list -tags mpi -f '{{$d := .Dir}}{{range .TestGoFiles}}{{$d}}/{{.}}
+{{end}}{{range .XTestGoFiles}}{{$d}}/{{.}}
+{{end}}' "$1" | grep '_mpi_test\.go$' | xargs -r sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' |
+		sort -u | paste -sd'|' | sed 's/.\+/^(&)$/'
+}
+
 # run_np TRANSPORT PKG NP COMMAND...: runs one job, timed.
 run_np() {
 	local transport=$1 pkg=$2 np=$3 start
@@ -65,8 +77,13 @@ for transport in $transports; do
 		for pkg in $pkgs; do
 			bin=bin/mpitest/$(echo "$pkg" | tr '/' '_').test
 			go test -tags mpi -c -o "$bin" "$pkg"
+			only=() first=1
 			for np in $nps; do
-				run_np mpirun "$pkg" "$np" scripts/mpirun.sh "$np" "$bin" -test.timeout 300s ${MPITEST_FLAGS:-}
+				run_np mpirun "$pkg" "$np" scripts/mpirun.sh "$np" "$bin" -test.timeout 300s "${only[@]}" ${MPITEST_FLAGS:-}
+				if [ $first = 1 ]; then
+					first=0 run=$(mpi_tests "$pkg")
+					[ -n "$run" ] && only=(-test.run "$run")
+				fi
 			done
 			run=$(nodes_run_for "$pkg")
 			if [ -n "$run" ]; then

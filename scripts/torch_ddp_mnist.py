@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torch DDP (gloo) on the MLP of examples/mnist, for the scaling comparison
-of issue 16: the same widths (784-256-128-10), batch per rank, SGD with
+in docs/BENCHMARKS.md: the same widths (784-256-128-10), batch per rank, SGD with
 momentum and weight decay, the same MNIST files.
 
 Each rank gets cores/np intra-op threads (at least one), as cmd/scalebench

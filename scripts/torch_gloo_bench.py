@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Allreduce timings of torch.distributed's gloo backend, for comparison with
-gohorovod's transports on the same machine (issue 13's yardstick).
+gohorovod's transports on the same machine (a yardstick in docs/BENCHMARKS.md).
 
 Cases, as cmd/hvdbench prints them (key=value lines, medians over the timed
 steps of the slowest rank per step):

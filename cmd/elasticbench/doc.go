@@ -5,8 +5,8 @@
 //   - the commit of examples/mnist's state (the MLP's parameters and SGD
 //     momentum, the sampler's position, the epoch and the batch) against
 //     --every (10) training steps of that MLP on a batch of random data, as
-//     a percentage beside issue 14's goal (a commit every 10 steps costs
-//     under 5% of the step time);
+//     a percentage beside the goal (a commit every 10 steps costs under 5%
+//     of the step time);
 //   - the commit of a --state-mib (100) MiB state — half float32 parameters
 //     in --tensors tensors, half their SGD momentum — against a plain copy
 //     of as many bytes, in GB/s (10⁹ bytes/s) and as a ratio.
@@ -24,8 +24,8 @@
 // the copy's two buffers (about 4.5×--state-mib MiB), as
 // examples/mnist's holds the dataset (about 220 MB), and collections are
 // rare; in optim/elastic's BenchmarkCommitMNIST, whose heap holds little
-// else, they come every few commits and the commit costs two to three
-// times as much.
+// else, they come every few commits and the commit costs several times
+// as much (docs/BENCHMARKS.md).
 //
 //	go run ./cmd/elasticbench
 //	go run ./cmd/elasticbench --runs 21 --state-mib 400

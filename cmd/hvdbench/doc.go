@@ -30,12 +30,12 @@
 //
 // The optimizer case is the path training takes: ResNet-50's shapes as the
 // parameters of an SGD with momentum 0.9 wrapped in optim.NewDistributed
-// over optim.FromRuntime (flat gradients reduced in buckets). Each timed
-// step is ZeroGrad, each gradient written (copied in from a precomputed
-// buffer) and reported Ready in reverse order, as backward finishes them,
-// then Step (wait for the averages and update the parameters). The
-// yardstick has no such case: the orchestrator prints its time beside the
-// runtime's allreduce of the same gradients (resnet50),
+// over optim.FromRuntime (its default: gradients reduced in buckets). Each
+// timed step is ZeroGrad, each gradient written (copied in from a
+// precomputed buffer) and reported Ready in reverse order, as backward
+// finishes them, then Step (wait for the averages and update the
+// parameters). The yardstick has no such case: the orchestrator prints its
+// time beside the runtime's allreduce of the same gradients (resnet50),
 // optimizer_over_allreduce.
 //
 // The result of every step (warm-up and timed) is checked, outside the

@@ -65,7 +65,7 @@ func averageTol(n int) float64 {
 
 // optimizerBench is ResNet-50's shapes as the parameters of an SGD with
 // momentum wrapped in the DistributedOptimizer over the runtime, on its
-// default path (flat gradients reduced in buckets). A step is what a
+// default path (gradients reduced in buckets, each its own allocation). A step is what a
 // training step does around backward: ZeroGrad, each gradient written and
 // reported Ready in reverse order (as backward finishes them), then Step
 // (wait for the averages and update).
@@ -100,8 +100,8 @@ func optimizerBench(rt *hvd.Runtime, ctl control, name string, counts []int) (be
 			src[i][j] = pattern(i, j) + float32(rank)
 		}
 	}
-	// The DistributedOptimizer re-points each Param.Grad at its flat
-	// buffer: take them from it.
+	// Take the gradients from the optimizer: with FlatGradients(true) it
+	// re-points each Param.Grad at its flat buffer.
 	ps := dist.Params()
 	backward := func() error {
 		if err := dist.ZeroGrad(); err != nil {

@@ -4,8 +4,8 @@
 // pinned host memory at two ranks sharing one GPU over the in-memory
 // communicator, checking every result, and times a fused allreduce of
 // 8 x 2 Mi float32s (-elems) on each path: the median and best time and
-// algorithm bandwidth (bytes reduced per second; issue 18's goal for the
-// staged path at np 2 on an H100 is 10 GB/s), beside its yardstick: the
+// algorithm bandwidth (bytes reduced per second; the goal for the staged
+// path at np 2 is in docs/BENCHMARKS.md), beside its yardstick: the
 // same allreduce of host tensors through the same runtime and communicator,
 // interleaved with it, and the ratio of the two medians (near 1 when the
 // host collective, not the GPU's copies, bounds the staged path). Device-copy and fusion-copy

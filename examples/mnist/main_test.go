@@ -69,8 +69,8 @@ func TestLocalSGD(t *testing.T) {
 // the first 12,000 images, the same seed and data order for each) with
 // synchronous SGD, with PowerSGD at rank 2 and with post-local SGD
 // averaging every 4 steps, and checks that each of the last two ends
-// within 0.5 points of synchronous SGD's test accuracy (the issue's
-// bound; the full-data figures are in the README) while its training
+// within 0.5 points of synchronous SGD's test accuracy (the accuracy
+// bound asked of both; the full-data figures are in docs/BENCHMARKS.md) while its training
 // differs from it (other parameters) and moves fewer bytes per step.
 func TestAccuracyParity(t *testing.T) {
 	if testing.Short() {
@@ -161,7 +161,7 @@ func TestElastic(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(out.String())
-	if res.accuracy < 0.8 { // 84.9% with these settings
+	if res.accuracy < 0.8 { // well below what these settings reach (docs/BENCHMARKS.md)
 		t.Errorf("test accuracy %.3f after one epoch on 3,000 images", res.accuracy)
 	}
 	steps := (3000 + 63) / 64

@@ -286,7 +286,7 @@ func TestRunAutotune(t *testing.T) {
 // layer, small) has completed before the compute of the last layer in
 // backward order has ended. On a quiet machine that holds in every step;
 // under the load of the whole test suite on two cores, a rank's backward
-// can run a whole pass behind the other's (42% of steps seen once), so
+// can run a whole pass behind the other's, and far fewer steps qualify, so
 // the test asks for some steps. With the reductions deferred to the
 // optimizer's step, first_reduced_early would be 0 in every run.
 func TestOverlap(t *testing.T) {

@@ -99,7 +99,8 @@ func loadShapes(model, path string) ([]layer, error) {
 // model is the synthetic model: one float32 parameter per layer, in file
 // order (the order of the forward pass); backward visits them in reverse.
 // It reaches the gradients through the parameters' Grad tensors, whose
-// storage the DistributedOptimizer moves into its flat buffer.
+// storage the DistributedOptimizer moves into its flat buffer when asked
+// (-flat-gradients, on by default here: optim.FlatGradients(true)).
 type model struct {
 	layers []layer
 	params []optim.Param

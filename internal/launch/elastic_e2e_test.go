@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-// Elastic training end to end (issue 14): gohorovodrun's elastic driver
+// Elastic training end to end: gohorovodrun's elastic driver
 // with the test worker's elastic mode (testdata/worker/elastic.go), on
 // this machine, with hosts as distinct names of it (localhost, 127.0.0.1,
 // *.localhost), as Horovod's own integration tests do.
@@ -212,7 +212,7 @@ func recovery(t *testing.T, recs []record) time.Duration {
 	return time.Duration(back - died)
 }
 
-// TestE2EElasticKill is issue 14's first test: SIGKILL one worker mid-epoch
+// TestE2EElasticKill: SIGKILL one worker mid-epoch
 // at np 4; the job finishes at the smaller size from the last commit, with
 // no committed sample redone and none skipped, two rendezvous rounds
 // (4, then 2). Then its seventh: a fresh job started at np 2 from the
@@ -292,7 +292,7 @@ func discovery(t *testing.T, initial string) (script string, set func(string)) {
 	return script, set
 }
 
-// TestE2EElasticHostsAddedRemoved is issue 14's second and sixth tests:
+// TestE2EElasticHostsAddedRemoved:
 // the discovery script's hosts grow from 2 to 4 slots, and the job grows
 // at the next commit, its new workers joining through the start-up sync
 // without hanging; then the new host goes, and the job is back to 2.
@@ -337,7 +337,7 @@ func TestE2EElasticHostsAddedRemoved(t *testing.T) {
 	}
 }
 
-// TestE2EElasticResetLimit is issue 14's third test, as Horovod's: two
+// TestE2EElasticResetLimit, as Horovod's: two
 // failures with --reset-limit 1 end the job with Horovod's message and a
 // non-zero status; with --reset-limit 2 the same job succeeds.
 func TestE2EElasticResetLimit(t *testing.T) {
@@ -357,7 +357,7 @@ func TestE2EElasticResetLimit(t *testing.T) {
 	}
 }
 
-// TestE2EElasticAllFail is issue 14's fourth test: every worker failing,
+// TestE2EElasticAllFail: every worker failing,
 // and every host blacklisted, end the job with a clear error.
 func TestE2EElasticAllFail(t *testing.T) {
 	// Each fails before it meets the other (two deaths in training race:
@@ -380,7 +380,7 @@ func TestE2EElasticAllFail(t *testing.T) {
 	}
 }
 
-// TestE2EElasticBelowMinNP is issue 14's fifth test (Horovod's #3494): a
+// TestE2EElasticBelowMinNP (Horovod's deadlock #3494): a
 // host removed gracefully leaves fewer slots than --min-np; the survivors
 // wait for the elastic timeout, then the job fails clearly instead of
 // hanging.

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestE2EMNISTWithoutMPI is issue 13's "done when": with no mpirun on
+// TestE2EMNISTWithoutMPI: with no mpirun on
 // PATH, a CGO_ENABLED=0 build of the launcher and of the MNIST example
 // trains on 4 processes over the embedded transport to at least 97% test
 // accuracy. Nothing here needs MPI or a C compiler.

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The embedded transport's end-to-end tests (issue 13): gohorovodrun
+// The embedded transport's end-to-end tests: gohorovodrun
 // --gloo with the test worker's rendezvous modes, which join the
 // rendezvous through internal/job/rendezvous and need no transport. They
 // need no mpirun.

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// The kill tests (issue 11): SIGKILL one rank, or the launcher itself, in
+// The kill tests: SIGKILL one rank, or the launcher itself, in
 // the middle of training at np 4 under the real mpirun, and check that the
 // job ends promptly and leaves no process behind.
 

@@ -126,15 +126,11 @@ func BuildPlan(s Spec) (Plan, error) {
 		}
 		if local {
 			// One node: shared memory only. Leaving the TCP transport out
-			// saves about 1.5 s of start-up per job (measured with Open MPI
-			// 4.1.4: 1.8 s against 0.3 s for np 2). Some containers forbid
-			// cross-memory attach, and the copy-in/copy-out path is also the
-			// faster one for allreduce on one node
-			// (shared/reference/environment.md). Measured again where
-			// cross-memory attach works (root with CAP_SYS_PTRACE, no Yama;
-			// Open MPI 4.1.6, 2 cores, np 2, hvdbench -worker -iters 20,
-			// medians of 3 interleaved runs): ResNet-50's gradients 13.5 ms
-			// without it against 20.4 ms with it, 64 MiB 9.7 against 13.6 ms.
+			// shortens every job's start-up (Open MPI probes its
+			// interfaces). Cross-memory attach stays off unless asked for:
+			// some containers forbid it, and whether it is faster on one
+			// node has depended on the machine and its load
+			// (shared/reference/environment.md; docs/BENCHMARKS.md).
 			// gohorovodrun --mpi-single-copy=cma or auto selects it where
 			// ProbeCMA finds that it works.
 			mech := "none"

@@ -6,7 +6,7 @@ import (
 	"github.com/gohorovod/gohorovod/internal/elasticbench"
 )
 
-// The cost of a commit (issue 14's goal: a commit every 10 steps costs
+// The cost of a commit (the goal: a commit every 10 steps costs
 // under 5% of MNIST's step time). BenchmarkMNISTStep is the yardstick of
 // BenchmarkCommitMNIST, BenchmarkCopy100MB that of BenchmarkCommit100MB;
 // cmd/elasticbench prints the ratios side by side.
@@ -14,8 +14,8 @@ import (
 // A commit allocates a copy of the optimizer's state (optim's State() is a
 // deep copy); the parameter values go into the snapshot's own buffers. In
 // these benchmarks' small heaps the garbage collector runs every few
-// commits, so BenchmarkCommitMNIST costs two to three times what it costs
-// in cmd/elasticbench, whose heap, like examples/mnist's with its dataset,
+// commits, so BenchmarkCommitMNIST costs several times what it costs in
+// cmd/elasticbench (docs/BENCHMARKS.md), whose heap, like examples/mnist's with its dataset,
 // is hundreds of MB.
 
 var mnistHidden = []int{256, 128}

@@ -90,10 +90,10 @@ func (s *State) SetBroadcaster(b Broadcaster) {
 
 // SetCommitCheck sets a function that Commit calls after a successful
 // snapshot; its error, if any, is Commit's. This is the hook for Horovod's
-// check_host_updates: elastic.Run (issue 14, not built yet) will set it to
-// agree with every rank on whether hosts were added or removed and, if so,
-// return an error that makes it re-form the group without restoring. nil
-// (the default) checks nothing.
+// check_host_updates: Run sets it, for the duration of the training
+// function, to agree with every rank on whether hosts were added or removed
+// and, if so, return an error that makes it re-form the group without
+// restoring. nil (the default) checks nothing.
 func (s *State) SetCommitCheck(check func() error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/optim"
 	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -35,17 +35,7 @@ func startRuntimes(t testing.TB, n int, opts ...hvd.Option) []*hvd.Runtime {
 func onRanks(rts []*hvd.Runtime, f func(ctx context.Context, r *hvd.Runtime, rank int) error) []error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	errs := make([]error, len(rts))
-	var wg sync.WaitGroup
-	for i, r := range rts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(ctx, r, i)
-		}()
-	}
-	wg.Wait()
-	return errs
+	return commtest.OnRanks(commtest.Ranks(len(rts)), func(i int) error { return f(ctx, rts[i], i) })
 }
 
 func fatalErrs(t *testing.T, errs []error) {

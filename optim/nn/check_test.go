@@ -110,7 +110,7 @@ func closeTo[T Float](what string, got []T, want []float64, tol float64) error {
 }
 
 // Tolerances of the checks against the float64 reference, relative to
-// max(1, |value|). The bound is 1e-6 relative: float32 layers,
+// max(1, |value|). The bound asked for is 1e-6 relative: float32 layers,
 // which round inputs, outputs and gradients to 24 bits (their statistics
 // are still summed in float64), meet it with about 1.5e-7 at worst;
 // float64 layers agree to about 1e-12, checked at 1e-9.

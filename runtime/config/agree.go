@@ -44,8 +44,9 @@ type Setting struct {
 // settings (rank 0 decides warnings and the shutdown, and a stale cached
 // tensor on any rank is invalidated through the agreement allreduce, which
 // every rank joins whatever its own settings), the log settings, and the
-// knobs that are not implemented yet (see Unimplemented; autotuning will
-// change the calls, and must join this list when it is implemented).
+// knobs that are not implemented yet (see Unimplemented: a knob that comes
+// to change the calls or the pace joins this list when it is implemented,
+// as autotuning and the hierarchical knobs did).
 func (c Config) Agreed() []Setting {
 	out := make([]Setting, 0, len(agreed))
 	for _, k := range knobs {

@@ -86,11 +86,11 @@ const TimelineDynamic = "DYNAMIC"
 const (
 	// DefaultFusionThreshold is the largest fused response in bytes.
 	// Horovod's is 128 MiB; on one node such a buffer falls out of cache
-	// (see shared/reference/environment.md). 4 MiB measured best for
-	// ResNet-50's gradients at np 2 with cmd/hvdbench (sweep 1, 4, 8, 64
-	// MiB). Since the runtime fuses only small tensors and copies a fused
-	// response through the buffer in cache-sized pieces, 1 and 64 MiB
-	// measured no better (within the noise of a loaded machine).
+	// (see shared/reference/environment.md). 4 MiB was chosen by a sweep
+	// of ResNet-50's gradients with cmd/hvdbench; since the runtime fuses
+	// only small tensors and copies a fused response through the buffer in
+	// cache-sized pieces, neighbouring sizes do no better
+	// (docs/BENCHMARKS.md).
 	DefaultFusionThreshold int64 = 4 << 20
 	// DefaultCycleTime is the background loop's period.
 	DefaultCycleTime = time.Millisecond

@@ -33,9 +33,10 @@ var placementVars = map[string]bool{
 
 // Unimplemented returns, in Environ's order, the variables that c sets
 // (holds a value other than Default's) but that gohorovod does not
-// implement yet, so that they have no effect: the hierarchical collectives,
-// autotuning, HOROVOD_MPI_THREADS_DISABLE, and the placement variables
-// unless c selects the Gloo controller (Config.Gloo). It
+// implement yet, so that they have no effect: HOROVOD_MPI_THREADS_DISABLE,
+// and the placement variables (HOROVOD_ELASTIC among them) unless c selects
+// the Gloo controller (Config.Gloo). The hierarchical collectives and
+// autotuning are implemented and not among them. It
 // returns nil when c sets none of them. The runtime logs a warning naming
 // each at Init, and the launcher warns about the flags behind them.
 func (c Config) Unimplemented() []string {

@@ -5,7 +5,7 @@
 // ResNet-50's 161 tensors in and out (batched as the runtime does it; where
 // the runtime has cudaMemcpyBatchAsync, also its fallback, the copies
 // spread over 1, 2, 4 and 8 streams; and with a copy call per tensor, each
-// with its ratio to the plain copy: issue 18's goal is 0.6x or more) and
+// with its ratio to the plain copy: the goal is 0.6x or more) and
 // host-device bandwidth from pageable and pinned memory, and runs NCCL
 // collectives at one rank. It exits 1 if any step fails. cmd/hvdgpucheck
 // prints the staged allreduce's algorithm bandwidth.

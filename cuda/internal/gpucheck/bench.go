@@ -110,8 +110,8 @@ var SpreadStreams = []int{1, 2, 4, 8}
 // over each of SpreadStreams streams, so that each way is chosen by
 // measurement; and a copy call per tensor on the device's stream, as the
 // runtime did before. Each result's Speedup is relative to the plain copy
-// (below 1: slower; the goal on an H100 is 0.6 or more for ResNet-50's 161
-// tensors, in and out). Every packed and unpacked tensor is checked.
+// (below 1: slower; the goal is 0.6 or more for ResNet-50's 161 tensors,
+// in and out). Every packed and unpacked tensor is checked.
 func FusionCopy(d cuda.Device, sizes []int, iters int) (res []Result, err error) {
 	var ptrs []uintptr
 	defer func() {

@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,43 +16,25 @@ import (
 
 	"github.com/gohorovod/gohorovod/optim"
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// onRanks runs f on n ranks, each a Runtime over one in-memory group, and
-// fails the test on any rank's error.
+// onRanks runs f on n ranks, each a Runtime over one in-memory group
+// (hvd.RunLocal), and fails the test on any rank's error.
 func onRanks(t *testing.T, n int, f func(rank int, c optim.Collectives) error) {
 	t.Helper()
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
-	defer group[0].Close()
 	cfg := config.Default()
 	cfg.CycleTime = time.Millisecond
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for rank := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := new(hvd.Runtime)
-			if errs[rank] = r.Init(hvd.WithCommunicator(group[rank]), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop())); errs[rank] != nil {
-				return
-			}
-			defer r.Shutdown()
-			c, err := optim.FromRuntime(r)
-			if err != nil {
-				errs[rank] = err
-				return
-			}
-			errs[rank] = f(rank, c)
-		}()
-	}
-	wg.Wait()
-	for rank, err := range errs {
+	err := hvd.RunLocal(n, func(r *hvd.Runtime, rank int) error {
+		c, err := optim.FromRuntime(r)
 		if err != nil {
-			t.Fatalf("rank %d of %d: %v", rank, n, err)
+			return err
 		}
+		return f(rank, c)
+	}, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatalf("%d ranks: %v", n, err)
 	}
 }
 

@@ -34,9 +34,8 @@
 //   - The first discovery failure ends the job with the script's exit
 //     status; later ones are tolerated for up to the elastic timeout.
 //
-// The package is not wired to the launcher's flags yet (issue 14): nothing
-// in internal/launch uses it, so gohorovodrun has no user-visible knob for
-// elastic mode. What is left is the loop that runs the discovery script,
-// serves rank requests from the round's membership, starts and stops
-// workers, and maps horovodrun's elastic flags onto Config.
+// internal/launch's elastic run (elastic_run.go) is that loop: it runs the
+// discovery script, serves rank requests from the round's membership,
+// starts and stops workers, and maps horovodrun's elastic flags onto
+// Config.
 package elastic

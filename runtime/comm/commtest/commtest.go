@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"sync"
 	"testing"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
@@ -39,13 +38,7 @@ func RunGroup(t *testing.T, comms []comm.Communicator) {
 			if n < tc.MinRanks {
 				t.Skipf("needs %d ranks, the group has %d", tc.MinRanks, n)
 			}
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for r, c := range comms {
-				wg.Go(func() { errs[r] = tc.Run(c) })
-			}
-			wg.Wait()
-			for r, err := range errs {
+			for r, err := range OnRanks(comms, tc.Run) {
 				if err != nil {
 					t.Errorf("rank %d: %v", r, err)
 				}

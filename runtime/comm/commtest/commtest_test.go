@@ -3,7 +3,6 @@ package commtest_test
 import (
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
@@ -176,14 +175,8 @@ func TestSuiteCatchesFaults(t *testing.T) {
 }
 
 func runCase(comms []comm.Communicator, tc commtest.Case) []error {
-	errs := make([]error, len(comms))
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Go(func() { errs[r] = tc.Run(c) })
-	}
-	wg.Wait()
 	var out []error
-	for _, err := range errs {
+	for _, err := range commtest.OnRanks(comms, tc.Run) {
 		if err != nil {
 			out = append(out, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -15,7 +16,7 @@ func splitTwice(t *testing.T, n int, o GroupOptions) (a, b []*Comm) {
 	t.Helper()
 	world := localGroup(t, n, o)
 	a, b = make([]*Comm, n), make([]*Comm, n)
-	errs := each(world, func(c *Comm) error {
+	errs := commtest.OnRanks(world, func(c *Comm) error {
 		ca, err := c.Split(0, c.Rank())
 		if err != nil {
 			return err
@@ -45,7 +46,7 @@ func splitTwice(t *testing.T, n int, o GroupOptions) (a, b []*Comm) {
 func within(t *testing.T, d time.Duration, ranks []*Comm, f func(c *Comm) error) {
 	t.Helper()
 	done := make(chan []error, 1)
-	go func() { done <- each(ranks, f) }()
+	go func() { done <- commtest.OnRanks(ranks, f) }()
 	select {
 	case errs := <-done:
 		if err := errors.Join(errs...); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/internal/job/secret"
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -49,17 +50,6 @@ func localGroup(t *testing.T, n int, o GroupOptions) []*Comm {
 		}
 	})
 	return out
-}
-
-// each runs f on every rank at once and returns their errors.
-func each(cs []*Comm, f func(c *Comm) error) []error {
-	errs := make([]error, len(cs))
-	var wg sync.WaitGroup
-	for r, c := range cs {
-		wg.Go(func() { errs[r] = f(c) })
-	}
-	wg.Wait()
-	return errs
 }
 
 func wantPeerError(t *testing.T, what string, err error, rank int, cause string) {
@@ -127,7 +117,7 @@ func TestWrongSecretRefused(t *testing.T) {
 			t.Fatalf("rank %d: New: %v", r, err)
 		}
 	}
-	errs = each(comms, func(c *Comm) error {
+	errs = commtest.OnRanks(comms, func(c *Comm) error {
 		v := []int32{int32(c.Rank()) + 1}
 		if err := c.Allreduce(tensor.FromInt32(v), tensor.Sum); err != nil {
 			return err
@@ -180,7 +170,7 @@ func TestPeerDiesMidCollective(t *testing.T) {
 			const n, victim = 3, 2
 			cs := localGroup(t, n, GroupOptions{Unix: unix})
 			started := make(chan struct{}, n)
-			errs := each(cs, func(c *Comm) error {
+			errs := commtest.OnRanks(cs, func(c *Comm) error {
 				buf := tensor.New(tensor.Float32, 8<<20)
 				if c.Rank() == victim {
 					go func() {
@@ -222,7 +212,7 @@ func TestAbortWorld(t *testing.T) {
 	const n = 3
 	cs := localGroup(t, n, GroupOptions{Unix: true})
 	cause := errors.New("out of memory on the GPU")
-	errs := each(cs, func(c *Comm) error {
+	errs := commtest.OnRanks(cs, func(c *Comm) error {
 		if c.Rank() == 1 {
 			time.Sleep(20 * time.Millisecond)
 			if err := c.Abort(cause); err != nil {
@@ -342,7 +332,7 @@ func TestMismatchWithCheckOff(t *testing.T) {
 	leakCheck(t)
 	for _, size := range []int{4, 1 << 20} {
 		cs := localGroup(t, 3, GroupOptions{})
-		errs := each(cs, func(c *Comm) error {
+		errs := commtest.OnRanks(cs, func(c *Comm) error {
 			c.SetCheck(false)
 			return c.Allreduce(tensor.New(tensor.Float32, size+c.Rank()/2), tensor.Sum)
 		})
@@ -362,7 +352,7 @@ func TestSplitLocalByHost(t *testing.T) {
 	leakCheck(t)
 	hosts := []string{"a", "b", "a", "b", "b"}
 	cs := localGroup(t, len(hosts), GroupOptions{Unix: true, Hosts: hosts})
-	errs := each(cs, func(c *Comm) error {
+	errs := commtest.OnRanks(cs, func(c *Comm) error {
 		loc, err := c.SplitLocal()
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -50,7 +51,7 @@ func TestShmCollectives(t *testing.T) {
 			needShm(t, cs)
 			// Allreduce: not a multiple of the slot or the ring's piece.
 			const count = 3<<20 + 12345
-			errs := each(cs, func(c *Comm) error {
+			errs := commtest.OnRanks(cs, func(c *Comm) error {
 				v := make([]float32, count)
 				for i := range v {
 					v[i] = float32((i%1000)*(c.Rank()+1)) / 8
@@ -79,7 +80,7 @@ func TestShmCollectives(t *testing.T) {
 				}
 				return (s+1)*(d+1)*40000 + s
 			}
-			errs = each(cs, func(c *Comm) error {
+			errs = commtest.OnRanks(cs, func(c *Comm) error {
 				me := c.Rank()
 				sc, rc := make([]int, n), make([]int, n)
 				var send []float32
@@ -120,7 +121,7 @@ func TestShmCollectives(t *testing.T) {
 				counts[r] = 16<<10 + r*300007
 				tot += counts[r]
 			}
-			errs = each(cs, func(c *Comm) error {
+			errs = commtest.OnRanks(cs, func(c *Comm) error {
 				me := c.Rank()
 				send := make([]float32, counts[me])
 				for i := range send {
@@ -177,7 +178,7 @@ func TestShmPeerDiesWhileReceiverWaits(t *testing.T) {
 		crash(cs[victim])
 		close(release)
 	}()
-	errs := each(cs, func(c *Comm) error {
+	errs := commtest.OnRanks(cs, func(c *Comm) error {
 		buf := tensor.New(tensor.Float32, 8<<20)
 		for range 100 {
 			if err := c.Allreduce(buf, tensor.Sum); err != nil {
@@ -213,7 +214,7 @@ func TestShmFallback(t *testing.T) {
 			}
 		}
 	}
-	errs := each(cs, func(c *Comm) error {
+	errs := commtest.OnRanks(cs, func(c *Comm) error {
 		v := make([]float32, 1<<20)
 		for i := range v {
 			v[i] = 1
@@ -256,7 +257,7 @@ func TestShmReduceBits(t *testing.T) {
 					needShm(t, cs)
 				}
 				all, rs := make([][]float32, n), make([][]float32, n)
-				errs := each(cs, func(c *Comm) error {
+				errs := commtest.OnRanks(cs, func(c *Comm) error {
 					me := c.Rank()
 					v := make([]float32, count)
 					for i := range v {

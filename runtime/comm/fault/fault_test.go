@@ -15,25 +15,6 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// onRanks runs f on every member of comms, each in its own goroutine, and
-// returns each rank's error; a panic becomes an error.
-func onRanks[C comm.Communicator](comms []C, f func(c C) error) []error {
-	errs := make([]error, len(comms))
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Go(func() {
-			defer func() {
-				if p := recover(); p != nil {
-					errs[r] = fmt.Errorf("panic: %v", p)
-				}
-			}()
-			errs[r] = f(c)
-		})
-	}
-	wg.Wait()
-	return errs
-}
-
 func wrapAll(group []comm.Communicator, rules func(r int) []fault.Rule) []*fault.Comm {
 	out := make([]*fault.Comm, len(group))
 	for r, c := range group {
@@ -217,7 +198,7 @@ func testNthCall(t *testing.T, n int, cl call, k int, ruleErr error) {
 	group := comm.NewGroup(n)
 	defer group[0].Close()
 	comms := wrapAll(group, func(int) []fault.Rule { return []fault.Rule{{Kind: cl.kind, Call: k, Err: ruleErr}} })
-	errs := onRanks(comms, func(c *fault.Comm) error {
+	errs := commtest.OnRanks(comms, func(c *fault.Comm) error {
 		var errs []error
 		for i := 1; i <= rounds; i++ {
 			callErr, bad := cl.do(c)
@@ -285,7 +266,7 @@ func TestRuleMatching(t *testing.T) {
 			group := comm.NewGroup(2)
 			defer group[0].Close()
 			comms := wrapAll(group, func(int) []fault.Rule { return tt.rules })
-			for r, err := range onRanks(comms, func(c *fault.Comm) error {
+			for r, err := range commtest.OnRanks(comms, func(c *fault.Comm) error {
 				var errs []error
 				for i, k := range seq {
 					got, bad := callOf(k).do(c)
@@ -324,7 +305,7 @@ func TestAbortRule(t *testing.T) {
 					if ruleErr == nil {
 						cause = (&fault.Error{Kind: cl.kind, Call: 1}).Error()
 					}
-					for r, err := range onRanks(comms, func(c *fault.Comm) error {
+					for r, err := range commtest.OnRanks(comms, func(c *fault.Comm) error {
 						callErr, bad := cl.do(c)
 						if bad != nil {
 							return bad
@@ -404,7 +385,7 @@ func TestBlockRelease(t *testing.T) {
 					t.Error(err)
 				}
 				// Released: a later call picked by the rule does not block.
-				for r, err := range onRanks(comms, func(c *fault.Comm) error {
+				for r, err := range commtest.OnRanks(comms, func(c *fault.Comm) error {
 					callErr, bad := cl.do(c)
 					return errors.Join(callErr, bad)
 				}) {
@@ -518,7 +499,7 @@ func TestPanic(t *testing.T) {
 			group := comm.NewGroup(n)
 			defer group[0].Close()
 			comms := wrapAll(group, func(int) []fault.Rule { return []fault.Rule{{Kind: fault.Allreduce, Call: 1, Panic: true}} })
-			for r, err := range onRanks(comms, func(c *fault.Comm) (err error) {
+			for r, err := range commtest.OnRanks(comms, func(c *fault.Comm) (err error) {
 				buf := []float32{1}
 				func() {
 					defer func() {
@@ -552,7 +533,7 @@ func TestPanic(t *testing.T) {
 				}
 				return []fault.Rule{{Kind: fault.Barrier, Err: cause, Abort: true, Panic: true}}
 			})
-			for r, err := range onRanks(comms, func(c *fault.Comm) (err error) {
+			for r, err := range commtest.OnRanks(comms, func(c *fault.Comm) (err error) {
 				defer func() {
 					p := recover()
 					if c.Rank() == 1 && p != cause {
@@ -596,7 +577,7 @@ func TestCallsConcurrent(t *testing.T) {
 			}
 		}
 	})
-	onRanks(comms, func(c *fault.Comm) error {
+	commtest.OnRanks(comms, func(c *fault.Comm) error {
 		for range 100 {
 			c.Barrier()
 		}

@@ -71,8 +71,9 @@ func TestTunerFindsBump(t *testing.T) {
 		}
 	}
 	// GP noise 0.1, not Horovod's default 0.8: with 0.8 the GP smooths
-	// the 10 ms wide cycle-time peak away and the search settles at 1 ms
-	// (80-85% of the best, measured); 0.1 still absorbs the 3% step noise.
+	// the 10 ms wide cycle-time peak away and the search settles at 1 ms,
+	// well short of the best (docs/BENCHMARKS.md); 0.1 still absorbs the
+	// 3% step noise.
 	for _, seed := range []int64{1, 2, 3} {
 		tu := NewTuner(Config{Initial: Params{FusionBytes: 64 * MB, CycleTime: 5 * time.Millisecond}, Seed: seed, Noise: 0.1})
 		simulate(t, tu, bump, 0.03, rand.New(rand.NewSource(seed)), 100000)

@@ -204,7 +204,7 @@ func want(t *testing.T, got []performed, r int, w ...string) {
 	}
 }
 
-// TestJoinAfterCachedAllgather is the defect of issue 11, item 1: an
+// TestJoinAfterCachedAllgather is a past defect: an
 // allgather is cached, then every rank joins. When every rank has joined,
 // no cached response may be replayed (nobody submitted it).
 func TestJoinAfterCachedAllgather(t *testing.T) {

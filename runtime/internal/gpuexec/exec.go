@@ -32,9 +32,9 @@ type Options struct {
 // StagePieceBytes is how much of a staged allreduce is copied to the host,
 // reduced over the host communicator and copied back at a time, so that
 // the copies of the other pieces overlap the reduction. It is the host
-// path's transport chunk (4 MiB, measured there: see the runtime's
+// path's transport chunk (chosen by measurement there: see the runtime's
 // defaultChunkBytes), so that each piece is one transport call; the
-// overlap itself is not yet measured on a GPU.
+// overlap itself has not been measured on a GPU yet.
 const StagePieceBytes = 4 << 20
 
 // stagePiece is the piece size for elements of dt: a whole number of
@@ -124,8 +124,9 @@ type Executor struct {
 
 // copyBatch collects a fusion buffer's device-to-device copies, to be
 // queued with one Device.CopyDtoDBatch (the cuda package's copy kernel, or
-// one cudaMemcpyBatchAsync from CUDA 12.8: a cudaMemcpyAsync per tensor
-// cost 10x the copy's own time for ResNet-50's 161 tensors).
+// one cudaMemcpyBatchAsync from CUDA 12.8): a cudaMemcpyAsync per tensor
+// costs many times the copy's own time for a model's many small gradients
+// (docs/BENCHMARKS.md).
 type copyBatch struct {
 	dsts, srcs []uintptr
 	sizes      []int

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/runtime/comm/fault"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -25,26 +26,15 @@ const hangAfter = 60 * time.Second
 // all returned after hangAfter, the test fails at once: a collective hung.
 func onRanks(t testing.TB, comms []comm.Communicator, f func(c comm.Communicator) error) []error {
 	t.Helper()
-	errs := make([]error, len(comms))
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Go(func() {
-			defer func() {
-				if p := recover(); p != nil {
-					errs[r] = fmt.Errorf("panic: %v", p)
-				}
-			}()
-			errs[r] = f(c)
-		})
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	done := make(chan []error, 1)
+	go func() { done <- commtest.OnRanks(comms, f) }()
 	select {
-	case <-done:
+	case errs := <-done:
+		return errs
 	case <-time.After(hangAfter):
 		t.Fatalf("ranks still running after %v: a collective hung", hangAfter)
+		return nil
 	}
-	return errs
 }
 
 // report fails the test with every rank's error.

@@ -29,7 +29,8 @@ type Config struct {
 }
 
 // DefaultConfig checks device 0 with NCCL, 20 fused allreduces of 8 x 2
-// Mi float32s (64 MiB: the staged allreduce of issue 18's table).
+// Mi float32s (64 MiB: the staged allreduce that docs/BENCHMARKS.md sets
+// a goal for).
 func DefaultConfig() Config {
 	return Config{Load: cuda.ConfigFromEnv(nil), NCCL: true, Elems: 16 << 20, Iters: 20, Log: zerolog.Nop()}
 }
