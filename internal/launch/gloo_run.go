@@ -325,6 +325,11 @@ func (l *Launcher) stopAll(procs []*glooProc, sig syscall.Signal) {
 		}
 		if err := p.cmd.Process.Signal(sig); err == nil && !p.w.Remote {
 			signalGroup(p.cmd.Process.Pid, sig)
+			if sig == syscall.SIGTERM {
+				// A stopped (frozen) worker acts on SIGTERM only once
+				// continued, as systemd does it.
+				signalGroup(p.cmd.Process.Pid, syscall.SIGCONT)
+			}
 		}
 	}
 }
