@@ -14,6 +14,36 @@ import (
 	"time"
 )
 
+// transport is one way the liveness tests launch their workers.
+type transport struct {
+	name   string
+	worker string
+	args   []string // the launcher's flags for it
+}
+
+// transports are MPI (the -tags mpi worker under mpirun) and the embedded
+// transport (the plain worker under --gloo).
+func transports(plain string) []transport {
+	return []transport{
+		{"mpi", filepath.Join(binDir, "worker-mpi"), nil},
+		{"gloo", plain, []string{"--gloo"}},
+	}
+}
+
+// skipIfMissing skips the MPI case where mpirun or the MPI worker is absent.
+func (tc transport) skipIfMissing(t *testing.T) {
+	t.Helper()
+	if tc.name != "mpi" {
+		return
+	}
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("mpirun not on PATH")
+	}
+	if _, err := os.Stat(tc.worker); err != nil {
+		t.Skip("no -tags mpi worker")
+	}
+}
+
 // frozenTimeout is the heartbeat timeout of the frozen-rank tests.
 const frozenTimeout = 3 * time.Second
 
@@ -24,24 +54,10 @@ const frozenTimeout = 3 * time.Second
 // one, and leave no process behind.
 func TestE2EFrozenRank(t *testing.T) {
 	launcher, plain := build(t)
-	for _, tc := range []struct {
-		name   string
-		worker string
-		args   []string
-	}{
-		{"mpi", filepath.Join(binDir, "worker-mpi"), nil},
-		{"gloo", plain, []string{"--gloo"}},
-	} {
+	for _, tc := range transports(plain) {
 		for _, np := range []int{2, 3} {
 			t.Run(fmt.Sprintf("%s_np%d", tc.name, np), func(t *testing.T) {
-				if tc.name == "mpi" {
-					if _, err := exec.LookPath("mpirun"); err != nil {
-						t.Skip("mpirun not on PATH")
-					}
-					if _, err := os.Stat(tc.worker); err != nil {
-						t.Skip("no -tags mpi worker")
-					}
-				}
+				tc.skipIfMissing(t)
 				frozenJob(t, launcher, tc.worker, tc.args, np, np-1)
 			})
 		}
@@ -137,23 +153,9 @@ func frozenJob(t *testing.T, launcher, worker string, flags []string, np, victim
 // others must not wait in MPI_Finalize for a rank that is not coming.
 func TestE2EStallShutdownWithSleepingRank(t *testing.T) {
 	launcher, plain := build(t)
-	for _, tc := range []struct {
-		name   string
-		worker string
-		args   []string
-	}{
-		{"mpi", filepath.Join(binDir, "worker-mpi"), nil},
-		{"gloo", plain, []string{"--gloo"}},
-	} {
+	for _, tc := range transports(plain) {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.name == "mpi" {
-				if _, err := exec.LookPath("mpirun"); err != nil {
-					t.Skip("mpirun not on PATH")
-				}
-				if _, err := os.Stat(tc.worker); err != nil {
-					t.Skip("no -tags mpi worker")
-				}
-			}
+			tc.skipIfMissing(t)
 			const shutdown = 3 * time.Second
 			args := append(append([]string{}, tc.args...), "-np", "3", "--stall-check-warning-time-seconds", "1",
 				"--stall-check-shutdown-time-seconds", strconv.Itoa(int(shutdown.Seconds())), tc.worker, "sleepy", "300")
@@ -196,23 +198,9 @@ func TestE2EStallShutdownWithSleepingRank(t *testing.T) {
 // on both transports.
 func TestE2ESlowRankIsNotFrozen(t *testing.T) {
 	launcher, plain := build(t)
-	for _, tc := range []struct {
-		name   string
-		worker string
-		args   []string
-	}{
-		{"mpi", filepath.Join(binDir, "worker-mpi"), nil},
-		{"gloo", plain, []string{"--gloo"}},
-	} {
+	for _, tc := range transports(plain) {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.name == "mpi" {
-				if _, err := exec.LookPath("mpirun"); err != nil {
-					t.Skip("mpirun not on PATH")
-				}
-				if _, err := os.Stat(tc.worker); err != nil {
-					t.Skip("no -tags mpi worker")
-				}
-			}
+			tc.skipIfMissing(t)
 			args := append(append([]string{}, tc.args...), "-np", "2", "--heartbeat-timeout-seconds", "2", tc.worker, "sleepy", "6")
 			cmd := exec.Command(launcher, args...)
 			stderr := &syncBuffer{}
