@@ -192,6 +192,10 @@ func onRanks(t *testing.T, n int, f func(rank int) error) {
 type linear struct {
 	w, b   []float64
 	params []Param
+	// ownW and ownB, when set (newOwnLinear), are the model's own gradient
+	// slices, which backward writes into directly instead of reaching
+	// them through Param.Grad.
+	ownW, ownB []float64
 }
 
 func newLinear(d int, seed uint64) *linear {
@@ -208,10 +212,20 @@ func newLinear(d int, seed uint64) *linear {
 }
 
 // gw returns the gradient of w.
-func (l *linear) gw() []float64 { return l.params[0].Grad.Float64s() }
+func (l *linear) gw() []float64 {
+	if l.ownW != nil {
+		return l.ownW
+	}
+	return l.params[0].Grad.Float64s()
+}
 
 // gb returns the gradient of b.
-func (l *linear) gb() []float64 { return l.params[1].Grad.Float64s() }
+func (l *linear) gb() []float64 {
+	if l.ownB != nil {
+		return l.ownB
+	}
+	return l.params[1].Grad.Float64s()
+}
 
 // backward adds the mean gradient over rows xs (d values each) to the
 // gradients, calling ready for b and then w.

@@ -15,89 +15,26 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// ownLinear is the linear model of the equivalence tests written the way
-// Go code naturally is: it wraps its own gradient slices in the Param
+// newOwnLinear is the linear model of the equivalence tests written the
+// way Go code naturally is: it wraps its own gradient slices in the Param
 // tensors and writes into those slices, never through Param.Grad.
-type ownLinear struct {
-	w, b, gw, gb []float64
-	params       []Param
-}
-
-func newOwnLinear(d int, seed uint64) *ownLinear {
-	l := newLinear(d, seed) // the same starting weights
-	m := &ownLinear{w: l.w, b: l.b, gw: make([]float64, d), gb: []float64{0}}
-	m.params = []Param{
-		{Name: "w", Value: tensor.FromFloat64(m.w), Grad: tensor.FromFloat64(m.gw)},
-		{Name: "b", Value: tensor.FromFloat64(m.b), Grad: tensor.FromFloat64(m.gb)},
-	}
+func newOwnLinear(d int, seed uint64) *linear {
+	m := newLinear(d, seed) // the same starting weights
+	m.ownW, m.ownB = make([]float64, d), []float64{0}
+	m.params[0].Grad = tensor.FromFloat64(m.ownW)
+	m.params[1].Grad = tensor.FromFloat64(m.ownB)
 	return m
 }
 
-// backward adds the mean gradient over rows xs (d values each) to gw and
-// gb, calling ready for b and then w.
-func (m *ownLinear) backward(xs, ys []float64, ready func(Param) error) error {
-	d, n := len(m.w), len(ys)
-	for i := range n {
-		x := xs[i*d : (i+1)*d]
-		r := m.b[0] - ys[i]
-		for j := range x {
-			r += m.w[j] * x[j]
-		}
-		m.gb[0] += r / float64(n)
-		for j := range x {
-			m.gw[j] += r * x[j] / float64(n)
-		}
-	}
-	if err := ready(m.params[1]); err != nil {
-		return err
-	}
-	return ready(m.params[0])
-}
-
-// trainOwnSlices trains ownLinear for steps on rank's share of each global
+// trainOwnSlices trains newOwnLinear's model for steps on rank's share of each global
 // batch through coll with the DistributedOptimizer's default options (plus
 // opts), reporting each gradient Ready when report is set, and returns the
 // final weights; with coll nil it trains one process on the whole batch.
 func trainOwnSlices(ctx context.Context, coll Collectives, rank, size, steps int, report bool, opts ...DistOption) ([]float64, error) {
-	const d, batch = 6, 24
-	m := newOwnLinear(d, uint64(rank)+1)
-	var opt Optimizer
-	var err error
-	if opt, err = NewSGD(m.params, SGDConfig{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-3}); err != nil {
-		return nil, err
-	}
-	ready := noReady
-	if coll != nil {
-		if err := BroadcastParameters(ctx, coll, m.params, 0); err != nil {
-			return nil, err
-		}
-		dist, err := NewDistributed(opt, coll, opts...)
-		if err != nil {
-			return nil, err
-		}
-		defer dist.Close()
-		opt = dist
-		if report {
-			ready = dist.Ready
-		}
-	}
-	per := batch / size
-	for s := range steps {
-		xs, ys := linearBatch(s, d, batch)
-		if err := opt.ZeroGrad(); err != nil {
-			return nil, err
-		}
-		if err := m.backward(xs[rank*per*d:(rank+1)*per*d], ys[rank*per:(rank+1)*per], ready); err != nil {
-			return nil, err
-		}
-		if err := opt.Step(); err != nil {
-			return nil, fmt.Errorf("step %d: %w", s, err)
-		}
-	}
-	return append(slices.Clone(m.w), m.b...), nil
+	return trainModel(ctx, newOwnLinear(6, uint64(rank)+1), coll, rank, size, steps, report, opts...)
 }
 
-// checkOwnSlices trains ownLinear on rts, with and without Ready, and
+// checkOwnSlices trains newOwnLinear's model on rts, with and without Ready, and
 // compares every rank's parameters with want (a single process's).
 func checkOwnSlices(t *testing.T, rts []*hvd.Runtime, steps int, want []float64) {
 	t.Helper()

@@ -47,8 +47,15 @@ func equivalenceRunWith(ctx context.Context, coll Collectives, rank, size, steps
 // Ready when report is set and never otherwise (Step then reduces them
 // all).
 func trainLinear(ctx context.Context, coll Collectives, rank, size, steps int, report bool, opts ...DistOption) ([]float64, error) {
+	return trainModel(ctx, newLinear(6, uint64(rank)+1), coll, rank, size, steps, report, opts...)
+}
+
+// trainModel trains m (of 6 weights) for steps on rank's share of each
+// global batch of 24 through coll, reporting each gradient Ready when
+// report is set, and returns the final weights; with coll nil it trains
+// one process on the whole batch.
+func trainModel(ctx context.Context, m *linear, coll Collectives, rank, size, steps int, report bool, opts ...DistOption) ([]float64, error) {
 	const d, batch = 6, 24
-	m := newLinear(d, uint64(rank)+1)
 	var opt Optimizer
 	var err error
 	if opt, err = NewSGD(m.params, SGDConfig{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-3}); err != nil {
@@ -79,10 +86,10 @@ func trainLinear(ctx context.Context, coll Collectives, rank, size, steps int, r
 			return nil, err
 		}
 		if err := opt.Step(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("step %d: %w", s, err)
 		}
 	}
-	return append(m.w, m.b...), nil
+	return append(slices.Clone(m.w), m.b...), nil
 }
 
 // checkRuntimeEquivalence trains the linear model on n runtimes with opts
