@@ -17,6 +17,16 @@
 // program prints (the first epoch pays for start-up), or the
 // samples_per_s_total that examples/synthetic prints.
 //
+// Where the program prints it (examples/mnist does), the table also gives
+// the job's CPU per sample over that epoch, every rank's CPU time summed
+// ("CPU-ms/sample", the median over rounds), and its ratio against the
+// single-rank job's (np 1) of the same round, the median over rounds
+// ("CPU vs np 1"). CPU time is what the runtime takes from compute, and a
+// machine shared with other work distorts it far less than samples/s.
+// After the table, one line per np gives that ratio for scripts:
+//
+//	np=2 cpu_per_sample_ratio=1.04
+//
 // With -sweep it checks autotuning instead: at -np ranks it runs the
 // defaults, every fusion threshold by cycle time pair of -fusion and
 // -cycle (set through HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -46,17 +47,18 @@ func main() {
 		nps = append(nps, np)
 	}
 	measured, bound := make([][]float64, len(nps)), make([][]float64, len(nps))
+	cpu := make([][]float64, len(nps)) // the job's CPU-ms per sample (0: not printed)
 	for r := range *rounds {
 		for k, np := range nps {
 			// Every rank, of the job and of the bound, gets the same
 			// share of the cores (GOMAXPROCS), so that the bound differs
 			// from the job only in communication.
 			env := []string{scaling.CoreShareEnv(runtime.NumCPU(), np)}
-			var m, b float64
+			var m, b, c float64
 			var err error
 			for _, job := range scaling.Order(2, r+k) {
 				if job == 0 {
-					m, err = launched(env, *launcher, np, *program, args)
+					m, c, err = launched(env, *launcher, np, *program, args)
 				} else {
 					b, err = independent(env, np, *program, args)
 				}
@@ -64,14 +66,17 @@ func main() {
 					fail(fmt.Errorf("np %d (%s): %w", np, [2]string{"job", "bound"}[job], err))
 				}
 			}
-			measured[k], bound[k] = append(measured[k], m), append(bound[k], b)
-			fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d: %.0f samples/s, bound %.0f\n", r+1, np, m, b)
+			measured[k], bound[k], cpu[k] = append(measured[k], m), append(bound[k], b), append(cpu[k], c)
+			fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d: %.0f samples/s, bound %.0f, %.4g CPU-ms/sample\n", r+1, np, m, b, c)
 		}
 	}
 	var pts []scaling.Point
 	single := 0.0
 	for k, np := range nps {
-		p := scaling.Point{NP: np, Measured: scaling.Median(measured[k]), Bound: scaling.Median(bound[k])}
+		p := scaling.Point{NP: np, Measured: scaling.Median(measured[k]), Bound: scaling.Median(bound[k]), CPU: scaling.Median(cpu[k])}
+		// The CPU per sample against the single-rank job's of the same
+		// round (nps[0] is np 1).
+		p.CPURatio = scaling.PairedRatio(cpu[k], cpu[0])
 		if *rounds > 1 {
 			ratios := make([]float64, *rounds)
 			for r := range ratios {
@@ -86,6 +91,9 @@ func main() {
 	}
 	fmt.Printf("%s, %d rounds, median samples/s\n", *program, *rounds)
 	if err := scaling.Table(os.Stdout, pts, single); err != nil {
+		fail(err)
+	}
+	if err := scaling.CPURatioLines(os.Stdout, pts); err != nil {
 		fail(err)
 	}
 	if *pngPath == "" {
@@ -109,13 +117,21 @@ func main() {
 }
 
 // launched runs the program under the launcher at np ranks, with env added
-// to the environment, and returns its samples/s.
-func launched(env []string, launcher string, np int, program string, args []string) (float64, error) {
+// to the environment, and returns its samples/s and its CPU milliseconds
+// per sample, every rank's summed (0 when the program does not print it).
+func launched(env []string, launcher string, np int, program string, args []string) (rate, cpu float64, err error) {
 	out, err := runEnv(env, launcher, append([]string{fmt.Sprint(np), program}, args...)...)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return scaling.Rate(bytes.NewReader(out))
+	if rate, err = scaling.Rate(bytes.NewReader(out)); err != nil {
+		return 0, 0, err
+	}
+	cpu, err = scaling.CPUPerSample(bytes.NewReader(out))
+	if errors.Is(err, scaling.ErrNoCPU) {
+		err = nil
+	}
+	return rate, cpu, err
 }
 
 // independent runs np single-rank copies of the program at once (no

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gohorovod/gohorovod/internal/scaling"
@@ -32,11 +34,73 @@ func TestBoundAtTheJobsCoresPerRank(t *testing.T) {
 	if err := os.WriteFile(launcher, []byte("#!/bin/sh\nshift\nexec \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	got, err := launched(env, launcher, 4, "sh", []string{"-c", `echo "epoch 2: x $GOMAXPROCS samples/s"`})
+	got, cpu, err := launched(env, launcher, 4, "sh", []string{"-c", `echo "epoch 2: x $GOMAXPROCS samples/s"`})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != 4 {
-		t.Fatalf("the job ran at GOMAXPROCS %v, want 4", got)
+	if got != 4 || cpu != 0 {
+		t.Fatalf("the job ran at GOMAXPROCS %v (CPU %v, none printed), want 4", got, cpu)
+	}
+	got, cpu, err = launched(env, launcher, 4, "sh", []string{"-c", `echo "epoch 2: x $GOMAXPROCS samples/s  0.25 CPU-ms/sample (all ranks)"`})
+	if err != nil || got != 4 || cpu != 0.25 {
+		t.Fatalf("launched = %v, %v, %v; want 4 samples/s, 0.25 CPU-ms/sample", got, cpu, err)
+	}
+}
+
+// TestMain runs scalebench's main instead of the tests when
+// SCALEBENCH_RUN_MAIN is set, so that a test can run the command whole.
+func TestMain(m *testing.M) {
+	if os.Getenv("SCALEBENCH_RUN_MAIN") != "" {
+		os.Args = append([]string{"scalebench"}, strings.Fields(os.Getenv("SCALEBENCH_RUN_MAIN"))...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestCPURatioLines runs scalebench on a fake launcher and program whose
+// CPU per sample is 0.05 ms at np 1, and 0.06, 0.055 and 0.06 ms at np 2
+// in its three rounds: the table has the CPU column, and the line for
+// scripts has np 2's median ratio over the rounds.
+func TestCPURatioLines(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	launcher := filepath.Join(dir, "launcher")
+	if err := os.WriteFile(launcher, []byte("#!/bin/sh\nFAKE_NP=$1 exec sh \"$2\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "prog")
+	script := `#!/bin/sh
+c=0.05
+if [ "${FAKE_NP:-1}" = 2 ]; then
+	n=$(cat "$0.count" 2>/dev/null || echo 0); echo $((n+1)) > "$0.count"
+	c=0.055; [ $((n % 2)) = 0 ] && c=0.06
+fi
+echo "epoch 1: x 100 samples/s  $c CPU-ms/sample (all ranks)  lr 0"
+`
+	if err := os.WriteFile(prog, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "SCALEBENCH_RUN_MAIN=-max-np 2 -rounds 3 -png= -launcher "+launcher+" -program "+prog)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// np 2's job runs once a round: 0.06, 0.055, 0.06, a median ratio
+	// of 1.2.
+	if !strings.Contains(string(out), "CPU vs np 1") || !strings.Contains(string(out), "np=1 cpu_per_sample_ratio=1.00\n") {
+		t.Fatalf("output:\n%s", out)
+	}
+	var ratio float64
+	for _, line := range strings.Split(string(out), "\n") {
+		if _, err := fmt.Sscanf(line, "np=2 cpu_per_sample_ratio=%f", &ratio); err == nil {
+			break
+		}
+	}
+	if ratio != 1.2 {
+		t.Fatalf("np 2's ratio %v, want 1.20 (the median of rounds at 0.06, 0.055, 0.06 over 0.05):\n%s", ratio, out)
 	}
 }

@@ -7,9 +7,13 @@
 //	go build -tags mpi -o bin/ ./examples/mnist && gohorovodrun -np 2 bin/mnist
 //
 // Each epoch, rank 0 prints the mean training loss, the test accuracy,
-// the training throughput in samples per second over all ranks, and the
-// bytes each rank allreduced per step on average (the gradients', or with
-// post-local SGD the parameters' when they were averaged).
+// the training throughput in samples per second over all ranks, the CPU
+// time the job spent per sample in the epoch's steps (CPU-ms/sample: each
+// rank's process CPU time, user and system, over the epoch's steps, summed
+// over the ranks and divided by the samples of all ranks; a figure that
+// a machine shared with other work distorts far less than samples/s), and
+// the bytes each rank allreduced per step on average (the gradients', or
+// with post-local SGD the parameters' when they were averaged).
 //
 // The DistributedOptimizer holds the gradients in one flat buffer, in
 // backward order, and reduces them in buckets of up to --bucket-bytes

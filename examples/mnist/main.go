@@ -255,8 +255,12 @@ func coreShare(cpus, local int) int {
 // the elastic measurements).
 type result struct {
 	loss, accuracy float64 // of the last epoch: mean training loss, test accuracy
-	checksum       uint64  // FNV-1a of the final parameters: equal on every rank
-	running        uint64  // FNV-1a of the batch norms' running statistics: equal on every rank with sync
+	// cpuPerSample is the last epoch's CPU seconds per sample, every
+	// rank's summed (each rank's process CPU time over its steps: ranks
+	// that share one process, as in the tests, each count all of it).
+	cpuPerSample float64
+	checksum     uint64 // FNV-1a of the final parameters: equal on every rank
+	running      uint64 // FNV-1a of the batch norms' running statistics: equal on every rank with sync
 
 	// With --elastic only: this process's commits, the time they took, and
 	// the time it spent in the training loops (commits included, evaluation
@@ -339,6 +343,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 		// short last batch then (every rank has the same batches).
 		batches := sampler.Batches(o.batch, o.norm != "none")
 		start := time.Now()
+		cpu0, cpuKnown := cpuSeconds()
 		tuning := r.Stats().Tuning // autotuning still moves the settings during this epoch
 		loss := optim.Metric{Name: "loss"}
 		var stepTime time.Duration // in Step: waiting for the reductions, then the update
@@ -386,6 +391,11 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 			}
 		}
 		elapsed := time.Since(start)
+		cpu1, cpuRead := cpuSeconds()
+		// This process's CPU seconds in the epoch's steps over its
+		// samples; averaged over the ranks it is the job's CPU seconds
+		// per sample, every rank's summed.
+		cpu := optim.Metric{Name: "cpu", Sum: cpu1 - cpu0, Weight: loss.Weight}
 		correct, count, err := evaluate(model, test, rank, size)
 		if err != nil {
 			return res, err
@@ -393,19 +403,23 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 		acc := optim.Metric{Name: "accuracy"}
 		acc.Add(float64(correct)/float64(count), float64(count))
 		// Means over every rank's samples.
-		v, err := optim.AverageMetrics(ctx, coll, &loss, &acc)
+		v, err := optim.AverageMetrics(ctx, coll, &loss, &acc, &cpu)
 		if err != nil {
 			return res, err
 		}
-		res = result{loss: v[0], accuracy: v[1]}
+		res = result{loss: v[0], accuracy: v[1], cpuPerSample: v[2]}
 		if rank == 0 {
 			note := ""
 			if tuning {
 				note = "  (autotuning)"
 			}
-			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.0f%% in Step)  %.0f samples/s  %.0f KiB allreduced/step  lr %.4g%s\n",
+			cpuText := ""
+			if cpuKnown && cpuRead {
+				cpuText = fmt.Sprintf("  %.4g CPU-ms/sample (all ranks)", 1000*res.cpuPerSample)
+			}
+			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.0f%% in Step)  %.0f samples/s%s  %.0f KiB allreduced/step  lr %.4g%s\n",
 				epoch+1, res.loss, 100*res.accuracy, elapsed.Seconds(), 100*stepTime.Seconds()/elapsed.Seconds(),
-				float64(size)*loss.Weight/elapsed.Seconds(), float64(moved)/1024/float64(len(batches)), opt.LR(), note)
+				float64(size)*loss.Weight/elapsed.Seconds(), cpuText, float64(moved)/1024/float64(len(batches)), opt.LR(), note)
 		}
 	}
 	res.checksum = checksum(model)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gohorovod/gohorovod/internal/scaling"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
@@ -34,6 +35,11 @@ func TestDataParallel(t *testing.T) {
 	}
 	if !strings.Contains(outs[0].String(), "epoch 1:") || outs[1].Len() != 0 {
 		t.Fatalf("rank 0 printed %q, rank 1 %q", outs[0].String(), outs[1].String())
+	}
+	// The epoch line carries the CPU per sample, in scalebench's format.
+	cpu, err := scaling.CPUPerSample(strings.NewReader(outs[0].String()))
+	if _, known := cpuSeconds(); known && (err != nil || cpu <= 0 || math.Abs(cpu-1000*res[0].cpuPerSample) > 1e-3*cpu) {
+		t.Fatalf("CPU per sample %v ms (%v), the run's %v s", cpu, err, res[0].cpuPerSample)
 	}
 	t.Log(outs[0].String())
 }

@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"image/color"
@@ -23,6 +24,12 @@ type Point struct {
 	// job and the bound of one round saw about the same load, so this
 	// ratio is steadier than the ratio of the medians.
 	Paired float64
+	// CPU is the job's CPU milliseconds per sample, every rank's summed
+	// (the median over rounds; 0: the program does not print it).
+	CPU float64
+	// CPURatio is the median over rounds of each round's CPU over the
+	// single-rank job's CPU of the same round (0: not known).
+	CPURatio float64
 }
 
 // Ideal is NP times the single-rank throughput single.
@@ -37,6 +44,41 @@ func (p Point) Efficiency() float64 {
 }
 
 var samplesRE = regexp.MustCompile(`epoch (\d+):.*?([0-9.]+) samples/s`)
+
+var cpuRE = regexp.MustCompile(`epoch \d+:.*?([0-9.eE+-]+) CPU-ms/sample`)
+
+// ErrNoCPU is returned by CPUPerSample when the output's epoch lines carry
+// no CPU-ms/sample figure.
+var ErrNoCPU = errors.New("scaling: no \"epoch N: ... X CPU-ms/sample\" line in the output")
+
+// CPUPerSample reads a run's CPU milliseconds per sample, every rank's
+// summed, from its output: the last epoch line's CPU-ms/sample
+// (examples/mnist's format), the same epoch that Rate reads.
+func CPUPerSample(output io.Reader) (float64, error) {
+	sc := bufio.NewScanner(output)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	v, found := 0.0, false
+	for sc.Scan() {
+		if !samplesRE.MatchString(sc.Text()) {
+			continue
+		}
+		found = false // a later epoch line without the figure
+		if m := cpuRE.FindStringSubmatch(sc.Text()); m != nil {
+			f, err := strconv.ParseFloat(m[1], 64)
+			if err != nil || f < 0 {
+				return 0, fmt.Errorf("scaling: bad CPU figure %q", m[0])
+			}
+			v, found = f, true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, ErrNoCPU
+	}
+	return v, nil
+}
 
 // ErrNoThroughput is returned when output holds no epoch line with a
 // samples/s figure.
@@ -60,13 +102,17 @@ func CoreShareEnv(cpus, np int) string {
 // point has one, the paired efficiency. single is the one-rank
 // throughput.
 func Table(w io.Writer, pts []Point, single float64) error {
-	paired := false
+	paired, cpu := false, false
 	for _, p := range pts {
 		paired = paired || p.Paired > 0
+		cpu = cpu || p.CPU > 0
 	}
 	head := fmt.Sprintf("%4s %12s %12s %12s %10s %10s", "np", "samples/s", "bound", "ideal", "vs bound", "vs ideal")
 	if paired {
 		head += fmt.Sprintf(" %18s", "vs bound (paired)")
+	}
+	if cpu {
+		head += fmt.Sprintf(" %14s %12s", "CPU-ms/sample", "CPU vs np 1")
 	}
 	if _, err := fmt.Fprintln(w, head); err != nil {
 		return err
@@ -78,7 +124,39 @@ func Table(w io.Writer, pts []Point, single float64) error {
 		if paired {
 			line += fmt.Sprintf(" %17.1f%%", 100*p.Paired)
 		}
+		if cpu {
+			line += fmt.Sprintf(" %14.4g %11.2fx", p.CPU, p.CPURatio)
+		}
 		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PairedRatio is the median over rounds of xs[r]/base[r], over the rounds
+// where both are known (positive); 0 when there is none. Each round's
+// figures saw about the same machine, so the ratio is steadier than the
+// ratio of the medians.
+func PairedRatio(xs, base []float64) float64 {
+	var rs []float64
+	for r := range min(len(xs), len(base)) {
+		if xs[r] > 0 && base[r] > 0 {
+			rs = append(rs, xs[r]/base[r])
+		}
+	}
+	return Median(rs)
+}
+
+// CPURatioLines writes, for scripts, one line per point with a CPU ratio,
+// of the form "np=2 cpu_per_sample_ratio=1.04": the job's CPU per sample
+// over the single-rank job's (Point.CPURatio).
+func CPURatioLines(w io.Writer, pts []Point) error {
+	for _, p := range pts {
+		if p.CPURatio <= 0 {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "np=%d cpu_per_sample_ratio=%.2f\n", p.NP, p.CPURatio); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"image/png"
+	"math"
 	"strings"
 	"testing"
 )
@@ -45,6 +46,58 @@ func TestTableAndEfficiency(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "vs bound (paired)") || !strings.Contains(b.String(), "75.0%              90.0%\n") {
 		t.Fatalf("table with paired efficiency:\n%s", b.String())
+	}
+}
+
+func TestCPUPerSample(t *testing.T) {
+	out := `[1,0]<stdout>:mnist: 2 ranks
+[1,0]<stdout>:epoch 1: loss 0.26  test accuracy 95.01%  1.6s (34% in Step)  36986 samples/s  0.1234 CPU-ms/sample (all ranks)  90 KiB allreduced/step  lr 0.1
+[1,0]<stdout>:epoch 2: loss 0.10  test accuracy 97.47%  1.3s (20% in Step)  46896.5 samples/s  0.0567 CPU-ms/sample (all ranks)  90 KiB allreduced/step  lr 0
+`
+	got, err := CPUPerSample(strings.NewReader(out))
+	if err != nil || got != 0.0567 {
+		t.Fatalf("got %v %v, want the last epoch's 0.0567", got, err)
+	}
+	for _, bad := range []string{
+		"epoch 1: loss 1  7000 samples/s  lr 0\n",
+		// The last epoch has no figure: an earlier one's is not this run's.
+		"epoch 1: 7000 samples/s  1 CPU-ms/sample\nepoch 2: 8000 samples/s  lr 0\n",
+		"samples_per_s_total=10\n",
+	} {
+		if _, err := CPUPerSample(strings.NewReader(bad)); !errors.Is(err, ErrNoCPU) {
+			t.Errorf("%q: %v, want ErrNoCPU", bad, err)
+		}
+	}
+}
+
+func TestPairedRatio(t *testing.T) {
+	// Round 2's single-rank figure is missing: it is left out.
+	if got := PairedRatio([]float64{2.2, 3, 1.05}, []float64{2, 0, 1}); math.Abs(got-1.075) > 1e-12 {
+		t.Fatalf("PairedRatio = %v, want the median of 1.1 and 1.05", got)
+	}
+	if got := PairedRatio([]float64{1}, nil); got != 0 {
+		t.Fatalf("no base: %v", got)
+	}
+}
+
+func TestTableAndRatioLinesWithCPU(t *testing.T) {
+	pts := []Point{
+		{NP: 1, Measured: 100, Bound: 100, CPU: 0.05, CPURatio: 1},
+		{NP: 2, Measured: 150, Bound: 180, CPU: 0.052, CPURatio: 1.04},
+	}
+	var b bytes.Buffer
+	if err := Table(&b, pts, 100); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "CPU-ms/sample  CPU vs np 1\n") || !strings.Contains(b.String(), "75.0%          0.052        1.04x\n") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	b.Reset()
+	if err := CPURatioLines(&b, append(pts, Point{NP: 4})); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != "np=1 cpu_per_sample_ratio=1.00\nnp=2 cpu_per_sample_ratio=1.04\n" {
+		t.Fatalf("ratio lines:\n%s", b.String())
 	}
 }
 
