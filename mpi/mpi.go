@@ -6,6 +6,7 @@ package mpi
 #include <mpi.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 // Element type codes: the values of tensor.DType (checked by a test).
 enum { HV_F32 = 1, HV_F64, HV_F16, HV_BF16, HV_I8, HV_U8, HV_I32, HV_I64, HV_U64, HV_I16, HV_U16, HV_BOOL };
@@ -228,6 +229,17 @@ static int hv_allreduce(void *buf, int n, int dt, int op, MPI_Comm c) {
 	return MPI_Allreduce(MPI_IN_PLACE, HV_NZ(buf), n, hv_dtype(dt), hv_op(dt, op), c);
 }
 
+// hv_iallreduce starts a nonblocking in-place allreduce; hv_test tests it
+// (setting *done) and hv_sleep_ns sleeps without holding a core.
+static int hv_iallreduce(void *buf, int n, int dt, int op, MPI_Comm c, MPI_Request *req) {
+	return MPI_Iallreduce(MPI_IN_PLACE, HV_NZ(buf), n, hv_dtype(dt), hv_op(dt, op), c, req);
+}
+static int hv_test(MPI_Request *req, int *done) { return MPI_Test(req, done, MPI_STATUS_IGNORE); }
+static void hv_sleep_ns(long ns) {
+	struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+	nanosleep(&ts, NULL);
+}
+
 static int hv_allreduce_i64_max(int64_t *buf, int n, MPI_Comm c) {
 	return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT64_T, MPI_MAX, c);
 }
@@ -284,6 +296,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	gompi "github.com/sbromberger/gompi"
@@ -566,6 +579,47 @@ func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 	return c.chunked(buf, func(p unsafe.Pointer, k int) C.int {
 		return C.hv_allreduce(p, C.int(k), C.int(dt), cOp(op), c.h)
 	}, "MPI_Allreduce")
+}
+
+// AllreducePatient is Allreduce, waiting for the other ranks as p says
+// (MPI_Iallreduce, tested, with sleeps between the tests) instead of in a
+// blocking MPI_Allreduce, which spins in the library while a peer is
+// still computing. Buffers beyond 2^31-1 elements take the blocking path.
+func (c *Comm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, p Patience) error {
+	if p.Max <= 0 || (buf != nil && buf.Len() > c.limit) {
+		return c.Allreduce(buf, op)
+	}
+	const name = "allreduce"
+	if err := c.usable(); err != nil {
+		return err
+	}
+	local := checkTensor("buffer", buf, tensor.Invalid)
+	if local == nil && !op.Supports(buf.DType()) {
+		local = fmt.Errorf("reduction %v is not defined on %v", op, buf.DType())
+	}
+	dt, n := dtypeOf(buf), lenOf(buf)
+	if err := c.agree(name, []field{collectiveField(opAllreduce), {name: "element count", v: int64(n)},
+		dtypeField(dt), reduceOpField(op)}, local); err != nil {
+		return err
+	}
+	var req C.MPI_Request
+	if rc := C.hv_iallreduce(ptr(buf), C.int(n), C.int(dt), cOp(op), c.h, &req); rc != 0 {
+		return newError("MPI_Iallreduce", rc)
+	}
+	w := waiter{p: p}
+	start := time.Now()
+	for {
+		var done C.int
+		if rc := C.hv_test(&req, &done); rc != 0 {
+			return newError("MPI_Test", rc)
+		}
+		if done != 0 {
+			return nil
+		}
+		if d := w.next(time.Since(start)); d > 0 {
+			C.hv_sleep_ns(C.long(d))
+		}
+	}
 }
 
 // chunked calls fn over buf in pieces of at most c.limit elements.

@@ -53,6 +53,11 @@ func (c *Comm) SetCheck(on bool) {}
 // Check reports true.
 func (c *Comm) Check() bool { return true }
 
+// AllreducePatient reports that MPI support is not built in.
+func (c *Comm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, p Patience) error {
+	return notBuilt("mpi.AllreducePatient")
+}
+
 // Allreduce reports that MPI support is not built in.
 func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 	return notBuilt("mpi.Allreduce")

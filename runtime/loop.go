@@ -374,6 +374,19 @@ func (l *loop) shutdownRequested() bool {
 	}
 }
 
+// agreeAllreduce is the agreement's bitwise-AND allreduce. This is where a
+// rank waits for peers that are still computing (backward has not yet
+// produced the bucket they are to agree on), so where the communicator
+// can wait without spinning (comm.PatientAllreducer, over MPI) it does,
+// sleeping up to AgreementSleepMax between tests: a spinning wait takes
+// the core from the computation it waits for.
+func (l *loop) agreeAllreduce(t *tensor.Tensor) error {
+	if p, ok := l.com.(comm.PatientAllreducer); ok && l.cfg.AgreementSleepMax > 0 {
+		return p.AllreducePatient(t, tensor.BitAnd, l.cfg.AgreementSleepMax)
+	}
+	return l.com.Allreduce(t, tensor.BitAnd)
+}
+
 // words wraps a []uint64 in a reusable tensor.
 func wordsTensor(t **tensor.Tensor, w []uint64) *tensor.Tensor {
 	if *t == nil || (*t).Len() != len(w) || &(*t).Uint64s()[0] != &w[0] {
@@ -450,7 +463,7 @@ func (l *loop) cycle() (bool, error) {
 			return false, err
 		}
 	}
-	if err := l.com.Allreduce(wordsTensor(&l.syncT, words), tensor.BitAnd); err != nil {
+	if err := l.agreeAllreduce(wordsTensor(&l.syncT, words)); err != nil {
 		return false, fmt.Errorf("cache agreement: %w", err)
 	}
 	l.syncedAt = time.Now()

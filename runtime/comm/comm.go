@@ -3,6 +3,7 @@ package comm
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gohorovod/gohorovod/internal/agree"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -118,6 +119,16 @@ func CheckLocal(op string, size int, counts []int, send *tensor.Tensor, sendWant
 		return fmt.Errorf("comm: %s: send dtype %v differs from receive dtype %v", op, send.DType(), recv.DType())
 	}
 	return nil
+}
+
+// PatientAllreducer is implemented by communicators that can wait for the
+// other ranks of an Allreduce without spinning (the MPI adapter, mpicomm:
+// a nonblocking allreduce, tested, with sleeps of up to maxSleep between
+// the tests). The runtime's loop uses it for the per-cycle agreement,
+// where a rank waits for peers that are still computing. Communicators
+// whose waits block already (the embedded transport's sockets) need not.
+type PatientAllreducer interface {
+	AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, maxSleep time.Duration) error
 }
 
 // AgreementChecker is implemented by communicators whose collectives first

@@ -35,6 +35,9 @@ const (
 	EnvAutotuneStepsPerSample = "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"
 	EnvAutotuneMaxSamples     = "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"
 	EnvAutotuneNoise          = "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"
+	// EnvAgreementSleepMax is gohorovod's own: the longest sleep of the
+	// per-cycle agreement's patient wait over MPI, in microseconds.
+	EnvAgreementSleepMax = "GOHOROVOD_AGREEMENT_SLEEP_MAX"
 
 	// The process placement, set by a launcher that does not start the
 	// workers through MPI (MPI itself tells an MPI-started worker). Not
@@ -121,6 +124,10 @@ const (
 	// DefaultGlooTimeout bounds the rendezvous of a job without MPI, as in
 	// Horovod (HOROVOD_GLOO_TIMEOUT_SECONDS, 30).
 	DefaultGlooTimeout = 30 * time.Second
+	// DefaultAgreementSleepMax is the longest sleep of the per-cycle
+	// agreement's patient wait over MPI (docs/TUNING.md has the
+	// measurements behind it).
+	DefaultAgreementSleepMax = 200 * time.Microsecond
 )
 
 // Secret is the job's key in hex (GOHOROVOD_SECRET): every connection of
@@ -298,6 +305,14 @@ type Config struct {
 	// worker gives up, naming the slots that never arrived.
 	// HOROVOD_GLOO_TIMEOUT_SECONDS, in (possibly fractional) seconds.
 	GlooTimeout time.Duration
+	// AgreementSleepMax is the longest sleep between the tests of the
+	// per-cycle agreement allreduce over MPI: the background loop waits
+	// for the other ranks there with MPI_Iallreduce and MPI_Test, spinning
+	// briefly and then sleeping, each sleep twice the last up to this,
+	// instead of spinning in a blocking MPI_Allreduce while a peer still
+	// computes. 0 keeps the blocking call. GOHOROVOD_AGREEMENT_SLEEP_MAX,
+	// in (possibly fractional) microseconds.
+	AgreementSleepMax time.Duration
 	// GlooIface names the network interface whose address the worker's
 	// transport listens on and publishes to its peers. HOROVOD_GLOO_IFACE.
 	GlooIface string
@@ -351,6 +366,7 @@ func Default() Config {
 		AutotuneMaxSamples:     DefaultAutotuneMaxSamples,
 		AutotuneNoise:          DefaultAutotuneNoise,
 		GlooTimeout:            DefaultGlooTimeout,
+		AgreementSleepMax:      DefaultAgreementSleepMax,
 		Rank:                   Unset,
 		Size:                   Unset,
 		LocalRank:              Unset,
@@ -493,6 +509,8 @@ func (c Config) Validate() error {
 		return bad(EnvAutotuneNoise, formatFloat(c.AutotuneNoise), errors.New("must be in [0, 1]"))
 	case c.GlooTimeout < 0:
 		return bad(EnvGlooTimeout, formatDuration(c.GlooTimeout, time.Second), ErrNegative)
+	case c.AgreementSleepMax < 0:
+		return bad(EnvAgreementSleepMax, formatDuration(c.AgreementSleepMax, time.Microsecond), ErrNegative)
 	case !validController(c.Controller):
 		return bad(EnvController, c.Controller, errBadController)
 	case !validController(c.CPUOperations):
@@ -646,6 +664,12 @@ var knobs = []knob{
 		func(c *Config) string { return formatDuration(c.GlooTimeout, time.Second) },
 		func(c *Config, s string) (err error) {
 			c.GlooTimeout, err = parseDuration(s, time.Second, "a number of seconds")
+			return
+		}},
+	{EnvAgreementSleepMax,
+		func(c *Config) string { return formatDuration(c.AgreementSleepMax, time.Microsecond) },
+		func(c *Config, s string) (err error) {
+			c.AgreementSleepMax, err = parseDuration(s, time.Microsecond, "a number of microseconds")
 			return
 		}},
 }

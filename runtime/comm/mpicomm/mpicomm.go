@@ -3,6 +3,7 @@ package mpicomm
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gohorovod/gohorovod/mpi"
 	"github.com/gohorovod/gohorovod/runtime/comm"
@@ -88,6 +89,16 @@ func (m *mpiComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 		return err
 	}
 	return mpiErr(m.c.Allreduce(buf, op))
+}
+
+// AllreducePatient is Allreduce waiting for the other ranks with
+// MPI_Iallreduce and MPI_Test, sleeping up to maxSleep between the tests
+// (mpi.DefaultPatience); maxSleep 0 is Allreduce (comm.PatientAllreducer).
+func (m *mpiComm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, maxSleep time.Duration) error {
+	if err := m.live(); err != nil {
+		return err
+	}
+	return mpiErr(m.c.AllreducePatient(buf, op, mpi.DefaultPatience(maxSleep)))
 }
 
 // Allgatherv gathers every rank's block on every rank (MPI_Allgatherv).
