@@ -234,6 +234,9 @@ static int hv_allreduce(void *buf, int n, int dt, int op, MPI_Comm c) {
 static int hv_iallreduce(void *buf, int n, int dt, int op, MPI_Comm c, MPI_Request *req) {
 	return MPI_Iallreduce(MPI_IN_PLACE, HV_NZ(buf), n, hv_dtype(dt), hv_op(dt, op), c, req);
 }
+static int hv_iallreduce_i64_max(int64_t *buf, int n, MPI_Comm c, MPI_Request *req) {
+	return MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_INT64_T, MPI_MAX, c, req);
+}
 static int hv_test(MPI_Request *req, int *done) { return MPI_Test(req, done, MPI_STATUS_IGNORE); }
 static void hv_sleep_ns(long ns) {
 	struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
@@ -501,6 +504,12 @@ func (c *Comm) usable() error {
 // fields and a local-error flag; on a local error, the lowest rank that
 // found one broadcasts its message. Every rank returns the same error.
 func (c *Comm) agree(op string, fields []field, local error) error {
+	return c.agreeWaiting(op, fields, local, Patience{})
+}
+
+// agreeWaiting is agree, its allreduce waiting as p says (Max 0: the
+// blocking call).
+func (c *Comm) agreeWaiting(op string, fields []field, local error, p Patience) error {
 	if c.noChk {
 		if local != nil {
 			if m, ok := local.(*MismatchError); ok {
@@ -511,7 +520,15 @@ func (c *Comm) agree(op string, fields []field, local error) error {
 		return nil
 	}
 	vec := agreementVector(fields, local != nil, c.rank, c.size)
-	if rc := C.hv_allreduce_i64_max((*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec)), c.h); rc != 0 {
+	if p.Max > 0 {
+		var req C.MPI_Request
+		if rc := C.hv_iallreduce_i64_max((*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec)), c.h, &req); rc != 0 {
+			return newError("MPI_Iallreduce", rc)
+		}
+		if err := wait(&req, p); err != nil {
+			return err
+		}
+	} else if rc := C.hv_allreduce_i64_max((*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec)), c.h); rc != 0 {
 		return newError("MPI_Allreduce", rc)
 	}
 	mismatch, bad := verdict(op, fields, vec, c.size)
@@ -598,19 +615,24 @@ func (c *Comm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, p Patien
 		local = fmt.Errorf("reduction %v is not defined on %v", op, buf.DType())
 	}
 	dt, n := dtypeOf(buf), lenOf(buf)
-	if err := c.agree(name, []field{collectiveField(opAllreduce), {name: "element count", v: int64(n)},
-		dtypeField(dt), reduceOpField(op)}, local); err != nil {
+	if err := c.agreeWaiting(name, []field{collectiveField(opAllreduce), {name: "element count", v: int64(n)},
+		dtypeField(dt), reduceOpField(op)}, local, p); err != nil {
 		return err
 	}
 	var req C.MPI_Request
 	if rc := C.hv_iallreduce(ptr(buf), C.int(n), C.int(dt), cOp(op), c.h, &req); rc != 0 {
 		return newError("MPI_Iallreduce", rc)
 	}
+	return wait(&req, p)
+}
+
+// wait tests req until it completes, sleeping between the tests as p says.
+func wait(req *C.MPI_Request, p Patience) error {
 	w := waiter{p: p}
 	start := time.Now()
 	for {
 		var done C.int
-		if rc := C.hv_test(&req, &done); rc != 0 {
+		if rc := C.hv_test(req, &done); rc != 0 {
 			return newError("MPI_Test", rc)
 		}
 		if done != 0 {
