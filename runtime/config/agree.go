@@ -43,7 +43,9 @@ type Setting struct {
 // decision): the timeline (rank 0 writes it), the stall inspector's
 // settings (rank 0 decides warnings and the shutdown, and a stale cached
 // tensor on any rank is invalidated through the agreement allreduce, which
-// every rank joins whatever its own settings), the log settings, and the
+// every rank joins whatever its own settings), the log settings,
+// GOHOROVOD_AGREEMENT_SLEEP_MAX (how one rank waits in the agreement
+// allreduce, the same call either way), and the
 // knobs that are not implemented yet (see Unimplemented: a knob that comes
 // to change the calls or the pace joins this list when it is implemented,
 // as autotuning and the hierarchical knobs did).

@@ -1,0 +1,90 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// patientComm is a communicator that can wait patiently
+// (comm.PatientAllreducer): it counts those calls and the longest sleep
+// asked for, and reduces as Allreduce does.
+type patientComm struct {
+	comm.Communicator
+	calls    atomic.Int64
+	maxSleep atomic.Int64
+}
+
+func (p *patientComm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, maxSleep time.Duration) error {
+	p.calls.Add(1)
+	p.maxSleep.Store(int64(maxSleep))
+	return p.Communicator.Allreduce(buf, op)
+}
+
+// TestAgreementWaitsPatiently: over a communicator that can wait
+// patiently, every cycle's agreement allreduce goes through it, with the
+// configured longest sleep, and the sums are right; with
+// AgreementSleepMax 0 the loop makes the blocking call.
+func TestAgreementWaitsPatiently(t *testing.T) {
+	for _, sleep := range []time.Duration{200 * time.Microsecond, 0} {
+		const n = 2
+		group := comm.NewGroup(n)
+		coms := make([]*patientComm, n)
+		rts := make([]*Runtime, n)
+		cfg := testConfig()
+		cfg.AgreementSleepMax = sleep
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			coms[i], rts[i] = &patientComm{Communicator: group[i]}, new(Runtime)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = rts[i].Init(WithCommunicator(coms[i]), WithConfig(cfg), WithLogger(zerolog.Nop()))
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				for step := range 5 {
+					out, err := rts[i].Allreduce(ctx, tensor.FromFloat64([]float64{float64(i + step)}), "g", Sum)
+					if err == nil && out.Float64s()[0] != float64(1+2*step) {
+						t.Errorf("sleep %v rank %d step %d: sum %v", sleep, i, step, out.Float64s()[0])
+					}
+					errs[i] = err
+				}
+			}()
+		}
+		wg.Wait()
+		StopLocal(rts)
+		for i, c := range coms {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			calls := c.calls.Load()
+			switch {
+			case sleep > 0 && (calls < 5 || time.Duration(c.maxSleep.Load()) != sleep):
+				t.Errorf("rank %d: %d patient agreements with longest sleep %v, want one a cycle with %v",
+					i, calls, time.Duration(c.maxSleep.Load()), sleep)
+			case sleep == 0 && calls != 0:
+				t.Errorf("rank %d: %d patient agreements with AgreementSleepMax 0", i, calls)
+			}
+		}
+	}
+}
