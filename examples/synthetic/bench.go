@@ -39,6 +39,9 @@ type report struct {
 	// bytesPerStep is what the optimizer allreduced per timed step on
 	// rank 0 (the gradients, or PowerSGD's factors and the rest).
 	bytesPerStep float64
+	// cpuMSPerSample is the CPU time of the timed steps, every rank's
+	// process summed, in milliseconds per sample (0: not known).
+	cpuMSPerSample float64
 }
 
 // poller is the part of a runtime handle the tracker needs.
@@ -279,6 +282,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 	var firstCount int
 	bytesBefore := b.tr.bytes.Load()
 	timed := time.Now()
+	cpu0, cpuKnown := cpuSeconds()
 	for range o.iterations {
 		iterStart := time.Now()
 		for range o.batches {
@@ -296,6 +300,8 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 		iterRates = append(iterRates, float64(o.batches)/time.Since(iterStart).Seconds())
 	}
 	rate := float64(o.batches*o.iterations) / time.Since(timed).Seconds()
+	cpu1, cpuRead := cpuSeconds()
+	cpuKnown = cpuKnown && cpuRead
 	steps := float64(len(stepTimes))
 	bytesPerStep := float64(b.tr.bytes.Load()-bytesBefore) / steps
 
@@ -351,7 +357,8 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 	}
 	stepMean := 1000 / rate
 	stepMax := slices.Max(stepTimes)
-	mt := tensor.FromFloat64([]float64{median(stepTimes), stepMean, stepMax, computeMS, commMS, updateMS, reducedSum / steps, float64(firstCount) / steps})
+	mt := tensor.FromFloat64([]float64{median(stepTimes), stepMean, stepMax, computeMS, commMS, updateMS, reducedSum / steps, float64(firstCount) / steps,
+		cpu1 - cpu0})
 	if err := r.AllreduceInPlace(ctx, mt, "synthetic.times", hvd.Average); err != nil {
 		return rep, err
 	}
@@ -360,6 +367,11 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 		rankSteps: rt.Float64s()[:size], rankCI: rt.Float64s()[size:],
 		stepMS: v[0], stepMeanMS: v[1], stepMaxMS: v[2], computeMS: v[3], commMS: v[4], updateMS: v[5],
 		reducedInBackward: v[6], firstReducedEarly: v[7], bytesPerStep: bytesPerStep}
+	if cpuKnown {
+		// The mean of the ranks' CPU seconds in the timed steps, times
+		// the ranks, over the samples all ranks trained in them.
+		rep.cpuMSPerSample = 1000 * v[8] * float64(size) / (steps * float64(size*o.batchSize))
+	}
 	st := r.Stats()
 	rep.fusedInPlace, rep.fusedCopied = st.FusedInPlace, st.FusedCopied
 	for _, s := range rep.rankSteps {
@@ -406,6 +418,9 @@ func (rep report) print(w io.Writer, o options) {
 	f("steps_per_s_per_rank", rep.totalSteps/float64(rep.ranks))
 	f("steps_per_s_total", rep.totalSteps)
 	f("samples_per_s_total", rep.samples)
+	if rep.cpuMSPerSample > 0 {
+		f("cpu_ms_per_sample", rep.cpuMSPerSample)
+	}
 	f("step_ms", rep.stepMS)
 	f("step_ms_mean", rep.stepMeanMS)
 	f("step_ms_max", rep.stepMaxMS)

@@ -26,7 +26,9 @@
 // gradient handed over at once, then waited for), and the parameter update.
 // Rank 0 prints key=value lines: steps per second per rank
 // (rank.N.steps_per_s) and in total (steps_per_s_total, with samples per
-// second at -batch-size samples a step), the median step time and the median
+// second at -batch-size samples a step), the CPU time of the timed steps per
+// sample, every rank's process summed (cpu_ms_per_sample: getrusage over the
+// timed steps in each rank), the median step time and the median
 // times of the parts (step_ms, compute_ms, comm_ms, update_ms), and the
 // overlap achieved:
 //

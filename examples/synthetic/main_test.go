@@ -204,6 +204,11 @@ func TestRun(t *testing.T) {
 	if got, want := num(t, kv, "samples_per_s_total"), 32*total; math.Abs(got-want) > 1e-3*want {
 		t.Errorf("samples_per_s_total=%g, want %g", got, want)
 	}
+	// The timed steps' CPU time per sample (the two in-process ranks
+	// each count the whole process's).
+	if _, known := cpuSeconds(); known && num(t, kv, "cpu_ms_per_sample") <= 0 {
+		t.Errorf("cpu_ms_per_sample=%v", num(t, kv, "cpu_ms_per_sample"))
+	}
 	step, compute, comm, update := num(t, kv, "step_ms"), num(t, kv, "compute_ms"), num(t, kv, "comm_ms"), num(t, kv, "update_ms")
 	if step <= 0 || comm <= 0 || update < 0 {
 		t.Errorf("step %g, comm %g, update %g ms", step, comm, update)
