@@ -237,8 +237,8 @@ func TestE2ENodesNetnsMNIST(t *testing.T) {
 		t.Fatalf("test accuracy %.2f%%, want at least 97%%:\n%s", acc, out)
 	}
 	t.Logf("test accuracy %.2f%%", acc)
-	if !strings.Contains(nodes[1].stdout.String(), "[1,2]<stdout>") {
-		t.Errorf("node 1 ran no rank 2:\n%s", nodes[1].stdout.String())
+	if !strings.Contains(nodes[1].stderr.String(), "node 1 of 2: joined node 0 at "+addrs[0]+":29400") {
+		t.Errorf("node 1 did not join node 0 over the namespaces' link:\n%s", nodes[1].stderr.String())
 	}
 }
 
