@@ -41,8 +41,11 @@ const DefaultNodesTimeout = 5 * time.Minute
 // launchers and the workers' rendezvous at MasterAddr:MasterPort.
 type Nodes struct {
 	N, Rank, PerNode int
-	MasterAddr       string
-	MasterPort       int
+	// Min is the fewest nodes of an elastic job (--nnodes MIN:MAX, then N
+	// is MAX); Min equal to N: not elastic.
+	Min        int
+	MasterAddr string
+	MasterPort int
 	// Insecure is --insecure-secret: without GOHOROVOD_SECRET, the
 	// secret is derived from MasterAddr and MasterPort.
 	Insecure bool
@@ -101,7 +104,7 @@ func NodesFrom(o *Options, lookup func(string) (string, bool), cpus int) (n Node
 			return Nodes{}, false, usagef("--nnodes does not take horovodrun's elastic flags (--min-np, --max-np, --host-discovery-script)")
 		}
 	}
-	if n.N, err = parseNNodes(raw, src); err != nil {
+	if n.Min, n.N, err = parseNNodes(raw, src); err != nil {
 		return Nodes{}, false, err
 	}
 	n.Insecure = o.InsecureSecret
@@ -184,27 +187,30 @@ func NodesFrom(o *Options, lookup func(string) (string, bool), cpus int) (n Node
 }
 
 // parseNNodes reads --nnodes (or PET_NNODES, named by src): N, or
-// torchrun's MIN:MAX with MIN equal to MAX. An elastic range is refused.
-func parseNNodes(v, src string) (int, error) {
+// torchrun's MIN:MAX (an elastic job when MIN < MAX).
+func parseNNodes(v, src string) (lo, hi int, err error) {
 	v = strings.TrimSpace(v)
-	lo, hi, ranged := strings.Cut(v, ":")
-	a, errA := strconv.Atoi(strings.TrimSpace(lo))
-	b := a
+	a, b, ranged := strings.Cut(v, ":")
+	lo, errA := strconv.Atoi(strings.TrimSpace(a))
+	hi = lo
 	var errB error
 	if ranged {
-		b, errB = strconv.Atoi(strings.TrimSpace(hi))
+		hi, errB = strconv.Atoi(strings.TrimSpace(b))
 	}
 	if errA != nil || errB != nil {
-		return 0, usagef("%s=%q: want a number of nodes, e.g. --nnodes 2", src, v)
+		return 0, 0, usagef("%s=%q: want a number of nodes, e.g. --nnodes 2, or MIN:MAX for an elastic job", src, v)
 	}
-	if a < 1 || b < 1 {
-		return 0, usagef("%s=%q: a job has at least 1 node", src, v)
+	if lo < 1 || hi < 1 {
+		return 0, 0, usagef("%s=%q: a job has at least 1 node", src, v)
 	}
-	if a != b {
-		return 0, usagef("%s=%q asks for an elastic range of nodes, which --nnodes does not support: give one number (every node's launcher the same), or use horovodrun's elastic mode (--host-discovery-script)", src, v)
+	if lo > hi {
+		return 0, 0, usagef("%s=%q: MIN is more than MAX", src, v)
 	}
-	return a, nil
+	return lo, hi, nil
 }
+
+// Elastic reports whether the job's nodes may come and go (MIN < MAX).
+func (n Nodes) Elastic() bool { return n.Min < n.N }
 
 // NodesSecret is the job secret of a multi-node job, hex-encoded: the
 // launcher's GOHOROVOD_SECRET (every node must be given the same, e.g.

@@ -326,3 +326,48 @@ func waitWorkersGone(t *testing.T, dir string, d time.Duration) {
 		}
 	}
 }
+
+// TestE2ENodesElastic: an elastic multi-node job, --nnodes 1:2 with two
+// workers per node, both launchers on this machine. Node 0 starts alone
+// and trains; node 1's launcher arrives during epoch 1 and the job grows
+// to its 4 workers; node 1's launcher is killed (SIGKILL) during epoch 2
+// and the job goes on with node 0's 2 workers to the end, every sample of
+// every epoch trained once.
+func TestE2ENodesElastic(t *testing.T) {
+	launcher, worker := build(t)
+	env := []string{"GOHOROVOD_SECRET=" + newHexSecret(t)}
+	port := strconv.Itoa(freePort(t) + 1)
+	const n, epochs = 120, 6
+	args := func(rank int) []string {
+		return []string{launcher, "--nnodes", "1:2", "--node-rank", strconv.Itoa(rank), "--nproc-per-node", "2",
+			"--master-addr", "127.0.0.1", "--master-port", port,
+			worker, "elastic", "-n", strconv.Itoa(n), "-epochs", strconv.Itoa(epochs), "-batch", "3", "-sleep", "60ms"}
+	}
+	n0 := startNode(t, "", env, args(0)...)
+	n0.waitFor(t, "node 0", "round=1 epoch=1 ", 60*time.Second)
+	n1 := startNode(t, "", env, args(1)...)
+	n0.waitFor(t, "node 0", "round=2 epoch=2 ", 60*time.Second)
+	if err := n1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	n0.wait(t, "node 0", 2*time.Minute)
+	n1.wait(t, "node 1", 10*time.Second)
+	if n0.err != nil {
+		t.Fatalf("node 0: %v\nstdout:\n%s\nstderr:\n%s\nnode 1's stderr:\n%s", n0.err, n0.stdout.String(), n0.stderr.String(), n1.stderr.String())
+	}
+	if got := rounds(t, n0.stderr.String()); len(got) < 3 || got[0] != 2 || got[1] != 4 || got[len(got)-1] != 2 {
+		t.Fatalf("rounds of sizes %v, want 2, 4, then 2 at the end\n%s", got, n0.stderr.String())
+	}
+	for _, want := range []string{"node 1 (host ", ") joined", ") is gone"} {
+		if !strings.Contains(n0.stderr.String(), want) {
+			t.Errorf("node 0 did not log %q:\n%s", want, n0.stderr.String())
+		}
+	}
+	// Node 1's workers trained in round 2 (their output is on node 1).
+	if !regexp.MustCompile(`(?m)^\[[^\]]*-node1\[\d\]\]<stdout>:stepped round=2 `).MatchString(n1.stdout.String()) {
+		t.Errorf("node 1's workers did not train in round 2:\n%s", n1.stdout.String())
+	}
+	recs := parseRecords(t, n0.stdout.String()+n1.stdout.String())
+	sizes := checkCoverage(t, recs, n, epochs)
+	t.Logf("group size per kept step, by epoch: %v", sizes)
+}

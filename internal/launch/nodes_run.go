@@ -59,6 +59,10 @@ type nodeMsg struct {
 	Refused string `json:",omitempty"`
 	// Done: the node's workers all ended well.
 	Done bool `json:",omitempty"`
+	// Run and Exited: an elastic job's workers on another node, started
+	// or signalled on node 0's word, and their ends.
+	Run    *nodeWorkerRun  `json:",omitempty"`
+	Exited *nodeWorkerExit `json:",omitempty"`
 	// Failed: from a node, its workers failed (the text says how); from
 	// node 0, the job is stopped because of node FailedNode.
 	Failed     string `json:",omitempty"`
@@ -127,6 +131,11 @@ func (l *Launcher) runNodes(ctx context.Context, o *Options, spec Spec, n Nodes)
 	}
 	spec.Secret = config.Secret(hexSecret)
 	host, _ := os.Hostname()
+	if o.DryRun && n.Elastic() {
+		fmt.Fprintf(l.Stdout, "elastic multi-node job: %d to %d nodes of %d workers; node %d; node 0 at %s; each worker: HOROVOD_ELASTIC=1, the rendezvous gives its rank; runs %s\n",
+			n.Min, n.N, n.PerNode, n.Rank, n.Master(), ShellQuote(spec.Command))
+		return nil
+	}
 	if o.DryRun {
 		labels := make([]string, n.N)
 		for i := range labels {
@@ -135,6 +144,12 @@ func (l *Launcher) runNodes(ctx context.Context, o *Options, spec Spec, n Nodes)
 		labels[n.Rank] = host
 		_, err := l.nodeWorkers(spec, n, NodeLabels(labels), 1, true)
 		return err
+	}
+	if n.Elastic() {
+		if n.Rank == 0 {
+			return l.runElasticMaster(ctx, o, spec, n, key, host)
+		}
+		return l.runElasticMember(ctx, o, spec, n, key, host, timeout)
 	}
 	if n.Rank == 0 {
 		return l.runMasterNode(ctx, o, spec, n, key, host, timeout)
@@ -419,40 +434,11 @@ func (l *Launcher) runMasterNode(ctx context.Context, o *Options, spec Spec, n N
 // and stops them when node 0 says the job is over or cannot be reached.
 func (l *Launcher) runOtherNode(ctx context.Context, o *Options, spec Spec, n Nodes, key []byte, host string, timeout time.Duration) error {
 	master := n.Master()
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var c net.Conn
-	for said := false; ; {
-		d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: nodeKeepAlive}
-		var err error
-		if c, err = d.DialContext(dctx, "tcp", master); err == nil {
-			if err = secret.Handshake(c, key, secret.Dialer, rendezvous.HandshakeTimeout); err == nil {
-				break
-			}
-			c.Close()
-			if errors.Is(err, secret.ErrRefused) {
-				return fmt.Errorf("node %d: the launcher at %s (node 0, --master-addr) refused this node: %w (is %s the same on every node?)", n.Rank, master, err, config.EnvSecret)
-			}
-		}
-		if !said {
-			fmt.Fprintf(l.Stderr, "gohorovodrun: node %d of %d: waiting for node 0's launcher at %s (--master-addr, --master-port): %v\n", n.Rank, n.N, master, err)
-			said = true
-		}
-		select {
-		case <-dctx.Done():
-			if ctx.Err() != nil {
-				return ErrInterrupted
-			}
-			return fmt.Errorf("node %d: node 0's launcher at %s (--master-addr, --master-port) did not answer within %v (--start-timeout, %s): %v", n.Rank, master, timeout, EnvStartTimeout, err)
-		case <-time.After(500 * time.Millisecond):
-		}
+	nc, err := l.joinMaster(ctx, n, key, host, timeout)
+	if err != nil {
+		return err
 	}
-	defer c.Close()
-	setKeepAlive(c)
-	nc := newNodeConn(c)
-	if err := nc.send(nodeMsg{Hello: &nodeHello{NodeRank: n.Rank, NNodes: n.N, PerNode: n.PerNode, Host: host}}); err != nil {
-		return fmt.Errorf("node %d: sending its hello to node 0 at %s: %w", n.Rank, master, err)
-	}
+	defer nc.c.Close()
 	fmt.Fprintf(l.Stderr, "gohorovodrun: node %d of %d: joined node 0 at %s, waiting for the other nodes\n", n.Rank, n.N, master)
 	startc := make(chan nodeMsg, 1)
 	errc := make(chan error, 1)
@@ -569,4 +555,44 @@ func (l *Launcher) runNodesFrom(ctx context.Context, o *Options, n Nodes) error 
 		fmt.Fprintln(l.Stderr, "gohorovodrun: "+w)
 	}
 	return l.runNodes(ctx, o, spec, n)
+}
+
+// joinMaster connects to node 0's launcher, retrying until timeout, proves
+// the secret and says hello.
+func (l *Launcher) joinMaster(ctx context.Context, n Nodes, key []byte, host string, timeout time.Duration) (*nodeConn, error) {
+	master := n.Master()
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var c net.Conn
+	for said := false; ; {
+		d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: nodeKeepAlive}
+		var err error
+		if c, err = d.DialContext(dctx, "tcp", master); err == nil {
+			if err = secret.Handshake(c, key, secret.Dialer, rendezvous.HandshakeTimeout); err == nil {
+				break
+			}
+			c.Close()
+			if errors.Is(err, secret.ErrRefused) {
+				return nil, fmt.Errorf("node %d: the launcher at %s (node 0, --master-addr) refused this node: %w (is %s the same on every node?)", n.Rank, master, err, config.EnvSecret)
+			}
+		}
+		if !said {
+			fmt.Fprintf(l.Stderr, "gohorovodrun: node %d of %d: waiting for node 0's launcher at %s (--master-addr, --master-port): %v\n", n.Rank, n.N, master, err)
+			said = true
+		}
+		select {
+		case <-dctx.Done():
+			if ctx.Err() != nil {
+				return nil, ErrInterrupted
+			}
+			return nil, fmt.Errorf("node %d: node 0's launcher at %s (--master-addr, --master-port) did not answer within %v (--start-timeout, %s): %v", n.Rank, master, timeout, EnvStartTimeout, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	setKeepAlive(c)
+	nc := newNodeConn(c)
+	if err := nc.send(nodeMsg{Hello: &nodeHello{NodeRank: n.Rank, NNodes: n.N, PerNode: n.PerNode, Host: host}}); err != nil {
+		return nil, fmt.Errorf("node %d: sending its hello to node 0 at %s: %w", n.Rank, master, err)
+	}
+	return nc, nil
 }
