@@ -328,24 +328,33 @@ func waitWorkersGone(t *testing.T, dir string, d time.Duration) {
 }
 
 // TestE2ENodesElastic: an elastic multi-node job, --nnodes 1:2 with two
-// workers per node, both launchers on this machine. Node 0 starts alone
+// workers per node, both launchers on this machine, then on two network
+// namespace nodes (as root). Node 0 starts alone
 // and trains; node 1's launcher arrives during epoch 1 and the job grows
 // to its 4 workers; node 1's launcher is killed (SIGKILL) during epoch 2
 // and the job goes on with node 0's 2 workers to the end, every sample of
 // every epoch trained once.
 func TestE2ENodesElastic(t *testing.T) {
+	t.Run("one machine", func(t *testing.T) { testNodesElastic(t, []string{"", ""}, "127.0.0.1") })
+	t.Run("namespaces", func(t *testing.T) {
+		names, addrs := netnsHosts(t, 2)
+		testNodesElastic(t, names, addrs[0])
+	})
+}
+
+func testNodesElastic(t *testing.T, ns []string, master string) {
 	launcher, worker := build(t)
 	env := []string{"GOHOROVOD_SECRET=" + newHexSecret(t)}
 	port := strconv.Itoa(freePort(t) + 1)
 	const n, epochs = 120, 6
 	args := func(rank int) []string {
 		return []string{launcher, "--nnodes", "1:2", "--node-rank", strconv.Itoa(rank), "--nproc-per-node", "2",
-			"--master-addr", "127.0.0.1", "--master-port", port,
+			"--master-addr", master, "--master-port", port,
 			worker, "elastic", "-n", strconv.Itoa(n), "-epochs", strconv.Itoa(epochs), "-batch", "3", "-sleep", "60ms"}
 	}
-	n0 := startNode(t, "", env, args(0)...)
+	n0 := startNode(t, ns[0], env, args(0)...)
 	n0.waitFor(t, "node 0", "round=1 epoch=1 ", 60*time.Second)
-	n1 := startNode(t, "", env, args(1)...)
+	n1 := startNode(t, ns[1], env, args(1)...)
 	n0.waitFor(t, "node 0", "round=2 epoch=2 ", 60*time.Second)
 	if err := n1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
