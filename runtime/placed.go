@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
+	"syscall"
 
 	"github.com/gohorovod/gohorovod/internal/job/origin"
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
@@ -144,7 +146,7 @@ func storeMeet(p origin.Placement) meetFunc {
 		}
 		defer st.Close()
 		if err := st.Set(storeKey(p.Job, p.Rank), []byte(me.Data)); err != nil {
-			return rendezvous.Assignment{}, err
+			return rendezvous.Assignment{}, storeHint(p, err)
 		}
 		keys := make([]string, p.Size)
 		for r := range keys {
@@ -154,7 +156,7 @@ func storeMeet(p origin.Placement) meetFunc {
 			if errors.Is(err, tcpstore.ErrTimeout) {
 				return rendezvous.Assignment{}, missingInStore(p, keys, err)
 			}
-			return rendezvous.Assignment{}, err
+			return rendezvous.Assignment{}, storeHint(p, err)
 		}
 		a := plan[p.Rank]
 		a.Members = make([]rendezvous.Member, p.Size)
@@ -167,6 +169,17 @@ func storeMeet(p origin.Placement) meetFunc {
 		}
 		return a, nil
 	}
+}
+
+// storeHint adds to an error of the store's connection what is the
+// likely cause: a torch 2 agent, whose TCPStore drops clients that do not
+// first send its validation message.
+func storeHint(p origin.Placement, err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("%w: torchrun's TCPStore at %s closed the connection; gohorovod speaks torch 1.x's store protocol, "+
+			"not torch 2's: run torchrun with --rdzv_backend c10d (or --standalone), where gohorovod's rank 0 hosts the meeting", err, p.Master)
+	}
+	return err
 }
 
 // missingInStore names the ranks whose keys the store lacks, asking it on
