@@ -98,27 +98,27 @@ func newHexSecret(t *testing.T) string {
 	return s
 }
 
-// freePort is a TCP port nothing listens on now (the master's port of a
-// test on this machine's own network).
-func freePort(t *testing.T) int {
-	t.Helper()
-	return 29000 + os.Getpid()%900 + int(time.Now().UnixNano()%97)
-}
-
 // TestE2ENodesOnOneMachine: two launchers of one job, node 0 and node 1,
-// both on this machine (no root needed): they meet at node 0's port, the
+// both on this machine (no root needed), placed as a PyTorchJob places
+// its pods: they meet at node 0's port, the
 // workers get horovodrun's ranks (node 0 ranks 0 and 1, node 1 ranks 2
 // and 3) and their allreduce sums every rank's value.
 func TestE2ENodesOnOneMachine(t *testing.T) {
 	launcher, worker := build(t)
-	env := []string{"GOHOROVOD_SECRET=" + newHexSecret(t)}
-	port := strconv.Itoa(freePort(t))
+	secret := "GOHOROVOD_SECRET=" + newHexSecret(t)
+	port := freePort(t)
+	// Each launcher gets what a PyTorchJob's pod gets (MASTER_ADDR,
+	// MASTER_PORT, WORLD_SIZE and RANK, its node rank), with the node's
+	// place in the flags as the example manifest gives it: the launcher
+	// reads MASTER_ADDR and MASTER_PORT, and its workers take their place
+	// from it, not from the torch variables they inherit.
+	pod := func(rank int) []string {
+		return []string{secret, "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "WORLD_SIZE=2", "RANK=" + strconv.Itoa(rank)}
+	}
 	// Node 1 first: it waits for node 0, and says so.
-	n1 := startNode(t, "", env, launcher, "--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "2",
-		"--master-addr", "127.0.0.1", "--master-port", port, worker, "hvd-allreduce")
+	n1 := startNode(t, "", pod(1), launcher, "--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "2", worker, "hvd-allreduce")
 	time.Sleep(700 * time.Millisecond)
-	n0 := startNode(t, "", env, launcher, "--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "2",
-		"--master-addr", "127.0.0.1", "--master-port", port, worker, "hvd-allreduce")
+	n0 := startNode(t, "", pod(0), launcher, "--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "2", worker, "hvd-allreduce")
 	n0.wait(t, "node 0", 60*time.Second)
 	n1.wait(t, "node 1", 30*time.Second)
 	for i, r := range []*nodeRun{n0, n1} {
@@ -152,7 +152,7 @@ func TestE2ENodesOnOneMachine(t *testing.T) {
 // --start-timeout, naming the node that never arrived).
 func TestE2ENodesWrongSecret(t *testing.T) {
 	launcher, worker := build(t)
-	port := strconv.Itoa(freePort(t))
+	port := freePort(t)
 	n0 := startNode(t, "", []string{"GOHOROVOD_SECRET=" + newHexSecret(t)}, launcher, "--nnodes", "2", "--nproc-per-node", "1",
 		"--master-addr", "127.0.0.1", "--master-port", port, "--start-timeout", "4", worker, "hvd-allreduce")
 	time.Sleep(300 * time.Millisecond)
@@ -345,7 +345,7 @@ func TestE2ENodesElastic(t *testing.T) {
 func testNodesElastic(t *testing.T, ns []string, master string) {
 	launcher, worker := build(t)
 	env := []string{"GOHOROVOD_SECRET=" + newHexSecret(t)}
-	port := strconv.Itoa(freePort(t) + 1)
+	port := freePort(t)
 	const n, epochs = 120, 6
 	args := func(rank int) []string {
 		return []string{launcher, "--nnodes", "1:2", "--node-rank", strconv.Itoa(rank), "--nproc-per-node", "2",
