@@ -191,8 +191,8 @@ func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
 	fs.IntVar(&o.AutotuneMaxSamples, "autotune-bayes-opt-max-samples", d.AutotuneMaxSamples, "the Bayesian optimisation scores at most `N` settings (HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES)")
 	fs.Float64Var(&o.AutotuneNoise, "autotune-gaussian-process-noise", d.AutotuneNoise, "the Gaussian process's `NOISE`, in [0, 1] (HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE)")
 
-	fs.StringVar(&o.NNodes, "nnodes", "", "multi-node launch without ssh: this job has `N` nodes, each running one gohorovodrun (default $PET_NNODES)")
-	fs.IntVar(&o.NodeRank, "node-rank", 0, "with --nnodes: this node's rank, 0 to N-1; node 0 hosts the meeting (default $PET_NODE_RANK, else 0)")
+	fs.StringVar(&o.NNodes, "nnodes", "", "multi-node launch without ssh: this job has `N` nodes, each running one gohorovodrun, or MIN:MAX for an elastic job (default $PET_NNODES)")
+	fs.IntVar(&o.NodeRank, "node-rank", 0, "with --nnodes: this node's rank `K`, 0 to N-1; node 0 hosts the meeting (default $PET_NODE_RANK, else 0)")
 	fs.IntVar(&o.NProcPerNode, "nproc-per-node", 0, "with --nnodes: `P` workers on every node (default $PET_NPROC_PER_NODE, else 1)")
 	fs.StringVar(&o.MasterAddr, "master-addr", "", "with --nnodes: the `HOST` of node 0, where the launchers meet (default $PET_MASTER_ADDR, else $MASTER_ADDR)")
 	fs.IntVar(&o.MasterPort, "master-port", 0, "with --nnodes: the `PORT` node 0 listens on for the other launchers (default $PET_MASTER_PORT, else $MASTER_PORT, else 29500)")
