@@ -380,3 +380,30 @@ func testNodesElastic(t *testing.T, ns []string, master string) {
 	sizes := checkCoverage(t, recs, n, epochs)
 	t.Logf("group size per kept step, by epoch: %v", sizes)
 }
+
+// TestE2ENodesWorkerFails: a worker of node 1 (rank 2) exits with status
+// 3 while the others run: both launchers end the job, each saying that
+// node 1 failed and how (rank 2's status), with non-zero statuses.
+func TestE2ENodesWorkerFails(t *testing.T) {
+	launcher, worker := build(t)
+	env := []string{"GOHOROVOD_SECRET=" + newHexSecret(t)}
+	port := freePort(t)
+	pids := t.TempDir()
+	var nodes []*nodeRun
+	for k := 0; k < 2; k++ {
+		nodes = append(nodes, startNode(t, "", env, launcher, "--nnodes", "2", "--node-rank", strconv.Itoa(k), "--nproc-per-node", "2",
+			"--master-addr", "127.0.0.1", "--master-port", port, worker, "fail", "2", "3", pids))
+	}
+	for k, r := range nodes {
+		r.wait(t, fmt.Sprintf("node %d", k), 60*time.Second)
+		if r.err == nil {
+			t.Fatalf("node %d ended well:\n%s", k, r.stderr.String())
+		}
+		msg := lastLine(r.stderr.String())
+		if !strings.Contains(msg, "node 1 (host ") || !strings.Contains(msg, "rank 2") || !strings.Contains(msg, "status 3") ||
+			!strings.Contains(msg, "the job was stopped on every node") {
+			t.Errorf("node %d's last words: %q\n%s", k, msg, r.stderr.String())
+		}
+	}
+	waitWorkersGone(t, pids, 15*time.Second)
+}
