@@ -136,8 +136,8 @@ func dense(ctx *mlctx.Context, x *graph.Node, m int) *graph.Node {
 // matmul is x [n, k] times w [k, m] with the gradients of a matrix product:
 // v·wᵀ for x and xᵀ·v for w, for the gradient v of the product. GoMLX
 // (v0.26.0) differentiates DotGeneral as a broadcast product of [n, k, m]
-// elements and a reduction, which on the Go backend cost a hundred times the
-// product itself and made this network untrainable in minutes. Its only
+// elements and a reduction, which on the Go backend cost over ten times the
+// products themselves and made this network untrainable in minutes. Its only
 // hook for a gradient of one's own is IdentityWithCustomGradient, which
 // sees one node: the product's gradient v is caught by an identity on the
 // output (reverse differentiation reaches it before x and w) and used by
