@@ -366,7 +366,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) error {
 		}
 		if rank == 0 {
 			samples := float64(len(batches) * o.batch * size)
-			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.1f%% in allreduce)  %.1f samples/s  %.0f CPU-ms/sample (all ranks)  lr %.4g\n",
+			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.1f%% in allreduce)  %.1f samples/s  %.2f CPU-ms/sample (all ranks)  lr %.4g\n",
 				epoch+1, avg[0], 100*avg[1], elapsed, 100*comm/elapsed, samples/elapsed, 1000*avg[2]*float64(size)/samples, tr.LR())
 		}
 	}

@@ -1,9 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"math"
 	"math/rand/v2"
+	"regexp"
+	"strconv"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/runtime/config"
 
 	"github.com/gomlx/gomlx/backends/simplego"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -129,5 +139,43 @@ func TestSpaceToDepth2(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestTrainNP2 trains the CNN at np 2 on the in-memory group, briefly (five
+// steps of 2×64 images): the loss falls well below chance's, the test
+// accuracy well above chance's 10%, and only rank 0 prints.
+func TestTrainNP2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains on MNIST")
+	}
+	if raceDetector {
+		t.Skip("the race detector slows GoMLX's kernels about fortyfold; make test-adapters runs this test without it")
+	}
+	o, err := parse([]string{"--epochs", "1", "--train-limit", "640", "--test-limit", "200", "--threads", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs [2]bytes.Buffer
+	err = hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		return run(ctx, o, r, &outs[rank])
+	}, hvd.WithConfig(config.Default()), hvd.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(outs[0].String())
+	if outs[1].Len() != 0 {
+		t.Fatalf("rank 1 printed %q", outs[1].String())
+	}
+	m := regexp.MustCompile(`epoch 1: loss ([0-9.]+)  test accuracy ([0-9.]+)%`).FindStringSubmatch(outs[0].String())
+	if m == nil {
+		t.Fatal("rank 0 printed no epoch line")
+	}
+	loss, _ := strconv.ParseFloat(m[1], 64)
+	acc, _ := strconv.ParseFloat(m[2], 64)
+	if loss >= 2.1 || acc < 40 {
+		t.Fatalf("after five steps: loss %g (chance: 2.30), test accuracy %g%%", loss, acc)
 	}
 }
