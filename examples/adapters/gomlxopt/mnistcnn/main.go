@@ -3,7 +3,9 @@
 // trains on its shard of each epoch (optim/data's Sampler), the gradients
 // are averaged over the ranks by a gomlxopt.Trainer, and rank 0 prints the
 // loss, the test accuracy (averaged over every rank's shard of the test
-// set) and the samples per second of each epoch.
+// set), the samples per second, the share of the time in the allreduce and
+// the CPU time per sample of each epoch. Its accuracy and speed on our
+// machines are in docs/BENCHMARKS.md.
 //
 //	go build -o bin/mnistcnn ./mnistcnn            # in examples/adapters/gomlxopt
 //	gohorovodrun -np 2 bin/mnistcnn                # over MPI (build with -tags mpi)
