@@ -8,7 +8,7 @@ NP      ?= 2
 TAGS    ?= $(shell command -v mpicc >/dev/null 2>&1 && echo mpi)
 GOFLAGS_TAGS = $(if $(TAGS),-tags $(TAGS),)
 
-.PHONY: all help deps build test test-fast test-unit test-mpi test-mpich test-adapters bench demo vet fmt clean
+.PHONY: all help deps clusterdeps build test test-fast test-unit test-mpi test-mpich test-adapters bench demo vet fmt clean
 
 all: build
 
@@ -64,7 +64,12 @@ test-fast: vet
 test-mpi: deps
 	bash scripts/mpitest.sh
 
-test: deps vet test-unit test-mpi test-adapters
+test: deps clusterdeps vet test-unit test-mpi test-adapters
+
+# The cluster tests' own needs: torchrun (python3-torch) and a one-node SLURM
+# cluster, installed and started as root (scripts/clusterdeps.sh).
+clusterdeps:
+	@bash scripts/clusterdeps.sh
 
 # The adapters are Go modules of their own (gonum's optimize and gorgonia stay
 # out of the core module's dependencies), so ./... above skips them: vet and
