@@ -8,7 +8,7 @@ NP      ?= 2
 TAGS    ?= $(shell command -v mpicc >/dev/null 2>&1 && echo mpi)
 GOFLAGS_TAGS = $(if $(TAGS),-tags $(TAGS),)
 
-.PHONY: all help deps build test test-fast test-unit test-mpi test-mpich test-adapters bench demo vet fmt clean
+.PHONY: all help deps clusterdeps build test test-fast test-unit test-mpi test-mpich test-adapters bench demo vet fmt clean
 
 all: build
 
@@ -64,7 +64,12 @@ test-fast: vet
 test-mpi: deps
 	bash scripts/mpitest.sh
 
-test: deps vet test-unit test-mpi test-adapters
+test: deps clusterdeps vet test-unit test-mpi test-adapters
+
+# The cluster tests' own needs: torchrun (python3-torch) and a one-node SLURM
+# cluster, installed and started as root (scripts/clusterdeps.sh).
+clusterdeps:
+	@bash scripts/clusterdeps.sh
 
 # The adapters are Go modules of their own (gonum's optimize and gorgonia stay
 # out of the core module's dependencies), so ./... above skips them: vet and
@@ -73,6 +78,8 @@ test: deps vet test-unit test-mpi test-adapters
 ADAPTERS = examples/adapters/gonumopt examples/adapters/gorgoniaopt examples/adapters/gomlxopt
 test-adapters:
 	@for m in $(ADAPTERS); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 ./...) || exit 1; done
+	@# The CNN example's short training run, too slow under -race.
+	cd examples/adapters/gomlxopt && $(GO) test -count=1 -run TestTrainNP2 ./mnistcnn
 	@# Decided when the recipe runs, not when make starts: on a fresh machine
 	@# make deps installs mpicc during this very run.
 	@if command -v mpicc >/dev/null 2>&1; then \
@@ -87,6 +94,9 @@ test-adapters:
 	CGO_ENABLED=0 $(GO) build -o bin/mpitest/gohorovodrun ./cmd/gohorovodrun
 	cd examples/adapters/gomlxopt && CGO_ENABLED=0 $(GO) vet -tags gloo ./... && CGO_ENABLED=0 $(GO) test -tags gloo -c -o ../../../bin/mpitest/gomlxopt_gloo.test .
 	timeout 300 bin/mpitest/gohorovodrun --gloo -np 2 bin/mpitest/gomlxopt_gloo.test -test.run MPI -test.timeout 240s
+	@# The CNN example itself under the launcher, briefly: rank 0 must report its epoch.
+	cd examples/adapters/gomlxopt && CGO_ENABLED=0 $(GO) build -tags gloo -o ../../../bin/mpitest/mnistcnn ./mnistcnn
+	timeout 300 bin/mpitest/gohorovodrun --gloo -np 2 bin/mpitest/mnistcnn --epochs 1 --train-limit 640 --test-limit 200 --threads 1 | grep 'epoch 1: loss'
 
 # The MPI tests linked against MPICH (installed beside Open MPI: apt-get
 # install -y mpich libmpich-dev), under MPICH's own launcher, at np 2 (MPICH

@@ -12,6 +12,7 @@ require (
 	golang.org/x/sys v0.30.0
 	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/plot v0.16.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

@@ -83,3 +83,52 @@ func yieldWhenIdle() {
 		os.Setenv(YieldEnv, "1")
 	}
 }
+
+// SLURM's variables in every task that srun starts, and the PMIx variable
+// through which an srun with --mpi=pmix reaches MPI.
+const (
+	envSlurmStepID   = "SLURM_STEP_ID"
+	envSlurmStepOld  = "SLURM_STEPID"
+	envSlurmMPIType  = "SLURM_MPI_TYPE"
+	envPMIxRank      = "PMIX_RANK"
+	envPMIRank       = "PMI_RANK"
+	envOMPIWorldSize = "OMPI_COMM_WORLD_SIZE"
+)
+
+// CheckSrun decides, before MPI_Init, whether a process that SLURM's srun
+// started can reach MPI, and returns an error that says what to do when it
+// cannot. library names the MPI the binary links ("Open MPI" or "MPICH").
+//
+// A task of an srun step (SLURM_STEP_ID set) meets MPI through the PMI
+// that srun's --mpi plugin serves. Open MPI as Debian and most
+// distributions build it speaks PMIx only: started by a bare srun (no
+// --mpi=pmix, so no PMIX_RANK) it aborts inside MPI_Init_thread with a
+// text about rebuilding, before any program can report anything, even
+// with one task. MPICH also accepts srun's PMI-2 (--mpi=pmi2, PMI_RANK).
+// A rank that mpirun started inside an allocation (OMPI_COMM_WORLD_SIZE
+// set) is no srun task of ours and passes, as does any process outside a
+// step (a batch script's own shell, a login node).
+func CheckSrun(getenv func(string) string, library string) error {
+	if getenv(envSlurmStepID) == "" && getenv(envSlurmStepOld) == "" {
+		return nil
+	}
+	if getenv(envOMPIWorldSize) != "" || getenv(envPMIxRank) != "" {
+		return nil
+	}
+	if library == "MPICH" && getenv(envPMIRank) != "" {
+		return nil
+	}
+	plugin := strings.TrimSpace(getenv(envSlurmMPIType))
+	if plugin == "" {
+		plugin = "none"
+	}
+	want := "--mpi=pmix"
+	if library == "MPICH" {
+		want = "--mpi=pmix (or --mpi=pmi2)"
+	}
+	return fmt.Errorf("mpi: srun started this process with its MPI plugin %q, through which %s cannot start: "+
+		"run `srun %s ...` (`srun --mpi=list` shows the plugins your SLURM has), "+
+		"or use gohorovod's embedded transport, which needs no MPI under srun "+
+		"(set HOROVOD_CONTROLLER=gloo, or build without the mpi tag): %w",
+		plugin, library, want, ErrSrunPMI)
+}

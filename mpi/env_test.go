@@ -92,3 +92,58 @@ func TestYieldWhenIdle(t *testing.T) {
 		t.Errorf("%s = %q, want the user's 0 kept", YieldEnv, got)
 	}
 }
+
+func TestCheckSrun(t *testing.T) {
+	// The variables srun sets in a task (SLURM 22.05, checked on a real
+	// one-node cluster): a bare srun, and one with --mpi=pmix.
+	bare := map[string]string{"SLURM_STEP_ID": "0", "SLURM_STEPID": "0", "SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range bare {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	cases := []struct {
+		name    string
+		env     map[string]string
+		library string
+		refuse  bool
+		says    string
+	}{
+		{"outside any step", map[string]string{"SLURM_JOB_ID": "7", "SLURM_PROCID": "0"}, "Open MPI", false, ""},
+		{"no SLURM at all", map[string]string{}, "Open MPI", false, ""},
+		{"bare srun, Open MPI", bare, "Open MPI", true, "--mpi=pmix"},
+		{"bare srun, old step variable only", map[string]string{"SLURM_STEPID": "3"}, "Open MPI", true, `plugin "none"`},
+		{"srun --mpi=pmi2, Open MPI", with("SLURM_MPI_TYPE", "pmi2", "PMI_RANK", "1"), "Open MPI", true, `plugin "pmi2"`},
+		{"srun --mpi=pmix", with("SLURM_MPI_TYPE", "pmix", "PMIX_RANK", "1"), "Open MPI", false, ""},
+		{"mpirun inside a step", with("OMPI_COMM_WORLD_SIZE", "4", "PMIX_RANK", "2"), "Open MPI", false, ""},
+		{"srun --mpi=pmi2, MPICH", with("SLURM_MPI_TYPE", "pmi2", "PMI_RANK", "1"), "MPICH", false, ""},
+		{"bare srun, MPICH", bare, "MPICH", true, "--mpi=pmi2"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckSrun(func(k string) string { return c.env[k] }, c.library)
+			if !c.refuse {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted a step MPI cannot start in")
+			}
+			if !errors.Is(err, ErrSrunPMI) {
+				t.Errorf("error does not wrap ErrSrunPMI: %v", err)
+			}
+			for _, want := range []string{c.says, "HOROVOD_CONTROLLER=gloo", c.library} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not say %q: %v", want, err)
+				}
+			}
+		})
+	}
+}

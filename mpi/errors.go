@@ -12,6 +12,10 @@ import (
 var ErrNotBuiltIn = errors.New("mpi: MPI support is not built in: rebuild with `go build -tags mpi` " +
 	"with cgo enabled (after `make deps` installs Open MPI; add the mpich tag to link MPICH)")
 
+// ErrSrunPMI is returned (wrapped, by CheckSrun and Init) when srun started
+// the process without a PMI through which the linked MPI can start.
+var ErrSrunPMI = errors.New("mpi: no PMI for this MPI in the srun step")
+
 // ErrNotInitialized is returned by calls made before Init or after Finalize.
 var ErrNotInitialized = errors.New("mpi: MPI is not initialised (call mpi.Init first)")
 

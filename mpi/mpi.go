@@ -339,6 +339,11 @@ func Init() error {
 		return ErrFinalized
 	}
 	if C.hv_initialized() == 0 {
+		// Refuse before MPI_Init_thread, which would end the process
+		// with Open MPI's own text (see CheckSrun).
+		if err := CheckSrun(os.Getenv, Library); err != nil {
+			return err
+		}
 		yieldWhenIdle()
 		// Not gompi.Start: it ends the process (log.Fatalf) when MPI
 		// refuses MPI_THREAD_MULTIPLE. Start sets up nothing else (gompi's

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 
@@ -24,6 +25,7 @@ type embeddedComm struct {
 	*embedded.Comm
 	ls      *embedded.Listeners
 	session *rendezvous.Session // elastic jobs only
+	host    io.Closer           // the rendezvous this rank hosts (openPlaced), or nil
 	round   int                 // the elastic round; 0 in a fixed job
 	slots   []rendezvous.Slot   // slots[r] is rank r's (elastic jobs)
 }
@@ -33,6 +35,9 @@ func (c embeddedComm) Close() error {
 	err := errors.Join(c.Comm.Close(), c.ls.Close())
 	if c.session != nil {
 		err = errors.Join(err, c.session.Close())
+	}
+	if c.host != nil {
+		err = errors.Join(err, c.host.Close())
 	}
 	return err
 }
@@ -54,6 +59,18 @@ func (c embeddedComm) Close() error {
 // new round has no place for gets an error wrapping
 // rendezvous.ErrRemoved.
 func openEmbedded(cfg config.Config, last int) (comm.Communicator, error) {
+	return openEmbeddedVia(cfg, last, nil)
+}
+
+// meetFunc is how a worker of a fixed job meets its peers when it is not
+// through the rendezvous server at cfg.RendezvousAddress (openPlaced's
+// TCPStore): it publishes me and returns the assignment with every
+// member.
+type meetFunc func(ctx context.Context, me rendezvous.Member) (rendezvous.Assignment, error)
+
+// openEmbeddedVia is openEmbedded, meeting the peers through meet when it
+// is not nil.
+func openEmbeddedVia(cfg config.Config, last int, meet meetFunc) (comm.Communicator, error) {
 	secret, err := cfg.Secret.Bytes()
 	if err != nil {
 		return nil, fmt.Errorf("embedded transport: %w", err)
@@ -111,7 +128,11 @@ func openEmbedded(cfg config.Config, last int) (comm.Communicator, error) {
 		}()
 	} else {
 		jctx, jcancel := context.WithTimeout(context.Background(), timeout)
-		a, err = rendezvous.Join(jctx, server, secret, me)
+		if meet != nil {
+			a, err = meet(jctx, me)
+		} else {
+			a, err = rendezvous.Join(jctx, server, secret, me)
+		}
 		jcancel()
 		if err != nil {
 			return nil, fmt.Errorf("embedded transport: %w", err)

@@ -62,6 +62,18 @@ func openDefault(cfg config.Config, lastRound int) (comm.Communicator, string, e
 			cfg = withGloo(cfg, env)
 		}
 	}
+	if cfg.RendezvousAddress() == "" {
+		// Started by srun, torchrun, PyTorchJob or Volcano, which give
+		// a placement but host no gohorovod rendezvous.
+		p, ok, err := placedBy(cfg, os.LookupEnv)
+		if err != nil {
+			return nil, "", fmt.Errorf("embedded transport: %w", err)
+		}
+		if ok {
+			c, err := openPlaced(cfg, p, os.LookupEnv)
+			return c, transportEmbedded, err
+		}
+	}
 	if cfg.Gloo() {
 		// Started without MPI by gohorovodrun --gloo, or by hand with
 		// the same variables (docs/EMBEDDED.md).

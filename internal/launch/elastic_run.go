@@ -53,6 +53,15 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 	if err != nil {
 		return err
 	}
+	return l.runElasticWith(ctx, o, spec, ecfg, nil)
+}
+
+// runElasticWith is runElastic with the driver's configuration ecfg; with
+// nodes (a multi-node elastic job, this launcher node 0's) the hosts are
+// the nodes whose launchers have met this one, and their workers are
+// started by their own launchers.
+func (l *Launcher) runElasticWith(ctx context.Context, o *Options, spec Spec, ecfg elastic.Config, nodes *elasticNodes) error {
+	var err error
 	if _, err := elastic.New(ecfg, time.Now()); err != nil {
 		return usagef("%v", err)
 	}
@@ -64,11 +73,13 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 	if o.DryRun {
 		return nil
 	}
-	secret, err := secret.New()
-	if err != nil {
-		return err
+	if spec.Secret == "" {
+		secret, err := secret.New()
+		if err != nil {
+			return err
+		}
+		spec.Secret = config.Secret(secret)
 	}
-	spec.Secret = config.Secret(secret)
 	if spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
 		return err
 	}
@@ -89,7 +100,7 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 	// Listen on every interface when remote hosts may join (a discovery
 	// script, or a remote -H host), else on the loopback only.
 	listen := "127.0.0.1:0"
-	if o.HostDiscoveryScript != "" {
+	if o.HostDiscoveryScript != "" || nodes != nil {
 		listen = ":0"
 	} else if _, l, err := rendezvousHost(spec); err == nil {
 		listen = l
@@ -126,7 +137,10 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 	dctx, stopDiscovery := context.WithCancel(ctx)
 	defer stopDiscovery()
 	var discovering sync.WaitGroup
-	if o.HostDiscoveryScript != "" {
+	if nodes != nil {
+		// The nodes' meeting is the discovery: started below, once the
+		// job is there to start their workers.
+	} else if o.HostDiscoveryScript != "" {
 		discovering.Add(1)
 		go func() {
 			defer discovering.Done()
@@ -160,7 +174,18 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 		exits: make(chan elasticExit, 16), release: make(chan struct{})}
 	e.base, e.remoteBase = glooBase(spec)
 	defer close(e.release)
-	return e.loop(ctx, events)
+	if nodes != nil {
+		e.nodes = nodes
+		nodes.job = e
+		nodes.port = spec.RendezvousPort
+		discovering.Add(1)
+		go func() { defer discovering.Done(); nodes.meet(dctx, events) }()
+	}
+	err = e.loop(ctx, events)
+	if nodes != nil {
+		nodes.finish(err)
+	}
+	return err
 }
 
 // elasticJob is the launcher's side of a running elastic job.
@@ -178,6 +203,7 @@ type elasticJob struct {
 	outDir           string                 // --output-filename: DIR/host[local]/{stdout,stderr}
 	seq              int                    // host updates sent
 	pending          *rendezvous.HostUpdate // an update rank 0 could not be told yet
+	nodes            *elasticNodes          // a multi-node job's other nodes, or nil
 }
 
 // loop feeds the driver its events and carries out its decisions until
@@ -284,7 +310,10 @@ func exitEvent(x elasticExit) elastic.Event {
 	}
 	status := 1
 	var ee *exec.ExitError
-	if errors.As(x.err, &ee) {
+	var re *remoteExitError
+	if errors.As(x.err, &re) {
+		status = re.Status
+	} else if errors.As(x.err, &ee) {
 		status = ee.ExitCode()
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			status = 128 + int(ws.Signal())
@@ -362,7 +391,12 @@ func (e *elasticJob) apply(dec elastic.Decision) error {
 func (e *elasticJob) start(s elastic.Slot) error {
 	spec := e.spec
 	spec.RendezvousAddr = "127.0.0.1"
-	if spec.IsLocal == nil || !spec.IsLocal(s.Host) {
+	if e.nodes != nil {
+		// Every node's workers meet at node 0's address, and advertise
+		// theirs on the route to it.
+		spec.RendezvousAddr = e.nodes.n.MasterAddr
+		spec.IsLocal = func(string) bool { return true }
+	} else if spec.IsLocal == nil || !spec.IsLocal(s.Host) {
 		iface := ""
 		if len(spec.NICs) > 0 {
 			iface = spec.NICs[0]
@@ -378,6 +412,11 @@ func (e *elasticJob) start(s elastic.Slot) error {
 	cfg.Rank, cfg.Size, cfg.LocalSize, cfg.CrossRank, cfg.CrossSize = config.Unset, config.Unset, config.Unset, config.Unset, config.Unset
 	cfg.LocalRank = s.Local
 	w := glooWorker(spec, cfg, Slot{Host: s.Host, LocalRank: s.Local}, e.base, e.remoteBase)
+	if e.nodes != nil {
+		if s.Host != e.nodes.me {
+			return e.nodes.start(s, w)
+		}
+	}
 	p := &elasticProc{slot: s, w: w}
 	cmd := exec.Command(w.Argv[0], w.Argv[1:]...)
 	cmd.Env = w.Env
@@ -478,6 +517,10 @@ func describeElastic(o *Options, c elastic.Config, s Spec) []string {
 
 // signal sends sig to a worker: its process group (local workers), or ssh.
 func (e *elasticJob) signal(p *elasticProc, sig syscall.Signal) {
+	if p.cmd == nil { // a worker of another node: its launcher signals it
+		e.nodes.signal(p, sig)
+		return
+	}
 	if err := p.cmd.Process.Signal(sig); err == nil && !p.w.Remote {
 		signalGroup(p.cmd.Process.Pid, sig)
 	}

@@ -102,7 +102,7 @@ func (l *Launcher) runGloo(ctx context.Context, o *Options, spec Spec) error {
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
 	defer func() { srv.Close(); <-served }()
-	return l.executeGloo(ctx, spec, workers, srv, o.OutputFilename)
+	return l.executeGloo(ctx, spec, workers, srv, nil, o.OutputFilename)
 }
 
 // rendezvousHost decides where the workers reach the rendezvous server and
@@ -147,8 +147,11 @@ type glooExit struct {
 }
 
 // executeGloo starts the workers, watches them and the rendezvous, and
-// turns the job's end into Run's result.
-func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker, srv *rendezvous.Server, outDir string) error {
+// turns the job's end into Run's result. srv is nil where another launcher
+// hosts the rendezvous (a node of a multi-node job); an error from abort
+// (nil: none) stops the workers and is the result, before any worker's
+// failure that the abort caused.
+func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker, srv *rendezvous.Server, abort <-chan error, outDir string) error {
 	var outMu, errMu sync.Mutex
 	words := &wordsKeeper{scan: newFailureScanner()}
 	// The server's deadline starts before the first worker does, so that
@@ -239,12 +242,19 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 		}()
 	}
 	rdzv := make(chan error, 1)
-	go func() { rdzv <- srv.Wait(rctx) }()
+	if srv != nil {
+		go func() { rdzv <- srv.Wait(rctx) }()
+	}
+	var srvDone <-chan struct{}
+	if srv != nil {
+		srvDone = srv.Done()
+	}
 
 	multiHost := len(usedHosts(s.Hosts, s.NP)) > 1
 	var (
 		first       *WorkerError
 		rdzvErr     error
+		abortErr    error
 		interrupted bool
 		stopping    bool
 		kill        <-chan time.Time
@@ -272,7 +282,7 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 				// server ends the rendezvous (Done) before it tells the
 				// workers, so this is seen here first.
 				select {
-				case <-srv.Done():
+				case <-srvDone:
 					if err := srv.Wait(context.Background()); err != nil && !errors.Is(err, rendezvous.ErrClosed) {
 						rdzvErr = err
 					}
@@ -286,6 +296,12 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 				rdzvErr = err
 				stop()
 			}
+		case err := <-abort:
+			abort = nil
+			if abortErr == nil && !interrupted {
+				abortErr = err
+			}
+			stop()
 		case <-ctx.Done():
 			if !stopping {
 				interrupted = true
@@ -304,6 +320,8 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 	switch {
 	case interrupted:
 		return ErrInterrupted
+	case abortErr != nil:
+		return abortErr
 	case rdzvErr != nil:
 		return &RendezvousError{Err: rdzvErr, Timeout: timeout}
 	case first != nil:

@@ -142,3 +142,15 @@ func Assign(hosts []Host, np int) ([]Slot, error) {
 	}
 	return slots, nil
 }
+
+// EnvOMPIHostfile is Open MPI's default hostfile parameter, which the
+// Kubeflow MPI Operator sets on an MPIJob's launcher pod (to
+// /etc/mpi/hostfile, "host slots=N" lines): the launcher reads the hosts
+// from it when neither -H nor --hostfile is given.
+const EnvOMPIHostfile = "OMPI_MCA_orte_default_hostfile"
+
+// mpiHostfile is the file EnvOMPIHostfile names, or "".
+func mpiHostfile(lookup func(string) (string, bool)) string {
+	v, _ := lookup(EnvOMPIHostfile)
+	return strings.TrimSpace(v)
+}

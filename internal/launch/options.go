@@ -88,6 +88,15 @@ type Options struct {
 	// seconds; both zero (not given) blacklist a failed host for good.
 	BlacklistCooldownRange [2]float64
 
+	// Multi-node launch without ssh, torchrun's way (see NodesFrom): one
+	// launcher per node, each given --nnodes, --node-rank and the master.
+	NNodes         string // --nnodes: N (or MIN:MAX, refused: not elastic)
+	NodeRank       int    // --node-rank
+	NProcPerNode   int    // --nproc-per-node
+	MasterAddr     string // --master-addr
+	MasterPort     int    // --master-port
+	InsecureSecret bool   // --insecure-secret: derive the secret from the master's address
+
 	// Command is the worker program and its arguments.
 	Command []string
 
@@ -182,6 +191,12 @@ func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
 	fs.IntVar(&o.AutotuneMaxSamples, "autotune-bayes-opt-max-samples", d.AutotuneMaxSamples, "the Bayesian optimisation scores at most `N` settings (HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES)")
 	fs.Float64Var(&o.AutotuneNoise, "autotune-gaussian-process-noise", d.AutotuneNoise, "the Gaussian process's `NOISE`, in [0, 1] (HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE)")
 
+	fs.StringVar(&o.NNodes, "nnodes", "", "multi-node launch without ssh: this job has `N` nodes, each running one gohorovodrun, or MIN:MAX for an elastic job (default $PET_NNODES)")
+	fs.IntVar(&o.NodeRank, "node-rank", 0, "with --nnodes: this node's rank `K`, 0 to N-1; node 0 hosts the meeting (default $PET_NODE_RANK, else 0)")
+	fs.IntVar(&o.NProcPerNode, "nproc-per-node", 0, "with --nnodes: `P` workers on every node (default $PET_NPROC_PER_NODE, else 1)")
+	fs.StringVar(&o.MasterAddr, "master-addr", "", "with --nnodes: the `HOST` of node 0, where the launchers meet (default $PET_MASTER_ADDR, else $MASTER_ADDR)")
+	fs.IntVar(&o.MasterPort, "master-port", 0, "with --nnodes: the `PORT` node 0 listens on for the other launchers (default $PET_MASTER_PORT, else $MASTER_PORT, else 29500)")
+	fs.BoolVar(&o.InsecureSecret, "insecure-secret", false, "with --nnodes > 1 and no GOHOROVOD_SECRET: derive the job secret from the master's address and port, which anyone who knows them can guess")
 	fs.StringVar(&o.HostDiscoveryScript, "host-discovery-script", "", "elastic mode: executable `SCRIPT` printing the available hosts, one per line, host:slots or host (not with -H/--hostfile)")
 	fs.IntVar(&o.MinNP, "min-np", 0, "elastic mode: keep training with no fewer than `N` processes, else wait for more (default -np)")
 	fs.IntVar(&o.MaxNP, "max-np", 0, "elastic mode: grow to at most `N` processes as slots appear (default: no cap)")

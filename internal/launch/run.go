@@ -142,6 +142,13 @@ func (l *Launcher) Run(ctx context.Context, args []string) error {
 	if o.Elastic() {
 		o.Gloo = true // elastic jobs run on the embedded transport (check refuses --mpi)
 	}
+	nodes, multiNode, err := NodesFrom(o, config.Lookup(l.Environ), l.CPUs)
+	if err != nil {
+		return err
+	}
+	if multiNode {
+		return l.runNodesFrom(ctx, o, nodes)
+	}
 	spec, err := l.Spec(ctx, o)
 	if err != nil {
 		return err
@@ -224,6 +231,18 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 		if err != nil {
 			return Spec{}, err
 		}
+	case mpiHostfile(lookup) != "":
+		// An MPIJob's launcher pod: the MPI Operator's hostfile.
+		name := mpiHostfile(lookup)
+		f, err := os.Open(name)
+		if err != nil {
+			return Spec{}, usagef("cannot read the hostfile that %s names: %v (or give -H)", EnvOMPIHostfile, err)
+		}
+		hosts, err = ParseHostfile(f, name)
+		f.Close()
+		if err != nil {
+			return Spec{}, err
+		}
 	default:
 		var inSlurm bool
 		hosts, inSlurm, err = SlurmHosts(lookup)
@@ -239,7 +258,7 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 	}
 	np := o.NP
 	if np <= 0 {
-		if o.Hosts != "" || o.Hostfile != "" {
+		if o.Hosts != "" || o.Hostfile != "" || mpiHostfile(lookup) != "" {
 			return Spec{}, usagef("-np is required: gohorovodrun -np %d ...", TotalSlots(hosts))
 		}
 		np = TotalSlots(hosts) // the whole SLURM allocation

@@ -30,6 +30,8 @@ var layer = map[string]int{
 	"internal/scaling":            20,
 	"internal/job/secret":         20,
 	"internal/job/rendezvous":     21,
+	"internal/job/tcpstore":       20,
+	"internal/job/origin":         22,
 	"internal/elastichook":        22,
 	// The transports: the contract first, then each transport.
 	"runtime/comm":          30,

@@ -40,6 +40,21 @@
 //     the executable and drops their values, so the apply graph is compiled
 //     by running it once on zero gradients and restoring the variables.
 //   - The Go backend cannot differentiate Convolution (the Reverse op), Slice
-//     (Pad) or MaxPool (SelectAndScatterMax), and its parallel executor
-//     trips the race detector (the tests run it one op at a time).
+//     (Pad) or MaxPool (SelectAndScatterMax); implementing those three ops
+//     in the backend would let a model use GoMLX's conv and pooling layers.
+//     mnistcnn works around it: the first convolution's patches are cut on
+//     the host, the second is a strided 2×2 convolution written as a reshape
+//     and a transpose, and strides replace pooling.
+//   - GoMLX differentiates DotGeneral as a broadcast product over every
+//     (row, inner, column) triple and a reduction, not as two matrix
+//     products; on the Go backend that costs over ten times the two
+//     products, and dominated the step. mnistcnn's matmul gives the product
+//     its own gradients through IdentityWithCustomGradient (the only
+//     gradient hook GoMLX exports, on one node). A DotGeneral gradient
+//     written as DotGenerals, or an exported way to set a node's VJP, would
+//     make that unnecessary.
+//   - The Go backend's parallel executor deadlocks with one worker when a
+//     DotGeneral waits for a worker that the executor holds, and it trips
+//     the race detector: mnistcnn and the tests use "ops_sequential" (the
+//     matrix products still use the workers).
 package gomlxopt

@@ -3,7 +3,9 @@
 // trains on its shard of each epoch (optim/data's Sampler), the gradients
 // are averaged over the ranks by a gomlxopt.Trainer, and rank 0 prints the
 // loss, the test accuracy (averaged over every rank's shard of the test
-// set) and the samples per second of each epoch.
+// set), the samples per second, the share of the time in the allreduce and
+// the CPU time per sample of each epoch. Its accuracy and speed on our
+// machines are in docs/BENCHMARKS.md.
 //
 //	go build -o bin/mnistcnn ./mnistcnn            # in examples/adapters/gomlxopt
 //	gohorovodrun -np 2 bin/mnistcnn                # over MPI (build with -tags mpi)
@@ -23,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -32,7 +35,6 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	mlctx "github.com/gomlx/gomlx/pkg/ml/context"
-	"github.com/gomlx/gomlx/pkg/ml/layers"
 	"github.com/gomlx/gomlx/pkg/ml/layers/activations"
 	"github.com/gomlx/gomlx/pkg/ml/train/losses"
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
@@ -50,7 +52,7 @@ type options struct {
 	testLimit                     int
 	lr, warmup                    float64
 	seed                          uint64
-	dataDir, compress             string
+	dataDir, compress, cpuProfile string
 }
 
 func parse(args []string) (options, error) {
@@ -66,6 +68,7 @@ func parse(args []string) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the weights and of the shuffling")
 	fs.StringVar(&o.dataDir, "data", "", "directory of the MNIST gzip files (default: $MNIST_DIR, else the GoMNIST module's)")
 	fs.StringVar(&o.compress, "compression", "none", "gradient compression: none, fp16 or bf16")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the training to this file (rank r appends .r)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -84,58 +87,87 @@ func (o options) compression() (optim.Compression, error) {
 	return 0, fmt.Errorf("mnistcnn: unknown --compression %q (none, fp16, bf16)", o.compress)
 }
 
-// cnn: two 3×3 convolutions (16 and 32 channels), each with ReLU and 2×2
-// max pooling, then a dense layer of 128 and the 10 logits.
+// The first convolution's input is the image, which needs no gradient, so
+// its patches are cut on the host as the batch is assembled (im2col) and the
+// convolution is one matrix product of the patches and its kernel inside the
+// graph: a 5×5 kernel with stride 2 and 2 pixels of zero padding, 28×28 to
+// 14×14.
+const (
+	k1      = 5
+	stride1 = 2
+	pad1    = 2
+	out1    = (28+2*pad1-k1)/stride1 + 1 // 14
+	patch1  = k1 * k1
+)
+
+// cnn: conv 5×5 stride 2 (32 channels, on the host-cut patches), conv 2×2
+// stride 2 (64 channels), each with ReLU, then a dense layer of 128 and the
+// 10 logits. Strided convolutions take the place of pooling. Only matrix
+// products, reshapes and transposes are used, whose gradients GoMLX's Go
+// backend has: it cannot differentiate Convolution (its gradient needs the
+// Reverse op), Slice (Pad) or MaxPool (SelectAndScatterMax), and a
+// convolution written as a Gather was too slow to train in minutes.
 func cnn(ctx *mlctx.Context, _ any, inputs []*graph.Node) []*graph.Node {
-	x := inputs[0] // [batch, 28, 28, 1]
-	x = maxPool2(activations.Relu(conv(ctx.In("conv0"), x, 3, 16)))
-	x = maxPool2(activations.Relu(conv(ctx.In("conv1"), x, 3, 32)))
-	x = graph.Reshape(x, x.Shape().Dimensions[0], -1)
-	x = activations.Relu(layers.DenseWithBias(ctx.In("dense"), x, 128))
-	return []*graph.Node{layers.DenseWithBias(ctx.In("logits"), x, 10)}
+	x := inputs[0] // [batch, 14, 14, 25]: the patches of the first convolution
+	b := x.Shape().Dimensions[0]
+	x = activations.Relu(pointwise(ctx.In("conv0"), x, 32))
+	x = activations.Relu(pointwise(ctx.In("conv1"), spaceToDepth2(x), 64))
+	x = graph.Reshape(x, b, -1)
+	x = activations.Relu(dense(ctx.In("dense"), x, 128))
+	return []*graph.Node{dense(ctx.In("logits"), x, 10)}
 }
 
-// conv is a k×k convolution with "same" padding of x [batch, h, w, c] into
-// ch channels, written as a gather of the k·k neighbours of every pixel and
-// a dense layer over them. GoMLX's Go backend cannot differentiate its own
-// Convolution (its gradient uses the Reverse op, not implemented there;
-// nor are Pad, the gradient of Slice, and SelectAndScatterMax, MaxPool's):
-// Gather's gradient (ScatterSum) and Concatenate's are.
-func conv(ctx *mlctx.Context, x *graph.Node, k, ch int) *graph.Node {
-	g := x.Graph()
+// pointwise is a dense layer with bias over the last axis of x [batch, h, w,
+// c], into ch channels, flattened to a matrix product.
+func pointwise(ctx *mlctx.Context, x *graph.Node, ch int) *graph.Node {
+	d := x.Shape().Dimensions
+	y := dense(ctx, graph.Reshape(x, -1, d[3]), ch)
+	return graph.Reshape(y, d[0], d[1], d[2], ch)
+}
+
+// dense is x [n, k] times a weight matrix [k, m] plus a bias [m], the
+// variables named as GoMLX's layers.Dense names them.
+func dense(ctx *mlctx.Context, x *graph.Node, m int) *graph.Node {
+	ctx = ctx.In("dense")
+	g, dt, k := x.Graph(), x.DType(), x.Shape().Dimensions[1]
+	w := ctx.VariableWithShape("weights", shapes.Make(dt, k, m)).ValueGraph(g)
+	b := ctx.VariableWithShape("biases", shapes.Make(dt, m)).ValueGraph(g)
+	return graph.Add(matmul(x, w), graph.Reshape(b, 1, m))
+}
+
+// matmul is x [n, k] times w [k, m] with the gradients of a matrix product:
+// v·wᵀ for x and xᵀ·v for w, for the gradient v of the product. GoMLX
+// (v0.26.0) differentiates DotGeneral as a broadcast product of [n, k, m]
+// elements and a reduction, which on the Go backend cost over ten times the
+// products themselves and made this network untrainable in minutes. Its only
+// hook for a gradient of one's own is IdentityWithCustomGradient, which
+// sees one node: the product's gradient v is caught by an identity on the
+// output (reverse differentiation reaches it before x and w) and used by
+// identities on x and w. The graph's own gradient of the product is then
+// built but unused, so the backend never runs it.
+func matmul(x, w *graph.Node) *graph.Node {
+	var v *graph.Node
+	xg := graph.IdentityWithCustomGradient(x, func(_, _ *graph.Node) *graph.Node {
+		return graph.DotGeneral(v, []int{1}, nil, w, []int{1}, nil)
+	})
+	wg := graph.IdentityWithCustomGradient(w, func(_, _ *graph.Node) *graph.Node {
+		return graph.DotGeneral(x, []int{0}, nil, v, []int{0}, nil)
+	})
+	return graph.IdentityWithCustomGradient(graph.Dot(xg, wg), func(_, vy *graph.Node) *graph.Node {
+		v = vy
+		return vy
+	})
+}
+
+// spaceToDepth2 gathers every 2×2 block of x [batch, h, w, c] (h and w even)
+// into the channels, [batch, h/2, w/2, 4c], with a reshape and a transpose:
+// a dense layer over the result is a 2×2 convolution with stride 2.
+func spaceToDepth2(x *graph.Node) *graph.Node {
 	d := x.Shape().Dimensions
 	b, h, w, c := d[0], d[1], d[2], d[3]
-	p := k / 2
-	hp, wp := h+2*p, w+2*p
-	// Zero padding by concatenation, then the pixels first: [hp·wp, b, c].
-	zr := graph.Zeros(g, shapes.Make(x.DType(), b, p, w, c))
-	x = graph.Concatenate([]*graph.Node{zr, x, zr}, 1)
-	zc := graph.Zeros(g, shapes.Make(x.DType(), b, hp, p, c))
-	x = graph.Concatenate([]*graph.Node{zc, x, zc}, 2)
-	x = graph.Reshape(graph.TransposeAllAxes(x, 1, 2, 0, 3), hp*wp, b, c)
-	idx := make([]int32, 0, h*w*k*k)
-	for i := range h {
-		for j := range w {
-			for di := range k {
-				for dj := range k {
-					idx = append(idx, int32((i+di)*wp+j+dj))
-				}
-			}
-		}
-	}
-	patches := graph.Gather(x, graph.Const(g, tensors.FromFlatDataAndDimensions(idx, h*w*k*k, 1))) // [h·w·k·k, b, c]
-	patches = graph.Reshape(patches, h, w, k*k, b, c)
-	patches = graph.Reshape(graph.TransposeAllAxes(patches, 3, 0, 1, 2, 4), b, h, w, k*k*c)
-	return layers.DenseWithBias(ctx, patches, ch)
-}
-
-// maxPool2 is 2×2 max pooling of x [batch, h, w, c] (h and w even), as a
-// reshape and a reduction: GoMLX's Go backend cannot differentiate MaxPool
-// (its gradient op, SelectAndScatterMax, is not implemented there).
-func maxPool2(x *graph.Node) *graph.Node {
-	d := x.Shape().Dimensions
-	x = graph.Reshape(x, d[0], d[1]/2, 2, d[2]/2, 2, d[3])
-	return graph.ReduceMax(x, 2, 4)
+	x = graph.Reshape(x, b, h/2, 2, w/2, 2, c)
+	x = graph.TransposeAllAxes(x, 0, 1, 3, 2, 4, 5)
+	return graph.Reshape(x, b, h/2, w/2, 4*c)
 }
 
 // dataset is one MNIST set as the model's inputs: pixels in [0, 1].
@@ -146,16 +178,40 @@ type dataset struct {
 
 func (d *dataset) len() int { return len(d.labels) }
 
-// batch gathers the rows idx as tensors.
+// batch gathers the rows idx as tensors: the first convolution's patches of
+// each image, [len(idx), 14, 14, 25], and the labels.
 func (d *dataset) batch(idx []int) (x, y *tensors.Tensor) {
 	const px = 28 * 28
-	xs := make([]float32, len(idx)*px)
+	per := out1 * out1 * patch1
+	xs := make([]float32, len(idx)*per)
 	ys := make([]int32, len(idx))
 	for i, j := range idx {
-		copy(xs[i*px:], d.images[j*px:(j+1)*px])
+		im2col(xs[i*per:(i+1)*per], d.images[j*px:(j+1)*px])
 		ys[i] = d.labels[j]
 	}
-	return tensors.FromFlatDataAndDimensions(xs, len(idx), 28, 28, 1), tensors.FromFlatDataAndDimensions(ys, len(idx), 1)
+	return tensors.FromFlatDataAndDimensions(xs, len(idx), out1, out1, patch1), tensors.FromFlatDataAndDimensions(ys, len(idx), 1)
+}
+
+// im2col writes the k1×k1 patches of one 28×28 image, with stride stride1
+// and zero padding pad1, to dst [out1, out1, k1·k1].
+func im2col(dst, img []float32) {
+	n := 0
+	for oi := range out1 {
+		for oj := range out1 {
+			for di := range k1 {
+				i := oi*stride1 - pad1 + di
+				for dj := range k1 {
+					j := oj*stride1 - pad1 + dj
+					if i >= 0 && i < 28 && j >= 0 && j < 28 {
+						dst[n] = img[i*28+j]
+					} else {
+						dst[n] = 0
+					}
+					n++
+				}
+			}
+		}
+	}
 }
 
 func fromGoMNIST(s *GoMNIST.Set) *dataset {
@@ -218,7 +274,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) error {
 	if threads == 0 {
 		threads = max(1, runtime.NumCPU()/max(1, r.LocalSize()))
 	}
-	backend, err := simplego.New(fmt.Sprintf("parallelism=%d", threads))
+	backend, err := simplego.New(fmt.Sprintf("ops_sequential,parallelism=%d", threads))
 	if err != nil {
 		return err
 	}
@@ -254,8 +310,19 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) error {
 	stepsPerEpoch := len(sampler.Batches(o.batch, true))
 	lr := optim.Warmup(optim.Cosine(gomlxopt.ScaleLR(o.lr, size), 0, 0, float64(o.epochs)), size, o.warmup)
 	if rank == 0 {
-		fmt.Fprintf(out, "mnistcnn: %d ranks, CNN conv3x3(16)-maxpool-conv3x3(32)-maxpool-dense(128), GoMLX %s backend with %d threads per rank, batch %d per rank, Adam lr %g·%d, %d epochs, compression %s\n",
+		fmt.Fprintf(out, "mnistcnn: %d ranks, CNN conv5x5/2(32)-conv2x2/2(64)-dense(128), GoMLX %s backend with %d threads per rank, batch %d per rank, Adam lr %g·%d, %d epochs, compression %s\n",
 			size, backend.Name(), threads, o.batch, o.lr, size, o.epochs, comp)
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%d", o.cpuProfile, rank))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	for epoch := range o.epochs {
 		sampler.SetEpoch(epoch)
@@ -301,7 +368,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) error {
 		}
 		if rank == 0 {
 			samples := float64(len(batches) * o.batch * size)
-			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.1f%% in allreduce)  %.1f samples/s  %.0f CPU-ms/sample (all ranks)  lr %.4g\n",
+			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.1f%% in allreduce)  %.1f samples/s  %.2f CPU-ms/sample (all ranks)  lr %.4g\n",
 				epoch+1, avg[0], 100*avg[1], elapsed, 100*comm/elapsed, samples/elapsed, 1000*avg[2]*float64(size)/samples, tr.LR())
 		}
 	}

@@ -23,6 +23,9 @@
 //	               in user code before its allreduce while the others wait
 //	               in theirs (exit 3 on ErrShutdown)
 //	elastic [flags]  an elastic training job (elastic.go)
+//	fail-first     as hvd-allreduce, except that on the first attempt of a
+//	               torchrun job (TORCHELASTIC_RESTART_COUNT=0) rank 1 exits
+//	               with 9 after hvd.Init, so that torchrun restarts the job
 package main
 
 import (
@@ -96,6 +99,21 @@ func main() {
 			os.Exit(67)
 		}
 	case "hvd-allreduce":
+		os.Exit(hvdAllreduce())
+	case "fail-first":
+		if os.Getenv("TORCHELASTIC_RESTART_COUNT") == "0" {
+			if err := hvd.Init(); err != nil {
+				fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
+				os.Exit(4)
+			}
+			if hvd.Rank() == 1 {
+				fmt.Fprintln(os.Stderr, "worker 1: failing on the first attempt")
+				os.Exit(9)
+			}
+			// Rank 0 waits in a collective until torchrun stops it.
+			hvd.Allreduce(context.Background(), tensor.FromFloat32([]float32{1}), "wait", hvd.Sum)
+			os.Exit(3)
+		}
 		os.Exit(hvdAllreduce())
 	case "rdzv-server":
 		os.Exit(rdzvServer(os.Args[2], os.Args[3], os.Args[4]))

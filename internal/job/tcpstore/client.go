@@ -1,0 +1,232 @@
+package tcpstore
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// The query types of torch 1.x's TCPStore, in its numbering.
+const (
+	querySet        byte = 0
+	queryCompareSet byte = 1
+	queryGet        byte = 2
+	queryAdd        byte = 3
+	queryCheck      byte = 4
+	queryWait       byte = 5
+	queryNumKeys    byte = 6
+	queryDeleteKey  byte = 8
+)
+
+// The answers to CHECK and WAIT.
+const (
+	checkReady    byte = 0
+	checkNotReady byte = 1
+	waitStop      byte = 0
+)
+
+// keyPrefix is what torch's own clients put before every key, so that a
+// key this client sets is the key torch's store.get sees.
+const keyPrefix = "/"
+
+// maxValue bounds the size of a value the client accepts from a server.
+const maxValue = 64 << 20
+
+// ErrTimeout is returned (wrapped) by Wait and Get when the keys did not
+// all appear in time.
+var ErrTimeout = errors.New("tcpstore: timed out waiting for keys")
+
+// Client is one connection to a TCPStore server. Its methods must not be
+// called concurrently.
+type Client struct {
+	conn net.Conn
+	r    *bufio.Reader
+	addr string
+}
+
+// Dial connects to the server at addr ("host:port"), retrying until ctx
+// ends, since the server may start after the worker.
+func Dial(ctx context.Context, addr string) (*Client, error) {
+	var d net.Dialer
+	for {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return &Client{conn: c, r: bufio.NewReader(c), addr: addr}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("tcpstore: no store answered at %s: %w", addr, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// request encodes one query.
+type request []byte
+
+func newRequest(q byte) request { return request{q} }
+
+func (r request) str(s string) request {
+	r = binary.LittleEndian.AppendUint64(r, uint64(len(s)))
+	return append(r, s...)
+}
+
+func (r request) bytes(b []byte) request {
+	r = binary.LittleEndian.AppendUint64(r, uint64(len(b)))
+	return append(r, b...)
+}
+
+func (r request) u64(v uint64) request { return binary.LittleEndian.AppendUint64(r, v) }
+
+func (c *Client) send(r request, deadline time.Time) error {
+	c.conn.SetDeadline(deadline)
+	if _, err := c.conn.Write(r); err != nil {
+		return fmt.Errorf("tcpstore %s: %w", c.addr, err)
+	}
+	return nil
+}
+
+// Set stores value under key.
+func (c *Client) Set(key string, value []byte) error {
+	return c.send(newRequest(querySet).str(keyPrefix+key).bytes(value), time.Now().Add(30*time.Second))
+}
+
+// Add adds delta to the number stored under key (0 when absent) and
+// returns the sum.
+func (c *Client) Add(key string, delta int64) (int64, error) {
+	dl := time.Now().Add(30 * time.Second)
+	if err := c.send(newRequest(queryAdd).str(keyPrefix+key).u64(uint64(delta)), dl); err != nil {
+		return 0, err
+	}
+	v, err := c.readU64()
+	return int64(v), err
+}
+
+// Check reports whether every key is set, without waiting.
+func (c *Client) Check(keys ...string) (bool, error) {
+	r := newRequest(queryCheck).u64(uint64(len(keys)))
+	for _, k := range keys {
+		r = r.str(keyPrefix + k)
+	}
+	if err := c.send(r, time.Now().Add(30*time.Second)); err != nil {
+		return false, err
+	}
+	b, err := c.r.ReadByte()
+	if err != nil {
+		return false, fmt.Errorf("tcpstore %s: %w", c.addr, err)
+	}
+	switch b {
+	case checkReady:
+		return true, nil
+	case checkNotReady:
+		return false, nil
+	}
+	return false, fmt.Errorf("tcpstore %s: answer %d to CHECK", c.addr, b)
+}
+
+// Wait returns once every key is set, or with an error wrapping
+// ErrTimeout when ctx ends first. torch 1.x's servers cannot cancel a
+// wait, so the connection is closed then.
+func (c *Client) Wait(ctx context.Context, keys ...string) error {
+	r := newRequest(queryWait).u64(uint64(len(keys)))
+	for _, k := range keys {
+		r = r.str(keyPrefix + k)
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Time{}
+	}
+	if err := c.send(r, time.Now().Add(30*time.Second)); err != nil {
+		return err
+	}
+	c.conn.SetReadDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { c.conn.SetReadDeadline(time.Now()) })
+	defer stop()
+	b, err := c.r.ReadByte()
+	if err != nil {
+		var ne net.Error
+		if ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
+			c.conn.Close()
+			return fmt.Errorf("%w at %s", ErrTimeout, c.addr)
+		}
+		return fmt.Errorf("tcpstore %s: %w", c.addr, err)
+	}
+	if b != waitStop {
+		return fmt.Errorf("tcpstore %s: answer %d to WAIT", c.addr, b)
+	}
+	return nil
+}
+
+// Get waits for key as Wait does, then returns its value.
+func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := c.Wait(ctx, key); err != nil {
+		return nil, err
+	}
+	if err := c.send(newRequest(queryGet).str(keyPrefix+key), time.Now().Add(30*time.Second)); err != nil {
+		return nil, err
+	}
+	return c.readBytes()
+}
+
+// CompareSet sets key to desired when its value is expected (or when it
+// is absent and expected is empty), and returns the value it holds after.
+func (c *Client) CompareSet(key string, expected, desired []byte) ([]byte, error) {
+	if err := c.send(newRequest(queryCompareSet).str(keyPrefix+key).bytes(expected).bytes(desired), time.Now().Add(30*time.Second)); err != nil {
+		return nil, err
+	}
+	return c.readBytes()
+}
+
+// NumKeys is the number of keys the store holds.
+func (c *Client) NumKeys() (int64, error) {
+	if err := c.send(newRequest(queryNumKeys), time.Now().Add(30*time.Second)); err != nil {
+		return 0, err
+	}
+	v, err := c.readU64()
+	return int64(v), err
+}
+
+// Delete removes key and reports whether it was there.
+func (c *Client) Delete(key string) (bool, error) {
+	if err := c.send(newRequest(queryDeleteKey).str(keyPrefix+key), time.Now().Add(30*time.Second)); err != nil {
+		return false, err
+	}
+	v, err := c.readU64()
+	return v == 1, err
+}
+
+func (c *Client) readU64() (uint64, error) {
+	var b [8]byte
+	if _, err := io.ReadFull(c.r, b[:]); err != nil {
+		return 0, fmt.Errorf("tcpstore %s: %w", c.addr, err)
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+func (c *Client) readBytes() ([]byte, error) {
+	n, err := c.readU64()
+	if err != nil {
+		return nil, err
+	}
+	return readValue(c.r, n, c.addr)
+}
+
+// readValue reads a value of n bytes, refusing one over maxValue.
+func readValue(r io.Reader, n uint64, addr string) ([]byte, error) {
+	if n > maxValue {
+		return nil, fmt.Errorf("tcpstore %s: a value of %d bytes (the limit is %d)", addr, n, maxValue)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("tcpstore %s: %w", addr, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,447 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
+	"github.com/gohorovod/gohorovod/internal/job/secret"
+	"github.com/gohorovod/gohorovod/internal/launch/elastic"
+	"github.com/gohorovod/gohorovod/runtime/config"
+)
+
+// An elastic multi-node job (--nnodes MIN:MAX) runs horovodrun's elastic
+// driver (internal/launch/elastic) in node 0's launcher: the nodes whose
+// launchers have met node 0 are its hosts (a node that arrives is a
+// discovered host, one whose launcher is gone a lost host, whose workers
+// failed), and the driver's decisions to start or stop a worker on another
+// node travel to that node's launcher, which starts it and reports its end.
+// The worker's variables travel without the secret, which every launcher
+// has; the rendezvous rounds are node 0's rendezvous.RoundServer.
+
+// nodeWorkerRun asks a node's launcher to start the worker of a local rank
+// with these variables (runtime/config's, less the secret and the socket
+// directory, which the node adds), or to signal it.
+type nodeWorkerRun struct {
+	Local  int
+	Env    []string `json:",omitempty"`
+	Signal int      `json:",omitempty"`
+}
+
+// nodeWorkerExit is a node's report of a worker's end.
+type nodeWorkerExit struct {
+	Local  int
+	Status int
+}
+
+// remoteExitError is a worker of another node that ended with Status.
+type remoteExitError struct{ Status int }
+
+func (e *remoteExitError) Error() string { return "exit status " + strconv.Itoa(e.Status) }
+
+// elasticNodes is node 0's side of an elastic multi-node job.
+type elasticNodes struct {
+	l     *Launcher
+	n     Nodes
+	key   []byte
+	me    string // node 0's name
+	ln    net.Listener
+	port  int         // the workers' RoundServer
+	job   *elasticJob // set before meet starts
+	mu    sync.Mutex
+	over  bool                   // finish was called
+	nodes map[string]*memberNode // by name
+}
+
+// memberNode is another node's launcher, as node 0 sees it.
+type memberNode struct {
+	rank  int
+	name  string
+	nc    *nodeConn
+	procs map[int]*elasticProc // running workers by local rank
+	gone  bool
+}
+
+// hosts is the driver's view: node 0 and every node present.
+func (en *elasticNodes) hosts() []elastic.Host {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	hs := []elastic.Host{{Name: en.me, Slots: en.n.PerNode}}
+	byRank := make([]*memberNode, en.n.N)
+	for _, m := range en.nodes {
+		if !m.gone {
+			byRank[m.rank] = m
+		}
+	}
+	for _, m := range byRank {
+		if m != nil {
+			hs = append(hs, elastic.Host{Name: m.name, Slots: en.n.PerNode})
+		}
+	}
+	return hs
+}
+
+// meet admits nodes until ctx ends, and reports every change of the nodes
+// to the driver.
+func (en *elasticNodes) meet(ctx context.Context, events chan<- elastic.Event) {
+	send := func(ev elastic.Event) {
+		select {
+		case events <- ev:
+		case <-ctx.Done():
+		}
+	}
+	send(elastic.Discovered{Hosts: en.hosts()})
+	go func() { <-ctx.Done(); en.ln.Close() }()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := en.ln.Accept()
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := en.admit(c)
+			if m == nil {
+				return
+			}
+			fmt.Fprintf(en.l.Stderr, "gohorovodrun: elastic: node %d (host %s) joined\n", m.rank, m.name)
+			send(elastic.Discovered{Hosts: en.hosts()})
+			err := en.watch(m)
+			en.mu.Lock()
+			m.gone = true
+			var lost []*elasticProc
+			for _, p := range m.procs {
+				lost = append(lost, p)
+			}
+			m.procs = nil
+			over := en.over
+			en.mu.Unlock()
+			if ctx.Err() != nil || over {
+				return
+			}
+			fmt.Fprintf(en.l.Stderr, "gohorovodrun: elastic: node %d (host %s) is gone (%v)\n", m.rank, m.name, err)
+			// Its workers are lost with it, as a lost host's over ssh.
+			for _, p := range lost {
+				en.job.exits <- elasticExit{p, &remoteExitError{Status: 255}}
+			}
+			send(elastic.Discovered{Hosts: en.hosts()})
+		}()
+	}
+}
+
+// admit runs the handshake and the hello of a node's launcher, and
+// answers it with its name and the rendezvous port; nil when refused.
+func (en *elasticNodes) admit(c net.Conn) *memberNode {
+	setKeepAlive(c)
+	if err := secret.Handshake(c, en.key, secret.Acceptor, rendezvous.HandshakeTimeout); err != nil {
+		fmt.Fprintf(en.l.Stderr, "gohorovodrun: refused a connection from %s: %v\n", c.RemoteAddr(), err)
+		c.Close()
+		return nil
+	}
+	nc := newNodeConn(c)
+	_ = c.SetReadDeadline(time.Now().Add(rendezvous.HandshakeTimeout))
+	msg, err := nc.recv()
+	_ = c.SetReadDeadline(time.Time{})
+	if err != nil || msg.Hello == nil {
+		c.Close()
+		return nil
+	}
+	h := *msg.Hello
+	name := nodeName(h.Host, h.NodeRank)
+	var refuse string
+	en.mu.Lock()
+	switch {
+	case h.NNodes != en.n.N || h.PerNode != en.n.PerNode:
+		refuse = fmt.Sprintf("this node says %d nodes at most of %d workers, node 0 says %d of %d", h.NNodes, h.PerNode, en.n.N, en.n.PerNode)
+	case h.NodeRank <= 0 || h.NodeRank >= en.n.N:
+		refuse = fmt.Sprintf("node rank %d is not one of 1 to %d", h.NodeRank, en.n.N-1)
+	case en.nodes[name] != nil && !en.nodes[name].gone:
+		refuse = fmt.Sprintf("node rank %d is already in the job", h.NodeRank)
+	}
+	var m *memberNode
+	if refuse == "" {
+		m = &memberNode{rank: h.NodeRank, name: name, nc: nc, procs: map[int]*elasticProc{}}
+		en.nodes[name] = m
+	}
+	en.mu.Unlock()
+	if refuse != "" {
+		fmt.Fprintf(en.l.Stderr, "gohorovodrun: refused the launcher at %s: %s\n", c.RemoteAddr(), refuse)
+		_ = nc.send(nodeMsg{Refused: refuse})
+		c.Close()
+		return nil
+	}
+	if err := nc.send(nodeMsg{Start: &nodeStart{Labels: []string{name}, RendezvousPort: en.port}}); err != nil {
+		c.Close()
+		en.mu.Lock()
+		m.gone = true
+		en.mu.Unlock()
+		return nil
+	}
+	return m
+}
+
+// nodeName names a node of an elastic job: its host name and node rank,
+// so that a node that comes back is the same host to the driver.
+func nodeName(host string, rank int) string {
+	if host == "" {
+		host = "node"
+	}
+	return host + "-node" + strconv.Itoa(rank)
+}
+
+// watch reads a node's reports of its workers' ends until its connection
+// ends.
+func (en *elasticNodes) watch(m *memberNode) error {
+	for {
+		msg, err := m.nc.recv()
+		if err != nil {
+			return err
+		}
+		if x := msg.Exited; x != nil {
+			en.mu.Lock()
+			p := m.procs[x.Local]
+			delete(m.procs, x.Local)
+			en.mu.Unlock()
+			if p != nil {
+				var err error
+				if x.Status != 0 {
+					err = &remoteExitError{Status: x.Status}
+				}
+				en.job.exits <- elasticExit{p, err}
+			}
+		}
+	}
+}
+
+// start asks the node of slot s to start its worker w (planned by node 0
+// as if local: its variables less the secret and the socket directory).
+func (en *elasticNodes) start(s elastic.Slot, w GlooWorker) error {
+	en.mu.Lock()
+	m := en.nodes[s.Host]
+	en.mu.Unlock()
+	if m == nil || m.gone {
+		return fmt.Errorf("elastic: no launcher on node %s to start %v", s.Host, s)
+	}
+	var env []string
+	for _, kv := range w.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == config.EnvSecret || k == config.EnvGlooSocketDir || k == config.EnvLauncher {
+			continue
+		}
+		if knownConfigVar(k) {
+			env = append(env, kv)
+		}
+	}
+	p := &elasticProc{slot: s, w: GlooWorker{Slot: w.Slot, Remote: true}}
+	en.mu.Lock()
+	m.procs[s.Local] = p
+	en.mu.Unlock()
+	en.job.procs[s] = p
+	if err := m.nc.send(nodeMsg{Run: &nodeWorkerRun{Local: s.Local, Env: env}}); err != nil {
+		// The node is going: its watcher reports the worker lost.
+		fmt.Fprintf(en.l.Stderr, "gohorovodrun: elastic: cannot reach node %s to start %v: %v\n", s.Host, s, err)
+	}
+	return nil
+}
+
+func knownConfigVar(k string) bool {
+	for _, n := range config.Names() {
+		if n == k {
+			return true
+		}
+	}
+	return false
+}
+
+// signal asks the node of p to signal its worker.
+func (en *elasticNodes) signal(p *elasticProc, sig syscall.Signal) {
+	en.mu.Lock()
+	m := en.nodes[p.slot.Host]
+	en.mu.Unlock()
+	if m != nil && !m.gone {
+		_ = m.nc.send(nodeMsg{Run: &nodeWorkerRun{Local: p.slot.Local, Signal: int(sig)}})
+	}
+}
+
+// finish tells every node the job's end, and closes their connections.
+func (en *elasticNodes) finish(err error) {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	en.over = true
+	for _, m := range en.nodes {
+		if m.gone {
+			continue
+		}
+		if err != nil {
+			_ = m.nc.send(nodeMsg{Failed: err.Error(), FailedNode: 0, FailedHost: en.me})
+		}
+		m.nc.c.Close()
+	}
+}
+
+// runElasticMaster is node 0 of an elastic multi-node job.
+func (l *Launcher) runElasticMaster(ctx context.Context, o *Options, spec Spec, n Nodes, key []byte, host string) error {
+	lc := net.ListenConfig{KeepAlive: nodeKeepAlive}
+	ln, err := lc.Listen(ctx, "tcp", ":"+strconv.Itoa(n.MasterPort))
+	if err != nil {
+		return fmt.Errorf("node 0 cannot listen on port %d (--master-port) for the other nodes: %w", n.MasterPort, err)
+	}
+	defer ln.Close()
+	fmt.Fprintf(l.Stderr, "gohorovodrun: elastic: node 0 of %d to %d: nodes join on port %d\n", n.Min, n.N, n.MasterPort)
+	me := nodeName(host, 0)
+	en := &elasticNodes{l: l, n: n, key: key, me: me, ln: ln, nodes: map[string]*memberNode{}}
+	ecfg, err := o.ElasticConfig(l.Environ)
+	if err != nil {
+		return err
+	}
+	ecfg.NP, ecfg.MinNP, ecfg.MaxNP = n.Min*n.PerNode, n.Min*n.PerNode, n.N*n.PerNode
+	spec.Hosts = []Host{{Name: me, Slots: n.PerNode}}
+	spec.NP = n.PerNode
+	spec.IsLocal = func(h string) bool { return h == me }
+	return l.runElasticWith(ctx, o, spec, ecfg, en)
+}
+
+// runElasticMember is a node other than 0 of an elastic multi-node job:
+// it starts and signals its workers as node 0 asks, and reports their
+// ends, until node 0 closes the meeting.
+func (l *Launcher) runElasticMember(ctx context.Context, o *Options, spec Spec, n Nodes, key []byte, host string, timeout time.Duration) error {
+	nc, err := l.joinMaster(ctx, n, key, host, timeout)
+	if err != nil {
+		return err
+	}
+	defer nc.c.Close()
+	first, err := nc.recv()
+	switch {
+	case err != nil:
+		return &NodeError{NodeRank: 0, Host: n.MasterAddr, Err: fmt.Errorf("its launcher closed the meeting before this node could join (%v)", err)}
+	case first.Refused != "":
+		return usagef("node %d: node 0 at %s refused this node: %s", n.Rank, n.Master(), first.Refused)
+	case first.Start == nil || len(first.Start.Labels) != 1:
+		return fmt.Errorf("node %d: node 0 sent a malformed start", n.Rank)
+	}
+	name := first.Start.Labels[0]
+	fmt.Fprintf(l.Stderr, "gohorovodrun: elastic: node %d joined node 0 at %s as %s\n", n.Rank, n.Master(), name)
+	if spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
+		return err
+	}
+	defer os.RemoveAll(spec.SocketDir)
+	base, _ := glooBase(spec)
+	var outMu, errMu sync.Mutex
+	procs := map[int]*exec.Cmd{}
+	exits := make(chan nodeWorkerExit, 16)
+	msgs := make(chan nodeMsg)
+	lost := make(chan error, 1)
+	go func() {
+		for {
+			m, err := nc.recv()
+			if err != nil {
+				lost <- err
+				return
+			}
+			msgs <- m
+		}
+	}()
+	release := make(chan struct{})
+	defer close(release)
+	signalAll := func(sig syscall.Signal) {
+		for _, c := range procs {
+			_ = c.Process.Signal(sig)
+			signalGroup(c.Process.Pid, sig)
+		}
+	}
+	var result error
+	ending := false
+	for !ending || len(procs) > 0 {
+		select {
+		case m := <-msgs:
+			switch {
+			case m.Run != nil && m.Run.Signal != 0:
+				if c := procs[m.Run.Local]; c != nil {
+					_ = c.Process.Signal(syscall.Signal(m.Run.Signal))
+					signalGroup(c.Process.Pid, syscall.Signal(m.Run.Signal))
+				}
+			case m.Run != nil && !ending:
+				env := append(append(append([]string(nil), base...), m.Run.Env...),
+					config.EnvSecret+"="+string(spec.Secret), config.EnvGlooSocketDir+"="+spec.SocketDir)
+				if spec.Launcher != "" {
+					env = append(env, config.EnvLauncher+"="+spec.Launcher)
+				}
+				cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
+				cmd.Env = env
+				cmd.SysProcAttr = workerProcAttr(true)
+				cmd.WaitDelay = 2 * time.Second
+				tag := fmt.Sprintf("[%s[%d]]", name, m.Run.Local)
+				stdout := newPrefixWriter(l.Stdout, &outMu, tag+"<stdout>:", nil)
+				stderr := newPrefixWriter(l.Stderr, &errMu, tag+"<stderr>:", nil)
+				cmd.Stdout, cmd.Stderr = stdout, stderr
+				local := m.Run.Local
+				if err := startLocked(cmd, release); err != nil {
+					fmt.Fprintf(l.Stderr, "gohorovodrun: elastic: starting the worker of local rank %d: %v\n", local, err)
+					_ = nc.send(nodeMsg{Exited: &nodeWorkerExit{Local: local, Status: 127}})
+					continue
+				}
+				procs[local] = cmd
+				go func() {
+					err := cmd.Wait()
+					stdout.Flush()
+					stderr.Flush()
+					status := 0
+					var ee *exec.ExitError
+					if errors.As(err, &ee) {
+						status = ee.ExitCode()
+						if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+							status = 128 + int(ws.Signal())
+						}
+					} else if err != nil {
+						status = 1
+					}
+					exits <- nodeWorkerExit{Local: local, Status: status}
+				}()
+			case m.Failed != "":
+				result = &NodeError{NodeRank: m.FailedNode, Host: m.FailedHost, Err: errors.New(m.Failed)}
+			}
+		case x := <-exits:
+			if x.Local < 0 { // the stop's grace is over
+				signalAll(syscall.SIGKILL)
+				continue
+			}
+			delete(procs, x.Local)
+			if !ending {
+				_ = nc.send(nodeMsg{Exited: &x})
+			}
+		case err := <-lost:
+			lost = nil
+			if !ending {
+				ending = true
+				if result == nil && len(procs) > 0 {
+					result = &NodeError{NodeRank: 0, Host: n.MasterAddr, Err: fmt.Errorf("lost its launcher (%v)", err)}
+				}
+				signalAll(syscall.SIGTERM)
+				go func() {
+					time.Sleep(WorkerStopGrace)
+					exits <- nodeWorkerExit{Local: -1}
+				}()
+			}
+		case <-ctx.Done():
+			ctx = context.Background()
+			if !ending {
+				ending = true
+				result = ErrInterrupted
+				signalAll(syscall.SIGTERM)
+				nc.c.Close()
+			}
+		}
+	}
+	return result
+}
