@@ -19,10 +19,15 @@
 //
 // Where the program prints it (examples/mnist does), the table also gives
 // the job's CPU per sample over that epoch, every rank's CPU time summed
-// ("CPU-ms/sample", the median over rounds), and its ratio against the
-// single-rank job's (np 1) of the same round, the median over rounds
-// ("CPU vs np 1"). CPU time is what the runtime takes from compute, and a
-// machine shared with other work distorts it far less than samples/s.
+// ("CPU-ms/sample", the median over rounds), the bound's (the mean of its
+// single-rank copies'), and the job's ratio against the bound's of the same
+// round, the median over rounds ("CPU vs bound"): against single-rank jobs
+// at the job's cores per rank, since a single-rank job given every core (np
+// 1's) also spends CPU on parallel kernels and idle scheduler threads. CPU
+// time is what the runtime takes from compute, and a machine shared with
+// other work distorts it less than samples/s (though a rank that spins
+// while it waits spends more CPU the longer the machine keeps its peer
+// away).
 // After the table, one line per np gives that ratio for scripts:
 //
 //	np=2 cpu_per_sample_ratio=1.04

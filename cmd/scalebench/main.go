@@ -47,36 +47,41 @@ func main() {
 		nps = append(nps, np)
 	}
 	measured, bound := make([][]float64, len(nps)), make([][]float64, len(nps))
-	cpu := make([][]float64, len(nps)) // the job's CPU-ms per sample (0: not printed)
+	cpu := make([][]float64, len(nps))      // the job's CPU-ms per sample (0: not printed)
+	boundCPU := make([][]float64, len(nps)) // the bound's single-rank copies', the mean
 	for r := range *rounds {
 		for k, np := range nps {
 			// Every rank, of the job and of the bound, gets the same
 			// share of the cores (GOMAXPROCS), so that the bound differs
 			// from the job only in communication.
 			env := []string{scaling.CoreShareEnv(runtime.NumCPU(), np)}
-			var m, b, c float64
+			var m, b, c, bc float64
 			var err error
 			for _, job := range scaling.Order(2, r+k) {
 				if job == 0 {
 					m, c, err = launched(env, *launcher, np, *program, args)
 				} else {
-					b, err = independent(env, np, *program, args)
+					b, bc, err = independent(env, np, *program, args)
 				}
 				if err != nil {
 					fail(fmt.Errorf("np %d (%s): %w", np, [2]string{"job", "bound"}[job], err))
 				}
 			}
-			measured[k], bound[k], cpu[k] = append(measured[k], m), append(bound[k], b), append(cpu[k], c)
-			fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d: %.0f samples/s, bound %.0f, %.4g CPU-ms/sample\n", r+1, np, m, b, c)
+			measured[k], bound[k], cpu[k], boundCPU[k] = append(measured[k], m), append(bound[k], b), append(cpu[k], c), append(boundCPU[k], bc)
+			fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d: %.0f samples/s, bound %.0f; CPU-ms/sample %.4g, bound's %.4g\n", r+1, np, m, b, c, bc)
 		}
 	}
 	var pts []scaling.Point
 	single := 0.0
 	for k, np := range nps {
-		p := scaling.Point{NP: np, Measured: scaling.Median(measured[k]), Bound: scaling.Median(bound[k]), CPU: scaling.Median(cpu[k])}
-		// The CPU per sample against the single-rank job's of the same
-		// round (nps[0] is np 1).
-		p.CPURatio = scaling.PairedRatio(cpu[k], cpu[0])
+		p := scaling.Point{NP: np, Measured: scaling.Median(measured[k]), Bound: scaling.Median(bound[k]),
+			CPU: scaling.Median(cpu[k]), BoundCPU: scaling.Median(boundCPU[k])}
+		// The CPU per sample against the single-rank jobs' of the same
+		// round, which ran at the job's cores per rank: a single-rank job
+		// given every core spends CPU on parallel kernels and idle
+		// scheduler threads that np ranks of one core each do not, and
+		// would flatter the job.
+		p.CPURatio = scaling.PairedRatio(cpu[k], boundCPU[k])
 		if *rounds > 1 {
 			ratios := make([]float64, *rounds)
 			for r := range ratios {
@@ -136,9 +141,11 @@ func launched(env []string, launcher string, np int, program string, args []stri
 
 // independent runs np single-rank copies of the program at once (no
 // launcher: each is rank 0 of a job of one), with env added to the
-// environment, and returns their summed samples/s.
-func independent(env []string, np int, program string, args []string) (float64, error) {
+// environment, and returns their summed samples/s and the mean of their
+// CPU milliseconds per sample (0 unless every copy prints it).
+func independent(env []string, np int, program string, args []string) (rate, cpu float64, err error) {
 	rates := make([]float64, np)
+	cpus := make([]float64, np)
 	errs := make([]error, np)
 	var wg sync.WaitGroup
 	for i := range np {
@@ -149,18 +156,28 @@ func independent(env []string, np int, program string, args []string) (float64, 
 			if err == nil {
 				rates[i], err = scaling.Rate(bytes.NewReader(out))
 			}
+			if err == nil {
+				if cpus[i], err = scaling.CPUPerSample(bytes.NewReader(out)); errors.Is(err, scaling.ErrNoCPU) {
+					cpus[i], err = 0, nil
+				}
+			}
 			errs[i] = err
 		}()
 	}
 	wg.Wait()
-	sum := 0.0
+	all := true
 	for i, r := range rates {
 		if errs[i] != nil {
-			return 0, fmt.Errorf("copy %d: %w", i, errs[i])
+			return 0, 0, fmt.Errorf("copy %d: %w", i, errs[i])
 		}
-		sum += r
+		rate += r
+		cpu += cpus[i] / float64(np)
+		all = all && cpus[i] > 0
 	}
-	return sum, nil
+	if !all {
+		cpu = 0
+	}
+	return rate, cpu, nil
 }
 
 // runSweep measures the settings of scaling.Grid at np ranks, rounds

@@ -21,12 +21,12 @@ func TestBoundAtTheJobsCoresPerRank(t *testing.T) {
 	}
 	env := []string{scaling.CoreShareEnv(16, 4)}
 	prog := []string{"-c", `echo "epoch 1: x $GOMAXPROCS samples/s"`}
-	bound, err := independent(env, 3, "sh", prog)
+	bound, cpu, err := independent(env, 3, "sh", prog)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bound != 3*4 {
-		t.Fatalf("3 copies summed %v samples/s, want 3 x GOMAXPROCS 4", bound)
+	if bound != 3*4 || cpu != 0 {
+		t.Fatalf("3 copies summed %v samples/s (CPU %v, none printed), want 3 x GOMAXPROCS 4", bound, cpu)
 	}
 	// The launcher is run as LAUNCHER NP PROGRAM ARGS...: this one drops NP
 	// and runs the program once.
@@ -59,9 +59,11 @@ func TestMain(m *testing.M) {
 }
 
 // TestCPURatioLines runs scalebench on a fake launcher and program whose
-// CPU per sample is 0.05 ms at np 1, and 0.06, 0.055 and 0.06 ms at np 2
-// in its three rounds: the table has the CPU column, and the line for
-// scripts has np 2's median ratio over the rounds.
+// CPU per sample is 0.05 ms run alone (the bound's copies), 0.07 ms at
+// np 1 under the launcher, and 0.06, 0.055 and 0.06 ms at np 2 in its
+// three rounds: the table has the CPU columns, and the lines for scripts
+// have each np's median ratio over the rounds against the bound's copies
+// (not against np 1's job).
 func TestCPURatioLines(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
@@ -74,7 +76,8 @@ func TestCPURatioLines(t *testing.T) {
 	prog := filepath.Join(dir, "prog")
 	script := `#!/bin/sh
 c=0.05
-if [ "${FAKE_NP:-1}" = 2 ]; then
+[ "${FAKE_NP:-}" = 1 ] && c=0.07
+if [ "${FAKE_NP:-}" = 2 ]; then
 	n=$(cat "$0.count" 2>/dev/null || echo 0); echo $((n+1)) > "$0.count"
 	c=0.055; [ $((n % 2)) = 0 ] && c=0.06
 fi
@@ -91,7 +94,7 @@ echo "epoch 1: x 100 samples/s  $c CPU-ms/sample (all ranks)  lr 0"
 	}
 	// np 2's job runs once a round: 0.06, 0.055, 0.06, a median ratio
 	// of 1.2.
-	if !strings.Contains(string(out), "CPU vs np 1") || !strings.Contains(string(out), "np=1 cpu_per_sample_ratio=1.00\n") {
+	if !strings.Contains(string(out), "CPU vs bound") || !strings.Contains(string(out), "np=1 cpu_per_sample_ratio=1.40\n") {
 		t.Fatalf("output:\n%s", out)
 	}
 	var ratio float64
@@ -101,6 +104,6 @@ echo "epoch 1: x 100 samples/s  $c CPU-ms/sample (all ranks)  lr 0"
 		}
 	}
 	if ratio != 1.2 {
-		t.Fatalf("np 2's ratio %v, want 1.20 (the median of rounds at 0.06, 0.055, 0.06 over 0.05):\n%s", ratio, out)
+		t.Fatalf("np 2's ratio %v, want 1.20 (the median of rounds at 0.06, 0.055, 0.06 over the bound's 0.05):\n%s", ratio, out)
 	}
 }

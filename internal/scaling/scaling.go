@@ -27,8 +27,12 @@ type Point struct {
 	// CPU is the job's CPU milliseconds per sample, every rank's summed
 	// (the median over rounds; 0: the program does not print it).
 	CPU float64
+	// BoundCPU is the bound's CPU milliseconds per sample: the mean of
+	// its single-rank copies' (the median over rounds; 0: not known).
+	BoundCPU float64
 	// CPURatio is the median over rounds of each round's CPU over the
-	// single-rank job's CPU of the same round (0: not known).
+	// bound's CPU of the same round, that is over the CPU per sample of a
+	// single-rank job at the job's cores per rank (0: not known).
 	CPURatio float64
 }
 
@@ -112,7 +116,7 @@ func Table(w io.Writer, pts []Point, single float64) error {
 		head += fmt.Sprintf(" %18s", "vs bound (paired)")
 	}
 	if cpu {
-		head += fmt.Sprintf(" %14s %12s", "CPU-ms/sample", "CPU vs np 1")
+		head += fmt.Sprintf(" %14s %14s %12s", "CPU-ms/sample", "bound's", "CPU vs bound")
 	}
 	if _, err := fmt.Fprintln(w, head); err != nil {
 		return err
@@ -125,7 +129,7 @@ func Table(w io.Writer, pts []Point, single float64) error {
 			line += fmt.Sprintf(" %17.1f%%", 100*p.Paired)
 		}
 		if cpu {
-			line += fmt.Sprintf(" %14.4g %11.2fx", p.CPU, p.CPURatio)
+			line += fmt.Sprintf(" %14.4g %14.4g %11.2fx", p.CPU, p.BoundCPU, p.CPURatio)
 		}
 		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err
@@ -150,7 +154,7 @@ func PairedRatio(xs, base []float64) float64 {
 
 // CPURatioLines writes, for scripts, one line per point with a CPU ratio,
 // of the form "np=2 cpu_per_sample_ratio=1.04": the job's CPU per sample
-// over the single-rank job's (Point.CPURatio).
+// over the single-rank jobs' at the same cores per rank (Point.CPURatio).
 func CPURatioLines(w io.Writer, pts []Point) error {
 	for _, p := range pts {
 		if p.CPURatio <= 0 {

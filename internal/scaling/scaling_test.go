@@ -82,14 +82,14 @@ func TestPairedRatio(t *testing.T) {
 
 func TestTableAndRatioLinesWithCPU(t *testing.T) {
 	pts := []Point{
-		{NP: 1, Measured: 100, Bound: 100, CPU: 0.05, CPURatio: 1},
-		{NP: 2, Measured: 150, Bound: 180, CPU: 0.052, CPURatio: 1.04},
+		{NP: 1, Measured: 100, Bound: 100, CPU: 0.05, BoundCPU: 0.05, CPURatio: 1},
+		{NP: 2, Measured: 150, Bound: 180, CPU: 0.052, BoundCPU: 0.05, CPURatio: 1.04},
 	}
 	var b bytes.Buffer
 	if err := Table(&b, pts, 100); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "CPU-ms/sample  CPU vs np 1\n") || !strings.Contains(b.String(), "75.0%          0.052        1.04x\n") {
+	if !strings.Contains(b.String(), "CPU-ms/sample        bound's CPU vs bound\n") || !strings.Contains(b.String(), "75.0%          0.052           0.05        1.04x\n") {
 		t.Fatalf("table:\n%s", b.String())
 	}
 	b.Reset()
