@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gohorovod/gohorovod/examples/internal/mnist"
+	"github.com/gohorovod/gohorovod/internal/cputime"
 	"github.com/gohorovod/gohorovod/internal/mlp"
 	"github.com/gohorovod/gohorovod/optim"
 	"github.com/gohorovod/gohorovod/optim/data"
@@ -343,7 +344,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 		// short last batch then (every rank has the same batches).
 		batches := sampler.Batches(o.batch, o.norm != "none")
 		start := time.Now()
-		cpu0, cpuKnown := cpuSeconds()
+		cpu0, cpuKnown := cputime.Seconds()
 		tuning := r.Stats().Tuning // autotuning still moves the settings during this epoch
 		loss := optim.Metric{Name: "loss"}
 		var stepTime time.Duration // in Step: waiting for the reductions, then the update
@@ -391,7 +392,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 			}
 		}
 		elapsed := time.Since(start)
-		cpu1, cpuRead := cpuSeconds()
+		cpu1, cpuRead := cputime.Seconds()
 		// This process's CPU seconds in the epoch's steps over its
 		// samples; averaged over the ranks it is the job's CPU seconds
 		// per sample, every rank's summed.

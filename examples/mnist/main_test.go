@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gohorovod/gohorovod/internal/cputime"
 	"github.com/gohorovod/gohorovod/internal/scaling"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/config"
@@ -38,7 +39,7 @@ func TestDataParallel(t *testing.T) {
 	}
 	// The epoch line carries the CPU per sample, in scalebench's format.
 	cpu, err := scaling.CPUPerSample(strings.NewReader(outs[0].String()))
-	if _, known := cpuSeconds(); known && (err != nil || cpu <= 0 || math.Abs(cpu-1000*res[0].cpuPerSample) > 1e-3*cpu) {
+	if _, known := cputime.Seconds(); known && (err != nil || cpu <= 0 || math.Abs(cpu-1000*res[0].cpuPerSample) > 1e-3*cpu) {
 		t.Fatalf("CPU per sample %v ms (%v), the run's %v s", cpu, err, res[0].cpuPerSample)
 	}
 	t.Log(outs[0].String())

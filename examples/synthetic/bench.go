@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gohorovod/gohorovod/internal/cputime"
 	"github.com/gohorovod/gohorovod/optim"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -282,7 +283,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 	var firstCount int
 	bytesBefore := b.tr.bytes.Load()
 	timed := time.Now()
-	cpu0, cpuKnown := cpuSeconds()
+	cpu0, cpuKnown := cputime.Seconds()
 	for range o.iterations {
 		iterStart := time.Now()
 		for range o.batches {
@@ -300,7 +301,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 		iterRates = append(iterRates, float64(o.batches)/time.Since(iterStart).Seconds())
 	}
 	rate := float64(o.batches*o.iterations) / time.Since(timed).Seconds()
-	cpu1, cpuRead := cpuSeconds()
+	cpu1, cpuRead := cputime.Seconds()
 	cpuKnown = cpuKnown && cpuRead
 	steps := float64(len(stepTimes))
 	bytesPerStep := float64(b.tr.bytes.Load()-bytesBefore) / steps

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gohorovod/gohorovod/internal/cputime"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
@@ -206,7 +207,7 @@ func TestRun(t *testing.T) {
 	}
 	// The timed steps' CPU time per sample (the two in-process ranks
 	// each count the whole process's).
-	if _, known := cpuSeconds(); known && num(t, kv, "cpu_ms_per_sample") <= 0 {
+	if _, known := cputime.Seconds(); known && num(t, kv, "cpu_ms_per_sample") <= 0 {
 		t.Errorf("cpu_ms_per_sample=%v", num(t, kv, "cpu_ms_per_sample"))
 	}
 	step, compute, comm, update := num(t, kv, "step_ms"), num(t, kv, "compute_ms"), num(t, kv, "comm_ms"), num(t, kv, "update_ms")

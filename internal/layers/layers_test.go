@@ -26,6 +26,7 @@ var layer = map[string]int{
 	"cuda/internal/gpucheck":      21,
 	"runtime/config":              20,
 	"internal/procid":             20,
+	"internal/cputime":            20,
 	"internal/cudamock":           20,
 	"internal/scaling":            20,
 	"internal/job/secret":         20,

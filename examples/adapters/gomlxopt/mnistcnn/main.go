@@ -27,7 +27,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gomlx/gomlx/backends/simplego"
@@ -42,6 +41,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gohorovod/gohorovod/examples/adapters/gomlxopt"
+	"github.com/gohorovod/gohorovod/internal/cputime"
 	"github.com/gohorovod/gohorovod/optim"
 	"github.com/gohorovod/gohorovod/optim/data"
 	hvd "github.com/gohorovod/gohorovod/runtime"
@@ -327,7 +327,8 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) error {
 	for epoch := range o.epochs {
 		sampler.SetEpoch(epoch)
 		before := tr.Stats()
-		start, cpuStart := time.Now(), cpuSeconds()
+		start := time.Now()
+		cpuStart, _ := cputime.Seconds()
 		loss := optim.Metric{Name: "loss"}
 		batches := sampler.Batches(o.batch, true)
 		for s, idx := range batches {
@@ -343,7 +344,8 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) error {
 		}
 		elapsed := time.Since(start).Seconds()
 		cpu := optim.Metric{Name: "cpu"}
-		cpu.Add(cpuSeconds()-cpuStart, 1)
+		cpuEnd, _ := cputime.Seconds()
+		cpu.Add(cpuEnd-cpuStart, 1)
 		st := tr.Stats()
 		comm := st.Comm - before.Comm
 		acc := optim.Metric{Name: "accuracy"}
@@ -373,15 +375,6 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) error {
 		}
 	}
 	return nil
-}
-
-// cpuSeconds is the CPU time (user and system) this process has used.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func main() {

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package optim
-
-import "time"
-
-// cpuTime is not measured here.
-func cpuTime() time.Duration { return 0 }
