@@ -581,23 +581,29 @@ func lenOf(t *tensor.Tensor) int {
 	return t.Len()
 }
 
-// Allreduce combines buf elementwise across ranks with op, in place
-// (MPI_IN_PLACE). Every rank passes the same element count and dtype.
-// Buffers beyond 2^31-1 elements are reduced in chunks.
-func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
-	const name = "allreduce"
-	if err := c.usable(); err != nil {
-		return err
-	}
+// allreduceArgs is what the ranks of an allreduce of buf with op must
+// agree on, and this rank's own objection to its arguments, if any.
+func allreduceArgs(buf *tensor.Tensor, op tensor.ReduceOp) ([]field, error) {
 	local := checkTensor("buffer", buf, tensor.Invalid)
 	if local == nil && !op.Supports(buf.DType()) {
 		local = fmt.Errorf("reduction %v is not defined on %v", op, buf.DType())
 	}
-	dt, n := dtypeOf(buf), lenOf(buf)
-	if err := c.agree(name, []field{collectiveField(opAllreduce), {name: "element count", v: int64(n)},
-		dtypeField(dt), reduceOpField(op)}, local); err != nil {
+	return []field{collectiveField(opAllreduce), {name: "element count", v: int64(lenOf(buf))},
+		dtypeField(dtypeOf(buf)), reduceOpField(op)}, local
+}
+
+// Allreduce combines buf elementwise across ranks with op, in place
+// (MPI_IN_PLACE). Every rank passes the same element count and dtype.
+// Buffers beyond 2^31-1 elements are reduced in chunks.
+func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
+	if err := c.usable(); err != nil {
 		return err
 	}
+	fields, local := allreduceArgs(buf, op)
+	if err := c.agree("allreduce", fields, local); err != nil {
+		return err
+	}
+	dt := dtypeOf(buf)
 	return c.chunked(buf, func(p unsafe.Pointer, k int) C.int {
 		return C.hv_allreduce(p, C.int(k), C.int(dt), cOp(op), c.h)
 	}, "MPI_Allreduce")
@@ -611,19 +617,14 @@ func (c *Comm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, p Patien
 	if p.Max <= 0 || (buf != nil && buf.Len() > c.limit) {
 		return c.Allreduce(buf, op)
 	}
-	const name = "allreduce"
 	if err := c.usable(); err != nil {
 		return err
 	}
-	local := checkTensor("buffer", buf, tensor.Invalid)
-	if local == nil && !op.Supports(buf.DType()) {
-		local = fmt.Errorf("reduction %v is not defined on %v", op, buf.DType())
-	}
-	dt, n := dtypeOf(buf), lenOf(buf)
-	if err := c.agreeWaiting(name, []field{collectiveField(opAllreduce), {name: "element count", v: int64(n)},
-		dtypeField(dt), reduceOpField(op)}, local, p); err != nil {
+	fields, local := allreduceArgs(buf, op)
+	if err := c.agreeWaiting("allreduce", fields, local, p); err != nil {
 		return err
 	}
+	dt, n := dtypeOf(buf), lenOf(buf)
 	var req C.MPI_Request
 	if rc := C.hv_iallreduce(ptr(buf), C.int(n), C.int(dt), cOp(op), c.h, &req); rc != 0 {
 		return newError("MPI_Iallreduce", rc)
