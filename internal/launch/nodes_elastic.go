@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
-	"github.com/gohorovod/gohorovod/internal/job/secret"
 	"github.com/gohorovod/gohorovod/internal/launch/elastic"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
@@ -143,21 +141,10 @@ func (en *elasticNodes) meet(ctx context.Context, events chan<- elastic.Event) {
 // admit runs the handshake and the hello of a node's launcher, and
 // answers it with its name and the rendezvous port; nil when refused.
 func (en *elasticNodes) admit(c net.Conn) *memberNode {
-	setKeepAlive(c)
-	if err := secret.Handshake(c, en.key, secret.Acceptor, rendezvous.HandshakeTimeout); err != nil {
-		fmt.Fprintf(en.l.Stderr, "gohorovodrun: refused a connection from %s: %v\n", c.RemoteAddr(), err)
-		c.Close()
+	nc, h, ok := acceptNode(c, en.key, en.l.Stderr)
+	if !ok {
 		return nil
 	}
-	nc := newNodeConn(c)
-	_ = c.SetReadDeadline(time.Now().Add(rendezvous.HandshakeTimeout))
-	msg, err := nc.recv()
-	_ = c.SetReadDeadline(time.Time{})
-	if err != nil || msg.Hello == nil {
-		c.Close()
-		return nil
-	}
-	h := *msg.Hello
 	name := nodeName(h.Host, h.NodeRank)
 	var refuse string
 	en.mu.Lock()

@@ -78,6 +78,28 @@ type nodeConn struct {
 	mu  sync.Mutex
 }
 
+// acceptNode runs node 0's side of a node launcher's connection up to its
+// hello: the secret's handshake (a refusal is logged to stderr), then the
+// hello within rendezvous.HandshakeTimeout. It closes c and reports false
+// when either fails.
+func acceptNode(c net.Conn, key []byte, stderr io.Writer) (*nodeConn, nodeHello, bool) {
+	setKeepAlive(c)
+	if err := secret.Handshake(c, key, secret.Acceptor, rendezvous.HandshakeTimeout); err != nil {
+		fmt.Fprintf(stderr, "gohorovodrun: refused a connection from %s: %v\n", c.RemoteAddr(), err)
+		c.Close()
+		return nil, nodeHello{}, false
+	}
+	nc := newNodeConn(c)
+	_ = c.SetReadDeadline(time.Now().Add(rendezvous.HandshakeTimeout))
+	msg, err := nc.recv()
+	_ = c.SetReadDeadline(time.Time{})
+	if err != nil || msg.Hello == nil {
+		c.Close()
+		return nil, nodeHello{}, false
+	}
+	return nc, *msg.Hello, true
+}
+
 func newNodeConn(c net.Conn) *nodeConn {
 	return &nodeConn{c: c, enc: json.NewEncoder(c), dec: json.NewDecoder(io.LimitReader(c, 1<<24))}
 }
@@ -228,22 +250,12 @@ func (l *Launcher) runMasterNode(ctx context.Context, o *Options, spec Spec, n N
 			acceptWG.Add(1)
 			go func() {
 				defer acceptWG.Done()
-				setKeepAlive(c)
-				if err := secret.Handshake(c, key, secret.Acceptor, rendezvous.HandshakeTimeout); err != nil {
-					fmt.Fprintf(l.Stderr, "gohorovodrun: refused a connection from %s: %v\n", c.RemoteAddr(), err)
-					c.Close()
-					return
-				}
-				nc := newNodeConn(c)
-				_ = c.SetReadDeadline(time.Now().Add(rendezvous.HandshakeTimeout))
-				m, err := nc.recv()
-				_ = c.SetReadDeadline(time.Time{})
-				if err != nil || m.Hello == nil {
-					c.Close()
+				nc, h, ok := acceptNode(c, key, l.Stderr)
+				if !ok {
 					return
 				}
 				select {
-				case arrivals <- arrival{nc, *m.Hello}:
+				case arrivals <- arrival{nc, h}:
 				case <-stopAccept:
 					_ = nc.send(nodeMsg{Refused: "the job has started without this node"})
 					c.Close()
