@@ -19,8 +19,8 @@ import (
 	"github.com/gohorovod/gohorovod/internal/job/secret"
 )
 
-// nodeRun is one node's launcher of a multi-node job, started by the
-// tests: its command and what it printed.
+// nodeRun is a process the tests started (one node's launcher of a
+// multi-node job, or a worker): its command and what it printed.
 type nodeRun struct {
 	cmd            *exec.Cmd
 	stdout, stderr syncBuffer
@@ -36,11 +36,18 @@ func startNode(t *testing.T, ns string, env []string, argv ...string) *nodeRun {
 	if ns != "" {
 		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
 	}
-	r := &nodeRun{done: make(chan struct{})}
-	r.cmd = exec.Command(argv[0], argv[1:]...)
-	r.cmd.Env = append(withoutEnv(os.Environ(), "GOHOROVOD_SECRET", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(withoutEnv(os.Environ(), "GOHOROVOD_SECRET", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
 		"PET_MASTER_ADDR", "PET_MASTER_PORT", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID", "SLURM_JOB_NODELIST",
 		"OMPI_MCA_orte_default_hostfile"), env...)
+	return startRun(t, cmd)
+}
+
+// startRun starts cmd, collecting its output; the test's end kills it if
+// it still runs.
+func startRun(t *testing.T, cmd *exec.Cmd) *nodeRun {
+	t.Helper()
+	r := &nodeRun{cmd: cmd, done: make(chan struct{})}
 	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
 	start := time.Now()
 	if err := r.cmd.Start(); err != nil {

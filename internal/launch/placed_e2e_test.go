@@ -48,44 +48,23 @@ func freePort(t *testing.T) string {
 	return p
 }
 
-type proc struct {
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-	done           chan error
-}
-
 // startProcs starts worker once per environment.
-func startProcs(t *testing.T, worker string, args []string, envs [][]string) []*proc {
-	var ps []*proc
+func startProcs(t *testing.T, worker string, args []string, envs [][]string) []*nodeRun {
+	var ps []*nodeRun
 	for _, env := range envs {
-		p := &proc{cmd: exec.Command(worker, args...), done: make(chan error, 1)}
-		p.cmd.Env = env
-		p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { p.done <- p.cmd.Wait() }()
-		ps = append(ps, p)
+		cmd := exec.Command(worker, args...)
+		cmd.Env = env
+		ps = append(ps, startRun(t, cmd))
 	}
-	t.Cleanup(func() {
-		for _, p := range ps {
-			p.cmd.Process.Kill()
-		}
-	})
 	return ps
 }
 
-// wait waits for p at most d and returns its error; a process still
-// running then fails the test.
-func (p *proc) wait(t *testing.T, d time.Duration) error {
+// result waits for r at most d, failing the test if it still runs, and
+// returns how it ended.
+func (r *nodeRun) result(t *testing.T, d time.Duration) error {
 	t.Helper()
-	select {
-	case err := <-p.done:
-		return err
-	case <-time.After(d):
-		t.Fatalf("%v still running after %v\nstdout %s\nstderr %s", p.cmd.Args, d, p.stdout.String(), p.stderr.String())
-		return nil
-	}
+	r.wait(t, strings.Join(r.cmd.Args, " "), d)
+	return r.err
 }
 
 func TestE2EPlacedByTorchVariables(t *testing.T) {
@@ -120,7 +99,7 @@ func TestE2EPlacedByTorchVariables(t *testing.T) {
 				local, cross = c.local, c.size/c.local
 			}
 			for r, p := range ps {
-				if err := p.wait(t, time.Minute); err != nil {
+				if err := p.result(t, time.Minute); err != nil {
 					t.Fatalf("rank %d: %v\n%s", r, err, p.stderr.String())
 				}
 				want := fmt.Sprintf("rank %d size %d local %d/%d cross %d/%d sum %d %d", r, c.size, r%local, local, r/local, cross, sum, sum)
@@ -145,7 +124,7 @@ func TestE2EPlacedFaults(t *testing.T) {
 		ps := startProcs(t, worker, []string{"hvd-allreduce"}, [][]string{
 			torchEnv(port, 0, 3, "HOROVOD_GLOO_TIMEOUT_SECONDS=3"), torchEnv(port, 1, 3, "HOROVOD_GLOO_TIMEOUT_SECONDS=3")})
 		for r, p := range ps {
-			if err := p.wait(t, 30*time.Second); err == nil {
+			if err := p.result(t, 30*time.Second); err == nil {
 				t.Fatalf("rank %d succeeded without rank 2", r)
 			}
 		}
@@ -162,13 +141,13 @@ func TestE2EPlacedFaults(t *testing.T) {
 		ps := startProcs(t, worker, []string{"hvd-allreduce"}, [][]string{
 			torchEnv(port, 0, 2, "GOHOROVOD_SECRET="+good, "HOROVOD_GLOO_TIMEOUT_SECONDS=5"),
 			torchEnv(port, 1, 2, "GOHOROVOD_SECRET="+strings.Repeat("cd", 32), "HOROVOD_GLOO_TIMEOUT_SECONDS=5")})
-		if err := ps[1].wait(t, 30*time.Second); err == nil {
+		if err := ps[1].result(t, 30*time.Second); err == nil {
 			t.Fatal("a worker with another secret joined")
 		}
 		if e := ps[1].stderr.String(); !strings.Contains(e, "secret") {
 			t.Errorf("the refused worker's error does not mention the secret:\n%s", e)
 		}
-		if err := ps[0].wait(t, 30*time.Second); err == nil {
+		if err := ps[0].result(t, 30*time.Second); err == nil {
 			t.Fatal("rank 0 succeeded alone")
 		}
 	})
@@ -197,7 +176,7 @@ func TestE2EPlacedFaults(t *testing.T) {
 		// after it: both errors name a lost rank, and one names rank 1.
 		named := 0
 		for _, r := range []int{0, 2} {
-			if err := ps[r].wait(t, 45*time.Second); err == nil {
+			if err := ps[r].result(t, 45*time.Second); err == nil {
 				t.Fatalf("rank %d went on after rank 1 died", r)
 			}
 			e := ps[r].stderr.String()
