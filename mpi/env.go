@@ -92,8 +92,17 @@ const (
 	envSlurmMPIType  = "SLURM_MPI_TYPE"
 	envPMIxRank      = "PMIX_RANK"
 	envPMIRank       = "PMI_RANK"
+	envPMISize       = "PMI_SIZE"
 	envOMPIWorldSize = "OMPI_COMM_WORLD_SIZE"
 )
+
+// StartedByMPI reports whether an MPI process manager placed this
+// process: mpirun's (OMPI_COMM_WORLD_SIZE), a PMI's (PMI_SIZE: Hydra, srun
+// --mpi=pmi2) or PMIx's (PMIX_RANK: srun --mpi=pmix). Unlike DetectLaunch
+// it does not count a task of a bare srun step, which gives MPI no way in.
+func StartedByMPI(getenv func(string) string) bool {
+	return getenv(envOMPIWorldSize) != "" || getenv(envPMISize) != "" || getenv(envPMIxRank) != ""
+}
 
 // CheckSrun decides, before MPI_Init, whether a process that SLURM's srun
 // started can reach MPI, and returns an error that says what to do when it

@@ -147,3 +147,20 @@ func TestCheckSrun(t *testing.T) {
 		})
 	}
 }
+
+func TestStartedByMPI(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want bool
+	}{
+		{map[string]string{"OMPI_COMM_WORLD_SIZE": "2"}, true},
+		{map[string]string{"PMI_SIZE": "4"}, true},
+		{map[string]string{"PMIX_RANK": "0"}, true},
+		{map[string]string{"SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_ID": "0"}, false}, // a bare srun step
+		{map[string]string{}, false},
+	} {
+		if got := StartedByMPI(envOf(c.env)); got != c.want {
+			t.Errorf("StartedByMPI(%v) = %v, want %v", c.env, got, c.want)
+		}
+	}
+}

@@ -28,10 +28,8 @@ import (
 // MPI unless HOROVOD_CONTROLLER=gloo asks for the embedded transport:
 // mpi.CheckSrun then says what a bare srun lacks.
 func placedBy(cfg config.Config, lookup func(string) (string, bool)) (origin.Placement, bool, error) {
-	for _, v := range []string{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"} {
-		if s, ok := lookup(v); ok && s != "" {
-			return origin.Placement{}, false, nil
-		}
+	if mpi.StartedByMPI(func(k string) string { v, _ := lookup(k); return v }) {
+		return origin.Placement{}, false, nil
 	}
 	p, ok, err := origin.Detect(lookup)
 	if !ok || err == nil && p.Size == 1 {

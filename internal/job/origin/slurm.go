@@ -45,10 +45,8 @@ func SrunPort(job, step int) int {
 // fromSrun reads a task's srun variables. Outside a step (a batch script,
 // a shell in an allocation) there are none, and it reports false.
 func fromSrun(lookup func(string) (string, bool)) (Placement, bool, error) {
-	stepVar := envStepID
 	step, present, err := intVar(lookup, envStepID)
 	if !present && err == nil {
-		stepVar = envStepIDOld
 		step, present, err = intVar(lookup, envStepIDOld)
 	}
 	if err != nil {
@@ -59,7 +57,6 @@ func fromSrun(lookup func(string) (string, bool)) (Placement, bool, error) {
 	if !present {
 		return Placement{}, false, nil
 	}
-	_ = stepVar
 	job, err := needInt(lookup, Srun, envJobID)
 	if err != nil {
 		return Placement{}, true, err
