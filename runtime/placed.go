@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -196,6 +195,5 @@ func missingInStore(p origin.Placement, keys []string, cause error) error {
 			missing = append(missing, r)
 		}
 	}
-	b, _ := json.Marshal(missing)
-	return fmt.Errorf("rendezvous through torch's TCPStore at %s: ranks %s never arrived: %w", p.Master, b, cause)
+	return fmt.Errorf("rendezvous through torch's TCPStore at %s: ranks %v never arrived: %w", p.Master, missing, cause)
 }

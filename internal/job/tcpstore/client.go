@@ -140,10 +140,7 @@ func (c *Client) Wait(ctx context.Context, keys ...string) error {
 	for _, k := range keys {
 		r = r.str(keyPrefix + k)
 	}
-	dl, ok := ctx.Deadline()
-	if !ok {
-		dl = time.Time{}
-	}
+	dl, _ := ctx.Deadline() // the zero time, no deadline, when ctx has none
 	if err := c.send(r, time.Now().Add(30*time.Second)); err != nil {
 		return err
 	}
