@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -117,7 +118,7 @@ func TestMeasureChecksEveryStep(t *testing.T) {
 				return innerCheck()
 			}
 			c.final = func() (int, error) { finals++; return 0, nil }
-			err = measure(rt, ctl, "c", c, knobs{}, a)
+			_, err = measure(rt, ctl, "c", c, a)
 			switch {
 			case badStep == 99 && err != nil:
 				t.Fatal(err)
@@ -131,5 +132,45 @@ func TestMeasureChecksEveryStep(t *testing.T) {
 				t.Fatalf("%d checks of %d steps", checked, want)
 			}
 		})
+	}
+}
+
+// TestMeasureSetsInputsBeforeTheBarrier: a rank that is slow to set its
+// inputs does not add its delay to the others' step times, as a yardstick
+// that lines the ranks up right before each step would not: the inputs are
+// set before the barrier, and the clock starts after it.
+func TestMeasureSetsInputsBeforeTheBarrier(t *testing.T) {
+	const delay = 40 * time.Millisecond
+	a := workerArgs{iters: 3, warmup: 1}
+	times := make([][]float64, 2)
+	err := hvd.RunLocal(2, func(rt *hvd.Runtime, rank int) error {
+		c, err := allreduceBench(rt, "slowprep", []int{16})
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		inner := c.prepare
+		c.prepare = func() {
+			if rank == 1 {
+				time.Sleep(delay)
+			}
+			inner()
+		}
+		res, err := measure(rt, &rtControl{rt: rt}, "slowprep", c, a)
+		times[rank] = res.times
+		return err
+	}, hvd.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rank, ts := range times {
+		if len(ts) != a.iters {
+			t.Fatalf("rank %d: %d times; want %d", rank, len(ts), a.iters)
+		}
+		for i, d := range ts {
+			if time.Duration(d*float64(time.Second)) >= delay {
+				t.Errorf("rank %d step %d took %v: rank 1's input delay of %v was timed", rank, i, time.Duration(d*1e9), delay)
+			}
+		}
 	}
 }

@@ -259,7 +259,12 @@ func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a
 		return err
 	}
 	defer c.close()
-	return measure(rt, ctl, name, c, k, a)
+	res, err := measure(rt, ctl, name, c, a)
+	if err != nil || ctl.Rank() != 0 {
+		return err
+	}
+	res.print(rt, ctl, name, c, k, a)
+	return nil
 }
 
 // allreduceBench is a case of tensors allreduced (Sum) as one group.
@@ -305,11 +310,27 @@ func allreduceBench(rt *hvd.Runtime, name string, counts []int) (benchCase, erro
 		close: func() { g.Close() }}, nil
 }
 
+// caseResult is what measure found, gathered on every rank: each timed
+// step's time and the cost of its cached cycle (0 where it did not run
+// from the cache alone), the slowest rank's, and rank 0's counters.
+type caseResult struct {
+	times, cycleCost []float64
+	s0, s1           hvd.Stats
+	mallocs          uint64
+	verified         int
+}
+
 // measure times c's steps, checks the result of every step outside the
-// timer (and c.final once after them), and prints the case's line on rank
-// 0. A rank whose check fails goes on stepping, so that the others do not
-// wait on it, and every rank learns of the failure at the end.
-func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a workerArgs) error {
+// timer (and c.final once after them), and returns the times. A rank whose
+// check fails goes on stepping, so that the others do not wait on it, and
+// every rank learns of the failure at the end.
+//
+// A step is timed as the yardstick times one: from the moment a barrier
+// lines the ranks up to the end of the step. Its inputs are set before
+// that barrier, so that a rank slower to set them does not start its
+// peers' clocks early (the yardstick sets its buffers once, before all
+// steps).
+func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, a workerArgs) (caseResult, error) {
 	// Collect the previous cases' tensors now, not in the middle of this
 	// case's timed steps (the yardstick has no collector to pay for).
 	goruntime.GC()
@@ -321,18 +342,21 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a 
 	// passed, so that the loop has recorded it.
 	cycleCost := tensor.New(tensor.Float64, a.iters)
 	var before, after goruntime.MemStats
-	var s0, s1, prev hvd.Stats
-	verified := 0
+	var res caseResult
+	var prev hvd.Stats
 	var verr error
 	for it := -a.warmup; it <= a.iters; it++ {
 		if it == 0 {
 			goruntime.ReadMemStats(&before)
-			s0 = rt.Stats()
+			res.s0 = rt.Stats()
+		}
+		if c.prepare != nil && it < a.iters {
+			c.prepare()
 		}
 		// Line the ranks up through the runtime itself, so that no second
 		// thread spins in MPI while the step runs.
 		if err := rt.Barrier(ctx); err != nil {
-			return err
+			return res, err
 		}
 		cur := rt.Stats()
 		if it > 0 && cur.CachedCycles-prev.CachedCycles == 1 {
@@ -342,12 +366,9 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a 
 		if it == a.iters {
 			break
 		}
-		if c.prepare != nil {
-			c.prepare()
-		}
 		t0 := time.Now()
 		if err := step(); err != nil {
-			return err
+			return res, err
 		}
 		if it >= 0 {
 			local.Float64s()[it] = time.Since(t0).Seconds()
@@ -355,17 +376,18 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a 
 		if verr == nil {
 			var k int
 			k, verr = c.check()
-			verified += k
+			res.verified += k
 			if verr != nil {
 				verr = fmt.Errorf("step %d: %w", it, verr)
 			}
 		}
 	}
 	goruntime.ReadMemStats(&after)
-	s1 = rt.Stats()
+	res.s1 = rt.Stats()
+	res.mallocs = after.Mallocs - before.Mallocs
 	if c.final != nil {
 		k, err := c.final()
-		verified += k
+		res.verified += k
 		if verr == nil {
 			verr = err
 		}
@@ -377,25 +399,29 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a 
 		bad.Float64s()[0] = 1
 	}
 	if err := ctl.Allreduce(bad, tensor.Max); err != nil {
-		return err
+		return res, err
 	}
 	if verr != nil {
-		return fmt.Errorf("rank %d: %w", ctl.Rank(), verr)
+		return res, fmt.Errorf("rank %d: %w", ctl.Rank(), verr)
 	}
 	if bad.Float64s()[0] != 0 {
-		return fmt.Errorf("case %s: the check failed on another rank", name)
+		return res, fmt.Errorf("case %s: the check failed on another rank", name)
 	}
 	// The step time is the slowest rank's, and so is the cycle cost.
 	if err := ctl.Allreduce(local, tensor.Max); err != nil {
-		return err
+		return res, err
 	}
 	if err := ctl.Allreduce(cycleCost, tensor.Max); err != nil {
-		return err
+		return res, err
 	}
-	if ctl.Rank() != 0 {
-		return nil
-	}
-	times := slices.Clone(local.Float64s())
+	res.times, res.cycleCost = local.Float64s(), cycleCost.Float64s()
+	return res, nil
+}
+
+// print writes the case's line (rank 0).
+func (res caseResult) print(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a workerArgs) {
+	s0, s1 := res.s0, res.s1
+	times := slices.Clone(res.times)
 	slices.Sort(times)
 	med := times[len(times)/2]
 	bytes := c.bytes
@@ -408,7 +434,7 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a 
 	}
 	cached := s1.CachedCycles - s0.CachedCycles
 	var costs []float64
-	for _, c := range cycleCost.Float64s() {
+	for _, c := range res.cycleCost {
 		if c > 0 {
 			costs = append(costs, c)
 		}
@@ -429,8 +455,7 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, k knobs, a 
 	}
 	fmt.Printf("impl=runtime transport=%s case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d fchunk=%d maxfused=%d hierarchical=%v nodes=%d verified=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
 		"us_per_cached_cycle=%.1f cached_cycles_per_step=%.2f us_per_active_cycle=%.1f active_cycles_per_step=%.2f us_per_idle_cycle=%.1f slow_cycles=%d allocs_per_step=%.1f\n",
-		transport, name, c.tensors, bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, a.hierarchical, len(rt.Nodes()), verified, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
+		transport, name, c.tensors, bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, a.hierarchical, len(rt.Nodes()), res.verified, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
 		usCached, float64(cached)/float64(a.iters), usPerCycle, float64(active)/float64(a.iters), idleUs, s1.SlowCycles-s0.SlowCycles,
-		float64(after.Mallocs-before.Mallocs)/float64(a.iters))
-	return nil
+		float64(res.mallocs)/float64(a.iters))
 }
