@@ -63,6 +63,7 @@ type loop struct {
 	failing   error                                   // this rank failed where the others can still be told
 	aligned   bool                                    // no collective entered yet this cycle (see fail)
 	checker   comm.AgreementChecker
+	wholeT    *tensor.Tensor         // the word of allWhole's agreement (perform.go)
 	testPanic atomic.Pointer[func()] // tests: called at the start of each cycle
 
 	// Reused from cycle to cycle.

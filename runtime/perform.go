@@ -327,10 +327,27 @@ func (l *loop) allreduce(resp *wire.Response) error {
 	if l.fuseChunk > 0 && l.fuseChunk < step {
 		step = max(l.fuseChunk-l.fuseChunk%dt.Size(), dt.Size())
 	}
-	buf := l.fusionBuffer(step)
 	in, out := fusedCursor{ents: l.ents}, fusedCursor{ents: l.ents, out: true}
 	var t1, t2 time.Time
 	placed := 0
+	piece := step
+	if step < total {
+		// Several pieces. Where the whole response lies in one run of
+		// memory on every rank, it is reduced where it lies in transport
+		// chunks instead: the pieces only keep copies in cache, and each
+		// is one more collective to wait in. The ranks' layouts may
+		// differ and their calls must not, so they agree first.
+		whole, err := l.allWhole(&in, total)
+		if err != nil {
+			l.tlEnd(l.ents, time.Now())
+			return collectiveErr(l.ents, err)
+		}
+		if whole {
+			step = total
+			l.r.stats.whole.Add(1)
+		}
+	}
+	buf := l.fusionBuffer(piece)
 	for off := 0; off < total; off += step {
 		n := min(step, total-off)
 		// A piece that is one run of memory already (gradients that are
@@ -379,6 +396,29 @@ func (l *loop) allreduce(resp *wire.Response) error {
 	}
 	finish(l.ents)
 	return nil
+}
+
+// allWhole reports whether every rank's entries of the response being
+// performed (total bytes, from in's position) lie in one run of memory
+// that is reduced in place (see fusedCursor.run): one bitwise-AND
+// allreduce of one word, which every rank makes for the same responses.
+func (l *loop) allWhole(in *fusedCursor, total int) (bool, error) {
+	if l.size == 1 {
+		_, ok := in.run(total)
+		return ok, nil
+	}
+	if l.wholeT == nil {
+		l.wholeT = tensor.New(tensor.Uint64, 1)
+	}
+	w := l.wholeT.Uint64s()
+	w[0] = 0
+	if _, ok := in.run(total); ok {
+		w[0] = 1
+	}
+	if err := l.com.Allreduce(l.wholeT, tensor.BitAnd); err != nil {
+		return false, err
+	}
+	return w[0] == 1, nil
 }
 
 // fusedCursor walks the concatenation of the entries' inputs (or outputs),

@@ -252,3 +252,95 @@ func TestTransportViewsKeepNothingAlive(t *testing.T) {
 		}
 	}
 }
+
+// TestFlatResponseReducedWhole checks that a fused response whose tensors
+// lie in one run of memory on every rank is reduced where it lies in
+// transport chunks, not in fusion pieces (each piece is one more
+// collective to wait in), and that where one rank's layout is not one run
+// every rank still reduces it in the same pieces.
+func TestFlatResponseReducedWhole(t *testing.T) {
+	sizes := []int{3, 5, 1, 8, 13, 2, 7, 4} // 43 float32 elements, 172 bytes
+	total := 0
+	for _, n := range sizes {
+		total += 4 * n
+	}
+	const fchunk = 24 // 8 pieces
+	tests := []struct {
+		name      string
+		chunk     int
+		flat      []bool // per rank
+		wantCalls int64
+	}{
+		{name: "flat everywhere", chunk: 1 << 20, flat: []bool{true, true}, wantCalls: 1},
+		{name: "flat everywhere, in transport chunks", chunk: 64, flat: []bool{true, true}, wantCalls: 3},
+		{name: "one rank separate", chunk: 1 << 20, flat: []bool{true, false}, wantCalls: 8},
+		{name: "three ranks, one separate", chunk: 1 << 20, flat: []bool{true, true, false}, wantCalls: 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := len(tt.flat)
+			c := startClusterWith(t, n, WithFusionChunkBytes(fchunk), WithChunkBytes(tt.chunk), WithMaxFusedBytes(0))
+			names := make([]string, len(sizes))
+			for i := range names {
+				names[i] = fmt.Sprintf("whole.%d", i)
+			}
+			const steps = 2
+			c.each(t, func(r *Runtime, rank int) error {
+				ts := make([]*tensor.Tensor, len(sizes))
+				if tt.flat[rank] {
+					shapes := make([]tensor.Shape, len(sizes))
+					for i, k := range sizes {
+						shapes[i] = tensor.Shape{k}
+					}
+					_, ts = tensor.NewFlat(tensor.Float32, shapes...)
+				} else {
+					for i, k := range sizes {
+						ts[i] = tensor.New(tensor.Float32, k)
+					}
+				}
+				g, err := r.NewAllreduceGroup(ts, names, Sum)
+				if err != nil {
+					return err
+				}
+				defer g.Close()
+				for step := 0; step < steps; step++ {
+					for i, x := range ts {
+						for j := range x.Float32s() {
+							x.Float32s()[j] = float32(100*(rank+1) + 10*i + j)
+						}
+					}
+					h, err := g.Start()
+					if err != nil {
+						return err
+					}
+					if err := h.Wait(ctxT(t)); err != nil {
+						return err
+					}
+					for i, x := range ts {
+						for j, v := range x.Float32s() {
+							want := float32(100*n*(n+1)/2 + n*(10*i+j))
+							if v != want {
+								return fmt.Errorf("step %d tensor %d[%d] = %v, want %v", step, i, j, v, want)
+							}
+						}
+					}
+				}
+				return nil
+			})
+			for rank, k := range c.counts {
+				if got := k.dataAllreduce.Load(); got != steps*tt.wantCalls {
+					t.Errorf("rank %d: %d data allreduces in %d steps, want %d", rank, got, steps, steps*tt.wantCalls)
+				}
+				s := c.rts[rank].Stats()
+				if got := s.FusedCopied + s.FusedInPlace; got != steps*int64(total) {
+					t.Errorf("rank %d: %d fused bytes, want %d", rank, got, steps*total)
+				}
+				if whole := tt.wantCalls < 8; whole && (s.FusedInPlace != steps*int64(total) || s.FusedWhole != steps) {
+					t.Errorf("rank %d: %d bytes reduced in place, %d responses whole; want all %d, %d", rank, s.FusedInPlace, s.FusedWhole, steps*total, steps)
+				} else if !whole && s.FusedWhole != 0 {
+					t.Errorf("rank %d: %d responses reduced whole, want none", rank, s.FusedWhole)
+				}
+			}
+		})
+	}
+}

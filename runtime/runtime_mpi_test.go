@@ -418,4 +418,63 @@ func TestMPIFlatAndSeparateLayouts(t *testing.T) {
 	if rank%2 == 1 && s.FusedCopied == 0 {
 		t.Errorf("rank %d with separate tensors copied nothing", rank)
 	}
+	if size > 1 && s.FusedWhole != 0 {
+		t.Errorf("rank %d: %d responses reduced whole where odd ranks' tensors are separate", rank, s.FusedWhole)
+	}
+}
+
+// TestMPIFlatEverywhereReducedWhole: where every rank's gradients are
+// views of one flat buffer, each step's fused response is reduced where it
+// lies, whole, rather than in fusion pieces; the sums are exact.
+func TestMPIFlatEverywhereReducedWhole(t *testing.T) {
+	r := new(Runtime)
+	if err := r.Init(append(worldOpts(t), WithConfig(testConfig()), WithLogger(zerolog.Nop()),
+		WithFusionChunkBytes(1024), WithMaxFusedBytes(0))...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.Shutdown()
+		world.Barrier()
+	})
+	rank, size := r.Rank(), r.Size()
+	shapes := make([]tensor.Shape, 40)
+	names := make([]string, len(shapes))
+	total := 0
+	for i := range shapes {
+		shapes[i] = tensor.Shape{64 + 8*i}
+		names[i] = fmt.Sprintf("whole.%d", i)
+		total += 4 * (64 + 8*i)
+	}
+	_, ts := tensor.NewFlat(tensor.Float32, shapes...)
+	g, err := r.NewAllreduceGroup(ts, names, Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const steps = 3
+	for step := 0; step < steps; step++ {
+		for i, x := range ts {
+			for j := range x.Float32s() {
+				x.Float32s()[j] = float32(rank + i + j + step)
+			}
+		}
+		h, err := g.Start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Wait(mpiCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		for i, x := range ts {
+			for j, v := range x.Float32s() {
+				if want := float32(size*(size-1)/2 + size*(i+j+step)); v != want {
+					t.Fatalf("step %d tensor %d[%d] = %v, want %v", step, i, j, v, want)
+				}
+			}
+		}
+	}
+	s := r.Stats()
+	if s.FusedWhole != steps || s.FusedInPlace != steps*int64(total) || s.FusedCopied != 0 {
+		t.Errorf("rank %d: %d responses whole, %d bytes in place, %d copied; want %d, %d, 0",
+			rank, s.FusedWhole, s.FusedInPlace, s.FusedCopied, steps, steps*total)
+	}
 }

@@ -25,6 +25,11 @@ type Stats struct {
 	// reduced where they lie, because the tensors they span follow one
 	// another in one allocation (tensor.NewFlat; see tensor.Follows).
 	FusedCopied, FusedInPlace int64
+	// FusedWhole counts the fused responses that lay in one run of memory
+	// on every rank and were reduced there in transport chunks rather
+	// than in fusion pieces (HOROVOD_FUSION_THRESHOLD's buffer is not
+	// used for them).
+	FusedWhole int64
 	// Tuning reports that autotuning (HOROVOD_AUTOTUNE) is on and has
 	// not finished: the settings may still change. Every rank turns it
 	// off at the same cycle.
@@ -44,6 +49,7 @@ type stats struct {
 	activeNs, idleNs     atomic.Int64
 	cached, cachedNs     atomic.Int64
 	copied, inPlace      atomic.Int64
+	whole                atomic.Int64
 	tuning               atomic.Bool
 	hierAR, hierAG       atomic.Int64
 }
@@ -62,6 +68,7 @@ func (r *Runtime) Stats() Stats {
 		CachedBusy:   time.Duration(s.cachedNs.Load()),
 		FusedCopied:  s.copied.Load(),
 		FusedInPlace: s.inPlace.Load(),
+		FusedWhole:   s.whole.Load(),
 		Tuning:       s.tuning.Load(),
 
 		HierarchicalAllreduces: s.hierAR.Load(),
