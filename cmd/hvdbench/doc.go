@@ -12,8 +12,9 @@
 // tensor of a model submitted asynchronously, then waited for — over
 // ResNet-50's gradients (and the same through the DistributedOptimizer,
 // optimizer), one 64 MiB tensor, 1000 tensors of 4 KiB (and the
-// same 1000 as views of one flat buffer, 4KiBx1000flat, whose fused pieces
-// are reduced in place; its yardstick is 4KiBx1000's) and 161 tiny tensors (the steady-state cycle cost with the cache warm, and heap
+// same 1000 as views of one flat buffer, 4KiBx1000flat, whose fused
+// response is reduced in place, whole; its yardstick is 4KiBx1000's one
+// call over one packed buffer) and 161 tiny tensors (the steady-state cycle cost with the cache warm, and heap
 // allocations per step), for each setting of the runtime's knobs asked for:
 // -fusion (threshold), -chunk (transport chunk of tensors reduced in
 // place), -fchunk (piece of a fused response copied, reduced and copied
@@ -23,7 +24,9 @@
 // yardstick's (from a barrier to the end of the step); algbw = bytes/time,
 // busbw = algbw·2(n−1)/n, as nccl-tests report them. us_per_cached_cycle is
 // the median time inside the step's cycle when it ran from the response
-// cache alone; -cpuprofile writes rank 0's CPU profile. -rounds N repeats
+// cache alone; whole_per_step counts the fused responses that lay in one
+// run of memory on every rank and were reduced there whole
+// (Stats.FusedWhole); -cpuprofile writes rank 0's CPU profile. -rounds N repeats
 // the yardstick-then-runtime pair N times, so that both see about the same
 // machine load, and ends with summary lines: medians over the rounds of the
 // runtime's and the best raw mode's times and of the per-round ratios.

@@ -112,8 +112,8 @@ func worker(a workerArgs) error {
 		optimizerCase: resnet,
 		"64MiB":       {16 << 20},
 		"4KiBx1000":   slices.Repeat([]int{1024}, 1000),
-		// The same tensors as views of one flat buffer: fused pieces
-		// are reduced in place, with no copies.
+		// The same tensors as views of one flat buffer: the fused
+		// response is reduced in place, whole, with no copies.
 		"4KiBx1000" + flatSuffix: slices.Repeat([]int{1024}, 1000),
 		"tinyx161":               slices.Repeat([]int{1}, 161),
 		"tinyx1000":              slices.Repeat([]int{1}, 1000),
@@ -454,8 +454,9 @@ func (res caseResult) print(rt *hvd.Runtime, ctl control, name string, c benchCa
 		transport = "mpi"
 	}
 	fmt.Printf("impl=runtime transport=%s case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d fchunk=%d maxfused=%d hierarchical=%v nodes=%d verified=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
-		"us_per_cached_cycle=%.1f cached_cycles_per_step=%.2f us_per_active_cycle=%.1f active_cycles_per_step=%.2f us_per_idle_cycle=%.1f slow_cycles=%d allocs_per_step=%.1f\n",
+		"us_per_cached_cycle=%.1f cached_cycles_per_step=%.2f us_per_active_cycle=%.1f active_cycles_per_step=%.2f us_per_idle_cycle=%.1f slow_cycles=%d whole_per_step=%.2f allocs_per_step=%.1f\n",
 		transport, name, c.tensors, bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, a.hierarchical, len(rt.Nodes()), res.verified, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
 		usCached, float64(cached)/float64(a.iters), usPerCycle, float64(active)/float64(a.iters), idleUs, s1.SlowCycles-s0.SlowCycles,
+		float64(s1.FusedWhole-s0.FusedWhole)/float64(a.iters),
 		float64(res.mallocs)/float64(a.iters))
 }
