@@ -26,10 +26,11 @@ const (
 	divReorder            // submits the tensors in another order
 	divReshape            // submits the second tensor with another shape
 	divSlow               // submits its step after the others' patience
+	divJoin               // joins instead of stepping
 )
 
 func (d divergence) String() string {
-	return [...]string{"none", "rename", "skip", "reorder", "reshape", "slow"}[d]
+	return [...]string{"none", "rename", "skip", "reorder", "reshape", "slow", "join"}[d]
 }
 
 // staticConfig is the configuration of the scenarios: the schedule locks
@@ -60,6 +61,13 @@ func staticStep(ctx context.Context, r *Runtime, step int, async bool, div diver
 	}
 	lens := []int{4, 1000, 3}
 	want := float32(size * (size + 1) / 2)
+	if div == divJoin {
+		if last {
+			_, err := r.Join(ctx)
+			return err
+		}
+		want -= float32(size) // the joined rank adds zeros
+	}
 	run := func(i int) (*tensor.Tensor, *Handle, error) {
 		name, n := fmt.Sprintf("s.%d", i), lens[i]
 		if last && i == 1 {
@@ -158,6 +166,16 @@ func staticScenario(ctx context.Context, r *Runtime, async bool, div divergence)
 			return fmt.Errorf("a rank past the patience did not dissolve the schedule: %+v", after)
 		}
 		return nil
+	case divJoin:
+		if err != nil {
+			return err
+		}
+		if r.Rank() != r.Size()-1 {
+			if _, err := r.Join(ctx); err != nil {
+				return err
+			}
+		}
+		return staticStep(ctx, r, warm+1, async, divNone)
 	case divReorder:
 		if async {
 			if err != nil {
