@@ -39,29 +39,11 @@ func TestStaticSchedule(t *testing.T) {
 // headers) over the same idle time and steps tells them apart.
 func TestStaticScheduleSkipsAgreements(t *testing.T) {
 	ands := func(repeats int) (Stats, int64) {
-		const n = 2
-		group := comm.NewGroup(n)
-		coms := make([]*andCounting, n)
-		rts := make([]*Runtime, n)
 		cfg := testConfig()
 		cfg.StaticSchedule = repeats
-		errs := make(chan error, n)
-		for i := range n {
-			coms[i], rts[i] = &andCounting{Communicator: group[i]}, new(Runtime)
-			go func() {
-				errs <- rts[i].Init(WithCommunicator(coms[i]), WithConfig(cfg), WithLogger(zerolog.Nop()))
-			}()
-		}
-		for range n {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
-		defer func() {
-			for _, r := range rts {
-				go r.Shutdown()
-			}
-		}()
+		rts, coms := startWrapped(t, 2, cfg, func(c comm.Communicator) *andCounting { return &andCounting{Communicator: c} })
+		errs := make(chan error, len(rts))
+		defer StopLocal(rts)
 		step := func(k int) {
 			for i, r := range rts {
 				go func() {
