@@ -92,9 +92,9 @@ func (l *loop) learn(d *cycle.Decision, invalidated bool) {
 // the caller runs a negotiated cycle now, as every rank does.
 func (l *loop) staticCycle() (done bool, err error) {
 	l.staticIdle = false
-	stopping := l.shutdownRequested() || l.stallErr != nil || l.failing != nil
 	for {
 		now := time.Now()
+		stopping := l.shutdownRequested() || l.stallErr != nil || l.failing != nil
 		l.pend = l.q.pop(l.pend)
 		l.classify()
 		ready := l.unitReady()

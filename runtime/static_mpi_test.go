@@ -20,7 +20,7 @@ func TestMPIStaticSchedule(t *testing.T) {
 		div   divergence
 	}{
 		{true, divNone}, {false, divNone}, {true, divRename}, {true, divSkip}, {false, divReorder},
-		{true, divReorder}, {true, divReshape}, {false, divSlow}, {true, divJoin}, {false, divJoin},
+		{true, divReorder}, {true, divReshape}, {false, divSlow}, {true, divJoin}, {false, divJoin}, {true, divShutdown},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("async=%v/%v", c.async, c.div), func(t *testing.T) {

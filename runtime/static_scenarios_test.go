@@ -27,10 +27,11 @@ const (
 	divReshape            // submits the second tensor with another shape
 	divSlow               // submits its step after the others' patience
 	divJoin               // joins instead of stepping
+	divShutdown           // shuts its runtime down instead of stepping
 )
 
 func (d divergence) String() string {
-	return [...]string{"none", "rename", "skip", "reorder", "reshape", "slow", "join"}[d]
+	return [...]string{"none", "rename", "skip", "reorder", "reshape", "slow", "join", "shutdown"}[d]
 }
 
 // staticConfig is the configuration of the scenarios: the schedule locks
@@ -61,6 +62,9 @@ func staticStep(ctx context.Context, r *Runtime, step int, async bool, div diver
 	}
 	lens := []int{4, 1000, 3}
 	want := float32(size * (size + 1) / 2)
+	if div == divShutdown && last {
+		return r.Shutdown()
+	}
 	if div == divJoin {
 		if last {
 			_, err := r.Join(ctx)
@@ -164,6 +168,14 @@ func staticScenario(ctx context.Context, r *Runtime, async bool, div divergence)
 		}
 		if div == divSlow && after.StaticDissolved == before.StaticDissolved {
 			return fmt.Errorf("a rank past the patience did not dissolve the schedule: %+v", after)
+		}
+		return nil
+	case divShutdown:
+		if r.Rank() == r.Size()-1 {
+			return err
+		}
+		if !errors.Is(err, ErrShutdown) {
+			return fmt.Errorf("another rank shut down: %v, want ErrShutdown", err)
 		}
 		return nil
 	case divJoin:

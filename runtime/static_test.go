@@ -16,7 +16,7 @@ import (
 // three in-memory ranks, with asynchronous and synchronous calls.
 func TestStaticSchedule(t *testing.T) {
 	for _, async := range []bool{true, false} {
-		for _, div := range []divergence{divNone, divRename, divSkip, divReorder, divReshape, divSlow, divJoin} {
+		for _, div := range []divergence{divNone, divRename, divSkip, divReorder, divReshape, divSlow, divJoin, divShutdown} {
 			if testing.Short() && div == divSlow {
 				continue
 			}
