@@ -20,14 +20,14 @@ import (
 type divergence int
 
 const (
-	divNone    divergence = iota
-	divRename             // submits the second tensor under another name
-	divSkip               // never submits the second tensor
-	divReorder            // submits the tensors in another order
-	divReshape            // submits the second tensor with another shape
-	divSlow               // submits its step after the others' patience
-	divJoin               // joins instead of stepping
-	divShutdown           // shuts its runtime down instead of stepping
+	divNone     divergence = iota
+	divRename              // submits the second tensor under another name
+	divSkip                // never submits the second tensor
+	divReorder             // submits the tensors in another order
+	divReshape             // submits the second tensor with another shape
+	divSlow                // submits its step after the others' patience
+	divJoin                // joins instead of stepping
+	divShutdown            // shuts its runtime down instead of stepping
 )
 
 func (d divergence) String() string {
