@@ -533,11 +533,13 @@ func (l *loop) cycle() (bool, error) {
 		// the farewell exchange finds.
 		return true, nil
 	}
+	if isGlobal {
+		// Before performing: learn reads the entries' handles, which
+		// their callers reuse once the handles complete.
+		l.learn(d, invalidated)
+	}
 	if err := l.performAll(d.Responses); err != nil {
 		return false, err
-	}
-	if isGlobal {
-		l.learn(d, invalidated)
 	}
 	return false, nil
 }

@@ -35,9 +35,12 @@ type static struct {
 	pend       []*entry
 	classified int
 	deviant    bool // a pending entry is outside the schedule
+	starts     []int  // learn: where the cycle's units begin
+	pendBits   []bool // by cache bit: a request is pending at it
 	hdr        []uint64
 	hdrT       *tensor.Tensor
 	resps      []wire.Response
+	offsets    []int // performUnits: where each unit's responses begin
 	lastHeader time.Time
 	readySince time.Time // the current unit has been ready since, unperformed
 	stuckSince time.Time // a caller has waited since, on an incomplete unit
@@ -76,7 +79,15 @@ func (l *loop) learn(d *cycle.Decision, invalidated bool) {
 	if len(d.Bits) == 0 {
 		return
 	}
-	if l.sched.Observe(d.Bits) {
+	// A unit ends where one call's requests end and another's begin
+	// (a bucket of the optimizer is one grouped call).
+	l.starts = l.starts[:0]
+	for k := 1; k < len(d.Bits); k++ {
+		if a, b := l.respEnts[k-1], l.respEnts[k]; a == nil || b == nil || a.h != b.h {
+			l.starts = append(l.starts, k)
+		}
+	}
+	if l.sched.ObserveUnits(d.Bits, l.starts) {
 		l.r.stats.staticLocks.Add(1)
 		l.lastHeader, l.readySince, l.stuckSince = time.Now(), time.Time{}, time.Time{}
 		l.log.Debug().Int("units", len(l.sched.Units())).Msg("static schedule locked")
@@ -97,7 +108,11 @@ func (l *loop) staticCycle() (done bool, err error) {
 		stopping := l.shutdownRequested() || l.stallErr != nil || l.failing != nil
 		l.pend = l.q.pop(l.pend)
 		l.classify()
-		ready := l.unitReady()
+		run := 0
+		if !l.deviant {
+			run = l.sched.ReadyRun(l.pending)
+		}
+		ready := run > 0
 		loc := schedule.Local{Deviant: l.deviant || stopping, Ready: ready, SinceHeader: now.Sub(l.lastHeader)}
 		if ready {
 			if l.readySince.IsZero() {
@@ -119,7 +134,7 @@ func (l *loop) staticCycle() (done bool, err error) {
 			l.syncedAt = now // the next tick counts from here
 			return true, nil
 		}
-		hdr := l.sched.Header(vote, l.hdr)
+		hdr := l.sched.Header(vote, run, l.hdr)
 		l.hdr = hdr
 		l.aligned = false
 		if err := l.agreeAllreduce(wordsTensor(&l.hdrT, hdr)); err != nil {
@@ -127,9 +142,9 @@ func (l *loop) staticCycle() (done bool, err error) {
 		}
 		l.syncedAt = time.Now()
 		l.lastHeader = l.syncedAt
-		switch schedule.Resolve(hdr) {
+		switch outcome, n := schedule.Resolve(hdr); outcome {
 		case schedule.Perform:
-			if err := l.performUnit(now); err != nil {
+			if err := l.performUnits(now, n); err != nil {
 				return true, err
 			}
 			l.readySince = time.Time{}
@@ -146,59 +161,65 @@ func (l *loop) staticCycle() (done bool, err error) {
 	}
 }
 
-// classify looks the newly pending requests up in the cache: a request
-// that is not a hit (a new name, a changed shape, a join, a barrier, a
-// control request) or whose bit is in no unit is outside the schedule.
+// classify looks the newly pending requests up in the cache and marks
+// their bits pending: a request that is not a hit (a new name, a changed
+// shape, a join, a barrier, a control request) or whose bit is in no unit
+// is outside the schedule.
 func (l *loop) classify() {
 	c := l.st.Cache()
+	if n := c.Bits(); len(l.pendBits) < n {
+		l.pendBits = append(l.pendBits, make([]bool, n-len(l.pendBits))...)
+	}
 	for _, e := range l.pend[l.classified:] {
 		st, bit := c.LookupHint(&e.req, e.bit)
 		e.bit = bit
 		if st != cache.Hit || e.setOp != nil || l.sched.Where(bit) == schedule.Outside {
 			l.deviant = true
+			continue
 		}
+		l.pendBits[bit] = true
 	}
 	l.classified = len(l.pend)
 }
 
-// unitReady reports whether every tensor of the current unit is pending.
-func (l *loop) unitReady() bool {
-	if l.deviant {
-		return false
-	}
-	n := 0
-	for _, e := range l.pend {
-		if l.sched.Where(e.bit) == schedule.Current {
-			n++
-		}
-	}
-	return n == len(l.sched.Unit())
-}
+// pending reports whether a request at cache bit is pending.
+func (l *loop) pending(bit int) bool { return bit < len(l.pendBits) && l.pendBits[bit] }
 
-// performUnit performs the current unit from the cache entries, in the
-// unit's order, as the cycle that the schedule learnt it from did (every
-// rank fuses it alike), and advances the schedule.
-func (l *loop) performUnit(now time.Time) error {
-	unit := l.sched.Unit()
+// performUnits performs n units from the current one on, fused as one
+// cycle's responses, in the units' order (every rank fuses them alike), from
+// the cache entries, and advances the schedule.
+func (l *loop) performUnits(now time.Time, n int) error {
+	units := l.sched.Units()
+	slot := l.sched.Slot()
 	c := l.st.Cache()
 	l.resps = l.resps[:0]
-	l.respEnts = append(l.respEnts[:0], make([]*entry, len(unit))...)
-	for _, bit := range unit {
-		l.resps = append(l.resps, *c.Get(bit))
+	for _, u := range units[slot : slot+n] {
+		for _, bit := range u {
+			l.resps = append(l.resps, *c.Get(bit))
+		}
 	}
+	// The entry of each response: unit u's bits begin at offsets[u-slot].
+	l.offsets = l.offsets[:0]
+	off := 0
+	for _, u := range units[slot : slot+n] {
+		l.offsets = append(l.offsets, off)
+		off += len(u)
+	}
+	l.respEnts = append(l.respEnts[:0], make([]*entry, len(l.resps))...)
 	kept := l.pend[:0]
 	for _, e := range l.pend {
-		if l.sched.Where(e.bit) == schedule.Current {
-			l.respEnts[l.sched.Pos(e.bit)] = e
+		if u := l.sched.UnitOf(e.bit); u >= slot && u < slot+n {
+			l.respEnts[l.offsets[u-slot]+l.sched.Pos(e.bit)] = e
+			l.pendBits[e.bit] = false
 			continue
 		}
 		kept = append(kept, e)
 	}
 	clear(l.pend[len(kept):])
 	l.pend, l.classified = kept, len(kept)
-	l.noteCachedProgress(now, len(unit))
-	l.sched.Advance()
-	l.r.stats.staticUnits.Add(1)
+	l.noteCachedProgress(now, len(l.resps))
+	l.sched.Advance(n)
+	l.r.stats.staticUnits.Add(int64(n))
 	return l.performAll(l.resps)
 }
 
@@ -210,6 +231,7 @@ func (l *loop) dissolve(vote schedule.Vote, loc schedule.Local) {
 	l.r.stats.staticDissolved.Add(1)
 	l.q.pushFront(l.pend)
 	clear(l.pend)
+	clear(l.pendBits)
 	l.pend, l.classified, l.deviant = l.pend[:0], 0, false
 	l.readySince, l.stuckSince = time.Time{}, time.Time{}
 	if l.log.Debug().Enabled() {

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"math/bits"
 	"slices"
 	"time"
 )
@@ -61,8 +62,16 @@ func (o Outcome) String() string {
 	return "outcome?"
 }
 
+// readyWords is the length of a header's ready count, a thermometer code
+// (the lowest k bits set for k units), so that the AND of the ranks'
+// counts is the least of them: the ranks fuse that many units at once.
+const readyWords = 16
+
+// MaxFused is the most units one header performs.
+const MaxFused = 64 * readyWords
+
 // HeaderWords is the length of a header.
-const HeaderWords = 3
+const HeaderWords = 3 + readyWords
 
 // The status word's bits, combined by AND: each is set by the votes that
 // keep it.
@@ -146,10 +155,19 @@ func (s *Schedule) clearRound() {
 }
 
 // Observe records the cache bits a cached cycle performed, in the order
-// the ranks performed them (cycles that performed nothing are not shown).
-// It reports whether the schedule locked: the loop's next cycle then goes
-// by the schedule. Every rank must show it the same cycles.
-func (s *Schedule) Observe(bits []int) bool {
+// the ranks performed them (cycles that performed nothing are not shown),
+// as one unit. It reports whether the schedule locked: the loop's next
+// cycle then goes by the schedule. Every rank must show it the same
+// cycles.
+func (s *Schedule) Observe(bits []int) bool { return s.ObserveUnits(bits, nil) }
+
+// ObserveUnits is Observe for a cycle whose bits split into units where
+// starts says (the indices in bits where a unit begins after the first:
+// where the requests of one call end and another's begin, so that a unit
+// is one bucket of a training step). The split is this rank's: a rank
+// whose split differs names other units in its headers, and the schedule
+// dissolves.
+func (s *Schedule) ObserveUnits(bits []int, starts []int) bool {
 	if s.repeats <= 0 || s.active || len(bits) == 0 {
 		return s.active
 	}
@@ -163,7 +181,14 @@ func (s *Schedule) Observe(bits []int) bool {
 			break
 		}
 	}
-	s.round = append(s.round, slices.Clone(bits))
+	from := 0
+	for _, at := range starts {
+		if at > from && at < len(bits) {
+			s.round = append(s.round, slices.Clone(bits[from:at]))
+			from = at
+		}
+	}
+	s.round = append(s.round, slices.Clone(bits[from:]))
 	s.flat = append(s.flat, bits...)
 	for _, b := range bits {
 		s.inRound[b] = true
@@ -179,7 +204,8 @@ func (s *Schedule) Observe(bits []int) bool {
 	return s.active
 }
 
-// lock makes the last round's cycles the units.
+// lock makes the last round's units (its cycles, split where
+// ObserveUnits was told) the schedule's.
 func (s *Schedule) lock() {
 	s.active, s.slot, s.performed = true, 0, 0
 	s.gen++
@@ -188,24 +214,30 @@ func (s *Schedule) lock() {
 	s.unitOf = make(map[int]int, len(s.cand))
 	s.posOf = make(map[int]int, len(s.cand))
 	s.fps = s.fps[:0]
+	whole := scheduleHash(s.gen, s.units)
 	for u, bits := range s.units {
 		for i, b := range bits {
 			s.unitOf[b], s.posOf[b] = u, i
 		}
-		s.fps = append(s.fps, fingerprint(s.gen, u, len(s.units), bits))
+		s.fps = append(s.fps, mix(whole^uint64(u)))
 	}
 	s.Reset()
 }
 
-// fingerprint mixes the lock's generation, the unit's slot, the number of
-// units and the unit's bits into one word (splitmix64's finaliser over a
-// running sum).
-func fingerprint(gen uint64, slot, units int, bits []int) uint64 {
+// scheduleHash mixes the lock's generation and every unit's bits, with the
+// places where units begin, into one word (splitmix64's finaliser over a
+// running sum): each slot's fingerprint comes from it, so that ranks whose
+// schedules differ anywhere (one unit split otherwise) name different
+// fingerprints at every slot, and a header that fuses several units never
+// runs over units that differ.
+func scheduleHash(gen uint64, units [][]int) uint64 {
 	h := mix(gen ^ 0x9e3779b97f4a7c15)
-	h = mix(h ^ uint64(slot))
-	h = mix(h ^ uint64(units)<<32)
-	for _, b := range bits {
-		h = mix(h ^ uint64(b+1))
+	h = mix(h ^ uint64(len(units))<<32)
+	for _, bits := range units {
+		h = mix(h ^ 0x5bd1e995) // a unit begins
+		for _, b := range bits {
+			h = mix(h ^ uint64(b+1))
+		}
 	}
 	return h
 }
@@ -249,13 +281,28 @@ func (s *Schedule) Where(bit int) Place {
 func (s *Schedule) Pos(bit int) int { return s.posOf[bit] }
 
 // Header returns this rank's header for the current slot, to be combined
-// with every rank's by a bitwise AND (in place).
-func (s *Schedule) Header(v Vote, dst []uint64) []uint64 {
-	dst = append(dst[:0], ^uint64(0), ^uint64(0), 0)
+// with every rank's by a bitwise AND (in place). ready is, for a Ready
+// vote, how many units from the current one on are ready here (at least
+// one; more than MaxFused, or than the units left in the round, count as
+// those).
+func (s *Schedule) Header(v Vote, ready int, dst []uint64) []uint64 {
+	dst = dst[:0]
+	for range HeaderWords {
+		dst = append(dst, ^uint64(0))
+	}
 	switch v {
 	case Ready:
 		fp := s.fps[s.slot]
 		dst[0], dst[1], dst[2] = fp, ^fp, allReady|stay
+		k := max(1, min(ready, MaxFused, len(s.units)-s.slot))
+		for i := range readyWords {
+			switch n := k - 64*i; {
+			case n <= 0:
+				dst[3+i] = 0
+			case n < 64:
+				dst[3+i] = 1<<n - 1
+			}
+		}
 	case Wait:
 		dst[2] = noneReady | stay
 	case Leave:
@@ -264,31 +311,55 @@ func (s *Schedule) Header(v Vote, dst []uint64) []uint64 {
 	return dst
 }
 
-// Resolve returns what the AND of every rank's header means. It depends
-// only on the words, so every rank resolves alike.
-func Resolve(w []uint64) Outcome {
+// Resolve returns what the AND of every rank's header means, and, to
+// Perform, how many units from the current one on: the fewest that any
+// rank had ready. It depends only on the words, so every rank resolves
+// alike.
+func Resolve(w []uint64) (Outcome, int) {
 	switch {
 	case w[2]&stay == 0:
-		return Dissolve
+		return Dissolve, 0
 	case w[2]&noneReady != 0:
-		return Retry
+		return Retry, 0
 	case w[0] != ^w[1]:
 		// The ready ranks named different units.
-		return Dissolve
+		return Dissolve, 0
 	case w[2]&allReady != 0:
-		return Perform
+		n := 0
+		for _, x := range w[3:HeaderWords] {
+			n += bits.OnesCount64(x)
+		}
+		return Perform, n
 	}
-	return Retry
+	return Retry, 0
 }
 
-// Advance moves to the next unit, after the current one was performed.
-func (s *Schedule) Advance() {
-	s.performed++
-	s.slot++
-	if s.slot == len(s.units) {
+// Advance moves n units on, after they were performed.
+func (s *Schedule) Advance(n int) {
+	s.performed += n
+	s.slot += n
+	if s.slot >= len(s.units) {
 		s.slot = 0
 	}
 }
+
+// ReadyRun returns how many units from the current one on have every bit
+// pending, as pending says, up to MaxFused and the end of the round.
+func (s *Schedule) ReadyRun(pending func(bit int) bool) int {
+	k := 0
+	for u := s.slot; u < len(s.units) && k < MaxFused; u++ {
+		for _, b := range s.units[u] {
+			if !pending(b) {
+				return k
+			}
+		}
+		k++
+	}
+	return k
+}
+
+// UnitOf returns the unit of bit (Where must not have said Outside).
+func (s *Schedule) UnitOf(bit int) int { return s.unitOf[bit] }
 
 // Dissolve leaves the schedule: the loop negotiates again and learns from
 // scratch. A schedule that dissolved before two whole rounds were

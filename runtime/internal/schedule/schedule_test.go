@@ -108,16 +108,29 @@ func ranks(t *testing.T, n int) []*Schedule {
 	return ss
 }
 
-// header combines the ranks' votes as the loop's AND allreduce does and
-// returns the outcome every rank resolves.
+// header combines the ranks' votes as the loop's AND allreduce does, each
+// ready rank with one unit ready, and returns the outcome every rank
+// resolves.
 func header(t *testing.T, ss []*Schedule, votes []Vote) Outcome {
+	t.Helper()
+	o, _ := headerReady(t, ss, votes, nil)
+	return o
+}
+
+// headerReady is header with each ready rank's count of ready units (nil:
+// one each), and returns the units to perform too.
+func headerReady(t *testing.T, ss []*Schedule, votes []Vote, ready []int) (Outcome, int) {
 	t.Helper()
 	w := make([]uint64, HeaderWords)
 	for i := range w {
 		w[i] = ^uint64(0)
 	}
 	for i, s := range ss {
-		h := s.Header(votes[i], nil)
+		k := 1
+		if ready != nil {
+			k = ready[i]
+		}
+		h := s.Header(votes[i], k, nil)
 		if len(h) != HeaderWords {
 			t.Fatalf("header of %d words", len(h))
 		}
@@ -155,7 +168,7 @@ func TestHeaderOutcomes(t *testing.T) {
 // dissolves, whether or not all are ready.
 func TestDivergentFingerprintsDissolve(t *testing.T) {
 	ss := ranks(t, 3)
-	ss[2].Advance()
+	ss[2].Advance(1)
 	if got := header(t, ss, []Vote{Ready, Ready, Ready}); got != Dissolve {
 		t.Fatalf("ranks at different units: %v, want dissolve", got)
 	}
@@ -242,7 +255,7 @@ func TestScriptedRun(t *testing.T) {
 				for _, b := range s.Unit() {
 					delete(queued[r], b)
 				}
-				s.Advance()
+				s.Advance(1)
 			}
 		case Dissolve:
 			t.Fatalf("tick %d: dissolved with votes %v", tick, votes)
@@ -307,16 +320,15 @@ func TestDissolveBacksOff(t *testing.T) {
 		if !s.Active() {
 			t.Fatal("did not lock")
 		}
-		s.Advance()
+		s.Advance(1)
 		s.Dissolve()
 		if s.Need() != want {
 			t.Fatalf("need %d, want %d", s.Need(), want)
 		}
 	}
 	observeSteps(s, 100, step)
-	for range 2 * len(step) {
-		s.Advance()
-	}
+	s.Advance(len(step))
+	s.Advance(len(step))
 	s.Dissolve()
 	if s.Need() != 2 {
 		t.Fatalf("need %d after a lasting schedule, want 2", s.Need())
@@ -327,5 +339,87 @@ func TestStrings(t *testing.T) {
 	got := fmt.Sprint(Ready, Wait, Leave, Vote(9), Perform, Retry, Dissolve, Outcome(9))
 	if got != "ready wait leave vote? perform retry dissolve outcome?" {
 		t.Fatal(got)
+	}
+}
+
+// A cycle split into units where the calls' requests begin locks with
+// those units; ranks fuse as many ready units in one header as the least
+// ready of them has, never past the end of the round.
+func TestUnitsAndFusing(t *testing.T) {
+	ss := make([]*Schedule, 3)
+	for i := range ss {
+		ss[i] = New(2)
+		for range 3 {
+			ss[i].ObserveUnits([]int{0, 1, 2, 3, 4}, []int{2, 3})
+			ss[i].ObserveUnits([]int{5}, nil)
+		}
+		if want := [][]int{{0, 1}, {2}, {3, 4}, {5}}; !slices.EqualFunc(ss[i].Units(), want, slices.Equal) {
+			t.Fatalf("units %v, want %v", ss[i].Units(), want)
+		}
+	}
+	R := []Vote{Ready, Ready, Ready}
+	if o, n := headerReady(t, ss, R, []int{3, 2, 4}); o != Perform || n != 2 {
+		t.Fatalf("%v %d, want perform 2 (the least ready)", o, n)
+	}
+	for _, s := range ss {
+		s.Advance(2)
+	}
+	if o, n := headerReady(t, ss, R, []int{9, 9, 9}); o != Perform || n != 2 {
+		t.Fatalf("%v %d, want perform 2 (the rest of the round)", o, n)
+	}
+	if o, n := headerReady(t, ss, R, []int{MaxFused + 5, MaxFused + 5, MaxFused + 5}); o != Perform || n != 2 {
+		t.Fatalf("%v %d", o, n)
+	}
+	for _, s := range ss {
+		s.Advance(2) // the round's end: back to the first unit
+	}
+	if ss[0].Slot() != 0 {
+		t.Fatalf("slot %d after the round, want 0", ss[0].Slot())
+	}
+	pending := map[int]bool{2: true, 3: true, 4: true, 0: true}
+	if k := ss[0].ReadyRun(func(b int) bool { return pending[b] }); k != 0 {
+		t.Fatalf("ReadyRun %d with bit 1 missing, want 0", k)
+	}
+	pending[1] = true
+	if k := ss[0].ReadyRun(func(b int) bool { return pending[b] }); k != 3 {
+		t.Fatalf("ReadyRun %d, want 3 (bit 5 missing)", k)
+	}
+	if ss[0].UnitOf(4) != 2 || ss[0].Pos(4) != 1 {
+		t.Fatal("UnitOf, Pos")
+	}
+	// A rank that split the same bits otherwise names other
+	// fingerprints, at every slot.
+	other := New(2)
+	for range 3 {
+		other.ObserveUnits([]int{0, 1, 2, 3, 4}, []int{2})
+		other.ObserveUnits([]int{5}, nil)
+	}
+	if got := header(t, []*Schedule{ss[0], other}, []Vote{Ready, Ready}); got != Dissolve {
+		t.Fatalf("ranks with different units: %v, want dissolve", got)
+	}
+}
+
+// Thermometer codes of every count up to MaxFused resolve to that count.
+func TestReadyCounts(t *testing.T) {
+	s := New(1)
+	big := make([]int, MaxFused+10)
+	for i := range big {
+		big[i] = i
+	}
+	starts := make([]int, len(big))
+	for i := range starts {
+		starts[i] = i
+	}
+	for range 3 {
+		s.ObserveUnits(big, starts[1:])
+	}
+	if !s.Active() || len(s.Units()) != len(big) {
+		t.Fatalf("locked %v with %d units", s.Active(), len(s.Units()))
+	}
+	for _, k := range []int{1, 2, 63, 64, 65, 127, 128, 129, 500, MaxFused - 1, MaxFused} {
+		o, n := Resolve(s.Header(Ready, k, nil))
+		if o != Perform || n != k {
+			t.Fatalf("ready %d: %v %d", k, o, n)
+		}
 	}
 }
