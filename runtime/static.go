@@ -34,7 +34,7 @@ type static struct {
 	// classified how many of them have been looked up in the cache.
 	pend       []*entry
 	classified int
-	deviant    bool // a pending entry is outside the schedule
+	deviant    bool   // a pending entry is outside the schedule
 	starts     []int  // learn: where the cycle's units begin
 	pendBits   []bool // by cache bit: a request is pending at it
 	hdr        []uint64
