@@ -6,10 +6,12 @@
 // cache bits, in the order the ranks performed them, which every rank saw
 // alike because they come from the agreed bit vector). Once the same
 // sequence of bits has made up Repeats rounds in a row, the machine locks:
-// the last round's cycles become the schedule's units, and the loop no
-// longer runs an agreement every cycle. It performs each unit as soon as
-// its tensors are all queued on this rank, after one small header
-// collective that carries the unit's fingerprint, so that a rank that is at
+// the last round's units (each cycle's bits, split where one call's
+// requests end: a bucket of the optimizer) become the schedule's, and the
+// loop no longer runs an agreement every cycle. It performs each unit as
+// soon as its tensors are all queued on every rank, after one small header
+// collective that carries the slot's fingerprint and how many units this
+// rank has ready (the ranks fuse the fewest), so that a rank that is at
 // another unit, or that has diverged (a request outside the schedule, a
 // changed shape, a renamed or skipped tensor, a join, a shutdown), is
 // detected on every rank at once. Then every rank leaves the schedule
@@ -17,9 +19,11 @@
 // error texts, the stall inspector's reports) are the same as if the
 // schedule had never been on; it learns again from there.
 //
-// A header is a bitwise AND of three words per rank: the unit's
-// fingerprint, its complement, and status bits (this rank is ready; this
-// rank stays). A rank that has nothing ready joins a header only to wait
+// A header is a bitwise AND of HeaderWords words per rank: the slot's
+// fingerprint (of the whole schedule, so that ranks that split it
+// otherwise never agree), its complement, status bits (this rank is ready;
+// no rank is ready; this rank stays) and a thermometer code of the units
+// ready. A rank that has nothing ready joins a header only to wait
 // (every heartbeat, so that a rank that is ready is never left alone in a
 // collective for long) and says so; a ready rank that has waited longer
 // than its patience, or a rank whose callers wait on a unit that cannot
