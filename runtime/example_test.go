@@ -12,6 +12,7 @@ import (
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/fault"
+	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -267,4 +268,37 @@ func ExampleRuntime_AddProcessSet() {
 	// Output:
 	// ProcessSet(process_set_id=1, ranks=[0, 2], mpi_comm=None) ProcessSet(process_set_id=2, ranks=[1, 3], mpi_comm=None)
 	// [2 4 2 4] <nil>
+}
+
+// A training loop reduces the same names in the same order every step:
+// after GOHOROVOD_STATIC_SCHEDULE such steps in a row (here 2, through the
+// configuration) the background loop locks a static schedule and stops
+// running an agreement every cycle; each step's tensor is then reduced
+// after one small header. A rank that submits anything else ends it on
+// every rank, and negotiation takes over again.
+func ExampleRuntime_Stats_staticSchedule() {
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.StaticSchedule = 2
+	err := hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
+		w := tensor.FromFloat32([]float32{1, 2})
+		for range 5 {
+			if err := r.AllreduceInPlace(ctx, w, "w", hvd.Average); err != nil {
+				return err
+			}
+		}
+		// Anything outside the schedule dissolves it.
+		if _, err := r.Allreduce(ctx, tensor.FromFloat32([]float32{1}), "loss", hvd.Sum); err != nil {
+			return err
+		}
+		if rank == 0 {
+			s := r.Stats()
+			fmt.Println("locked:", s.StaticLocks, "steps on the schedule:", s.StaticUnits, "dissolved:", s.StaticDissolved)
+		}
+		return nil
+	}, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
+	fmt.Println(err)
+	// Output:
+	// locked: 1 steps on the schedule: 2 dissolved: 1
+	// <nil>
 }

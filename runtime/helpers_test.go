@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/runtime/config"
@@ -36,6 +38,29 @@ func testConfig() config.Config {
 	cfg.CycleTime = time.Millisecond
 	cfg.FusionThreshold = 1 << 20
 	return cfg
+}
+
+// startWrapped starts n runtimes with cfg over one in-memory group, each
+// over wrap of its member (a communicator that counts or stands in for a
+// capability), and returns them with the wrappers; StopLocal stops them.
+func startWrapped[C comm.Communicator](t *testing.T, n int, cfg config.Config, wrap func(comm.Communicator) C) ([]*Runtime, []C) {
+	t.Helper()
+	group := comm.NewGroup(n)
+	coms := make([]C, n)
+	rts := make([]*Runtime, n)
+	errs := make(chan error, n)
+	for i := range n {
+		coms[i], rts[i] = wrap(group[i]), new(Runtime)
+		go func() {
+			errs <- rts[i].Init(WithCommunicator(coms[i]), WithConfig(cfg), WithLogger(zerolog.Nop()))
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rts, coms
 }
 
 type cluster struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/internal/gpuexec"
 	"github.com/gohorovod/gohorovod/runtime/internal/hier"
 	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
+	"github.com/gohorovod/gohorovod/runtime/internal/schedule"
 	"github.com/gohorovod/gohorovod/runtime/internal/stall"
 	"github.com/gohorovod/gohorovod/runtime/internal/timeline"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
@@ -65,6 +66,7 @@ type loop struct {
 	checker   comm.AgreementChecker
 	wholeT    *tensor.Tensor         // the word of allWhole's agreement (perform.go)
 	testPanic atomic.Pointer[func()] // tests: called at the start of each cycle
+	static                           // the static schedule's state (static.go)
 
 	// Reused from cycle to cycle.
 	msgs, back  []*entry
@@ -107,6 +109,10 @@ func newLoop(r *Runtime, com comm.Communicator, q *queue) (*loop, error) {
 	}
 	l.stall = s
 	l.st = cycle.New(cache.New(r.cfg.CacheCapacity, rank), s)
+	l.sched = schedule.New(0)
+	if isGlobal {
+		l.sched = schedule.New(r.cfg.StaticSchedule)
+	}
 	l.neg = cycle.NewNegotiation(rank, size, l.coord, s)
 	if !isGlobal {
 		return l, nil
@@ -171,7 +177,7 @@ func (l *loop) run() {
 	for {
 		// Sleep until the tick unless a caller waits on names still
 		// in flight (see Handle.Wait).
-		if d := time.Until(next); d > 0 && !l.hot() {
+		if d := time.Until(next); d > 0 && (l.staticIdle || !l.hot()) {
 			timer.Reset(d)
 			select {
 			case <-timer.C:
@@ -410,6 +416,13 @@ func (l *loop) cycle() (bool, error) {
 	}
 	l.performed, l.slow = false, false
 	defer l.forget()
+	if l.sched.Active() {
+		// The static schedule (static.go): no agreement this cycle,
+		// unless the schedule dissolves in it.
+		if done, err := l.staticCycle(); done || err != nil {
+			return false, err
+		}
+	}
 	l.msgs = l.q.pop(l.msgs[:0])
 	l.items = l.items[:0]
 	for _, e := range l.msgs {
@@ -468,7 +481,9 @@ func (l *loop) cycle() (bool, error) {
 		return false, fmt.Errorf("cache agreement: %w", err)
 	}
 	l.syncedAt = time.Now()
-	if inv := l.st.Agreed(); inv != nil {
+	inv := l.st.Agreed()
+	invalidated := inv != nil
+	if inv != nil {
 		if err := l.com.Allreduce(wordsTensor(&l.invT, inv), tensor.BitOr); err != nil {
 			return false, fmt.Errorf("cache invalidation: %w", err)
 		}
@@ -519,27 +534,41 @@ func (l *loop) cycle() (bool, error) {
 		// the farewell exchange finds.
 		return true, nil
 	}
-	plan := l.planner.Plan(d.Responses, l.cfg.FusionThreshold)
-	if len(d.Responses) > 1 && l.log.Debug().Enabled() {
-		l.logPlan(d.Responses, plan)
+	if isGlobal {
+		// Before performing: learn reads the entries' handles, which
+		// their callers reuse once the handles complete.
+		l.learn(d, invalidated)
+	}
+	if err := l.performAll(d.Responses); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
+// performAll fuses the cycle's responses, whose entries l.respEnts holds
+// where known, and performs them.
+func (l *loop) performAll(resps []wire.Response) error {
+	plan := l.planner.Plan(resps, l.cfg.FusionThreshold)
+	if len(resps) > 1 && l.log.Debug().Enabled() {
+		l.logPlan(resps, plan)
 	}
 	for k, resp := range plan {
 		l.performed = true
 		l.sources = l.planner.Sources(k)
 		l.ents = l.ents[:0]
 		if err := l.perform(&resp); err != nil {
-			return false, err
+			return err
 		}
 	}
-	if isGlobal {
-		l.observeTuning(d.Responses)
+	if l.global == nil {
+		l.observeTuning(resps)
 	}
 	if l.tl != nil {
 		if err := l.tl.Flush(); err != nil {
 			l.log.Error().Err(err).Msg("timeline")
 		}
 	}
-	return false, nil
+	return nil
 }
 
 // forget drops the cycle's references to entries, which hold the callers'

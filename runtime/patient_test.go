@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -35,27 +33,11 @@ func (p *patientComm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, m
 func TestAgreementWaitsPatiently(t *testing.T) {
 	for _, sleep := range []time.Duration{200 * time.Microsecond, 0} {
 		const n = 2
-		group := comm.NewGroup(n)
-		coms := make([]*patientComm, n)
-		rts := make([]*Runtime, n)
 		cfg := testConfig()
 		cfg.AgreementSleepMax = sleep
+		rts, coms := startWrapped(t, n, cfg, func(c comm.Communicator) *patientComm { return &patientComm{Communicator: c} })
 		errs := make([]error, n)
 		var wg sync.WaitGroup
-		for i := range n {
-			coms[i], rts[i] = &patientComm{Communicator: group[i]}, new(Runtime)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = rts[i].Init(WithCommunicator(coms[i]), WithConfig(cfg), WithLogger(zerolog.Nop()))
-			}()
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
 		for i := range n {
 			wg.Add(1)
 			go func() {

@@ -41,6 +41,11 @@ type Stats struct {
 	// (each chunk of a chunked allreduce): they stay zero where the knobs
 	// are off or ignored (one node), which is how to tell.
 	HierarchicalAllreduces, HierarchicalAllgathers int64
+	// StaticLocks counts the times the static schedule locked
+	// (GOHOROVOD_STATIC_SCHEDULE), StaticUnits the units it performed
+	// without a cycle's agreement, and StaticDissolved the times it ended
+	// and the loop went back to negotiation.
+	StaticLocks, StaticUnits, StaticDissolved int64
 }
 
 type stats struct {
@@ -52,6 +57,8 @@ type stats struct {
 	whole                atomic.Int64
 	tuning               atomic.Bool
 	hierAR, hierAG       atomic.Int64
+
+	staticLocks, staticUnits, staticDissolved atomic.Int64
 }
 
 // Stats returns the loop's counters.
@@ -73,5 +80,9 @@ func (r *Runtime) Stats() Stats {
 
 		HierarchicalAllreduces: s.hierAR.Load(),
 		HierarchicalAllgathers: s.hierAG.Load(),
+
+		StaticLocks:     s.staticLocks.Load(),
+		StaticUnits:     s.staticUnits.Load(),
+		StaticDissolved: s.staticDissolved.Load(),
 	}
 }

@@ -32,6 +32,14 @@
 //
 //	np=2 cpu_per_sample_ratio=1.04
 //
+// -variant compares settings of the job against the same bound: each
+// -variant "VAR=VALUE ..." is a job run in every round beside the bound, in
+// a rotated order, with those variables added to its environment, and gets
+// a table and ratio lines of its own, labelled with its settings:
+//
+//	bin/scalebench -program bin/mnist -max-np 2 -rounds 5 -png= \
+//	    -variant GOHOROVOD_STATIC_SCHEDULE=0 -variant GOHOROVOD_STATIC_SCHEDULE=3 -- --epochs 2
+//
 // With -sweep it checks autotuning instead: at -np ranks it runs the
 // defaults, every fusion threshold by cycle time pair of -fusion and
 // -cycle (set through HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME),

@@ -28,6 +28,8 @@ func main() {
 	fusions := flag.String("fusion", "1,4,16,64", "with -sweep: fusion thresholds in MiB")
 	cycles := flag.String("cycle", "1,5,25", "with -sweep: cycle times in ms")
 	rounds := flag.Int("rounds", 3, "runs of each np's job and bound (with -sweep: of each setting), interleaved; the table gives their medians")
+	var variants variantFlag
+	flag.Var(&variants, "variant", "a variant of the job: space-separated VAR=VALUE settings added to its environment; repeat it to compare variants, each run in every round beside the same bound, in rotated order, with a table each (default: one job as the environment has it)")
 	flag.Parse()
 	args := flag.Args()
 	if *sweep {
@@ -46,60 +48,73 @@ func main() {
 	for np := 1; np <= *maxNP; np *= 2 {
 		nps = append(nps, np)
 	}
-	measured, bound := make([][]float64, len(nps)), make([][]float64, len(nps))
-	cpu := make([][]float64, len(nps))      // the job's CPU-ms per sample (0: not printed)
-	boundCPU := make([][]float64, len(nps)) // the bound's single-rank copies', the mean
+	if len(variants) == 0 {
+		variants = variantFlag{nil}
+	}
+	nv := len(variants)
+	// measured[v][k], cpu[v][k]: variant v's job at nps[k], each round's;
+	// bound[k], boundCPU[k]: the single-rank copies' (CPU: their mean).
+	measured, cpu := make([][][]float64, nv), make([][][]float64, nv)
+	for v := range variants {
+		measured[v], cpu[v] = make([][]float64, len(nps)), make([][]float64, len(nps))
+	}
+	bound, boundCPU := make([][]float64, len(nps)), make([][]float64, len(nps))
 	for r := range *rounds {
 		for k, np := range nps {
 			// Every rank, of the job and of the bound, gets the same
 			// share of the cores (GOMAXPROCS), so that the bound differs
 			// from the job only in communication.
 			env := []string{scaling.CoreShareEnv(runtime.NumCPU(), np)}
-			var m, b, c, bc float64
-			var err error
-			for _, job := range scaling.Order(2, r+k) {
-				if job == 0 {
-					m, c, err = launched(env, *launcher, np, *program, args)
-				} else {
-					b, bc, err = independent(env, np, *program, args)
+			// Job nv is the bound; the order rotates from round to
+			// round and np to np, so that every run sees about the
+			// same machine load.
+			for _, job := range scaling.Order(nv+1, r+k) {
+				if job == nv {
+					b, bc, err := independent(env, np, *program, args)
+					if err != nil {
+						fail(fmt.Errorf("np %d (bound): %w", np, err))
+					}
+					bound[k], boundCPU[k] = append(bound[k], b), append(boundCPU[k], bc)
+					fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d: bound %.0f samples/s, CPU-ms/sample %.4g\n", r+1, np, b, bc)
+					continue
 				}
+				m, c, err := launched(append(env, variants[job]...), *launcher, np, *program, args)
 				if err != nil {
-					fail(fmt.Errorf("np %d (%s): %w", np, [2]string{"job", "bound"}[job], err))
+					fail(fmt.Errorf("np %d (job%s): %w", np, variants.name(job), err))
 				}
+				measured[job][k], cpu[job][k] = append(measured[job][k], m), append(cpu[job][k], c)
+				fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d%s: %.0f samples/s, CPU-ms/sample %.4g\n", r+1, np, variants.name(job), m, c)
 			}
-			measured[k], bound[k], cpu[k], boundCPU[k] = append(measured[k], m), append(bound[k], b), append(cpu[k], c), append(boundCPU[k], bc)
-			fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d: %.0f samples/s, bound %.0f; CPU-ms/sample %.4g, bound's %.4g\n", r+1, np, m, b, c, bc)
 		}
 	}
 	var pts []scaling.Point
 	single := 0.0
-	for k, np := range nps {
-		p := scaling.Point{NP: np, Measured: scaling.Median(measured[k]), Bound: scaling.Median(bound[k]),
-			CPU: scaling.Median(cpu[k]), BoundCPU: scaling.Median(boundCPU[k])}
-		// The CPU per sample against the single-rank jobs' of the same
-		// round, which ran at the job's cores per rank: a single-rank job
-		// given every core spends CPU on parallel kernels and idle
-		// scheduler threads that np ranks of one core each do not, and
-		// would flatter the job.
-		p.CPURatio = scaling.PairedRatio(cpu[k], boundCPU[k])
-		if *rounds > 1 {
-			ratios := make([]float64, *rounds)
-			for r := range ratios {
-				ratios[r] = measured[k][r] / bound[k][r]
+	for v := range variants {
+		pts = pts[:0]
+		for k, np := range nps {
+			p := scaling.Point{NP: np, Measured: scaling.Median(measured[v][k]), Bound: scaling.Median(bound[k]),
+				CPU: scaling.Median(cpu[v][k]), BoundCPU: scaling.Median(boundCPU[k])}
+			// The CPU per sample against the single-rank jobs' of the
+			// same round, which ran at the job's cores per rank: a
+			// single-rank job given every core spends CPU on parallel
+			// kernels and idle scheduler threads that np ranks of one
+			// core each do not, and would flatter the job.
+			p.CPURatio = scaling.PairedRatio(cpu[v][k], boundCPU[k])
+			if *rounds > 1 {
+				p.Paired = scaling.PairedRatio(measured[v][k], bound[k])
 			}
-			p.Paired = scaling.Median(ratios)
+			if np == 1 {
+				single = p.Bound
+			}
+			pts = append(pts, p)
 		}
-		if np == 1 {
-			single = p.Bound
+		fmt.Printf("%s%s, %d rounds, median samples/s\n", *program, variants.name(v), *rounds)
+		if err := scaling.Table(os.Stdout, pts, single); err != nil {
+			fail(err)
 		}
-		pts = append(pts, p)
-	}
-	fmt.Printf("%s, %d rounds, median samples/s\n", *program, *rounds)
-	if err := scaling.Table(os.Stdout, pts, single); err != nil {
-		fail(err)
-	}
-	if err := scaling.CPURatioLines(os.Stdout, pts); err != nil {
-		fail(err)
+		if err := scaling.CPURatioLines(os.Stdout, pts); err != nil {
+			fail(err)
+		}
 	}
 	if *pngPath == "" {
 		return
@@ -257,4 +272,41 @@ func runEnv(env []string, name string, args ...string) ([]byte, error) {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "scalebench:", err)
 	os.Exit(1)
+}
+
+// variantFlag collects -variant flags: each a list of VAR=VALUE settings.
+type variantFlag [][]string
+
+func (f *variantFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	var parts []string
+	for _, v := range *f {
+		parts = append(parts, strings.Join(v, " "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (f *variantFlag) Set(s string) error {
+	kvs := strings.Fields(s)
+	if len(kvs) == 0 {
+		return errors.New("empty variant: want VAR=VALUE settings")
+	}
+	for _, kv := range kvs {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("%q is not VAR=VALUE", kv)
+		}
+	}
+	*f = append(*f, kvs)
+	return nil
+}
+
+// name is variant v's label in the output: " [VAR=VALUE ...]", or nothing
+// for the job as the environment has it.
+func (f variantFlag) name(v int) string {
+	if len(f[v]) == 0 {
+		return ""
+	}
+	return " [" + strings.Join(f[v], " ") + "]"
 }

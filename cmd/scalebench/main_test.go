@@ -107,3 +107,46 @@ echo "epoch 1: x 100 samples/s  $c CPU-ms/sample (all ranks)  lr 0"
 		t.Fatalf("np 2's ratio %v, want 1.20 (the median of rounds at 0.06, 0.055, 0.06 over the bound's 0.05):\n%s", ratio, out)
 	}
 }
+
+// TestVariants runs scalebench with two -variant flags on a fake program
+// whose CPU per sample is its V variable over 1000 (0.05 ms without it, as
+// the bound's copies run): each variant gets its own table and ratio lines,
+// in order, against the same bound.
+func TestVariants(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	launcher := filepath.Join(dir, "launcher")
+	if err := os.WriteFile(launcher, []byte("#!/bin/sh\nexec sh \"$2\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "prog")
+	script := `#!/bin/sh
+c=0.05
+[ -n "${V:-}" ] && c=$(echo "$V" | awk '{print $1/1000}')
+echo "epoch 1: x 100 samples/s  $c CPU-ms/sample (all ranks)  lr 0"
+`
+	if err := os.WriteFile(prog, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "SCALEBENCH_RUN_MAIN=-max-np 1 -rounds 2 -png= -variant V=10 -variant V=30 -launcher "+launcher+" -program "+prog)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s := string(out)
+	a, b := strings.Index(s, "[V=10]"), strings.Index(s, "[V=30]")
+	ra, rb := strings.Index(s, "np=1 cpu_per_sample_ratio=0.20\n"), strings.Index(s, "np=1 cpu_per_sample_ratio=0.60\n")
+	if a < 0 || b < 0 || ra < 0 || rb < 0 || !(a < ra && ra < b && b < rb) {
+		t.Fatalf("want V=10's table and ratio 0.20, then V=30's and 0.60:\n%s", s)
+	}
+	var f variantFlag
+	if err := f.Set("A=1 B"); err == nil {
+		t.Fatal("a setting without = was accepted")
+	}
+	if err := f.Set(" "); err == nil {
+		t.Fatal("an empty variant was accepted")
+	}
+}

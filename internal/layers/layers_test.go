@@ -45,6 +45,7 @@ var layer = map[string]int{
 	"runtime/internal/timeline":  40,
 	"runtime/internal/stall":     40,
 	"runtime/internal/autotune":  40,
+	"runtime/internal/schedule":  40,
 	"runtime/internal/cache":     41,
 	"runtime/internal/fusion":    41,
 	"runtime/internal/negotiate": 41,

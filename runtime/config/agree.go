@@ -37,6 +37,8 @@ type Setting struct {
 //   - HOROVOD_CYCLE_TIME: the ranks meet in every cycle's agreement
 //     allreduce, so the slowest cycle sets everyone's pace and a different
 //     value on one rank silently changes the whole job's tuning.
+//   - GOHOROVOD_STATIC_SCHEDULE: a rank that locks a schedule exchanges
+//     headers where the others run the agreement allreduce.
 //
 // Left out, because each rank's value changes only what that rank does
 // alone or what rank 0 decides for all (the protocol already carries the
@@ -67,6 +69,7 @@ var agreed = map[string]bool{
 	EnvHierarchicalAllgather: true,
 	EnvDynamicProcessSets:    true,
 	EnvAutotune:              true,
+	EnvStaticSchedule:        true,
 }
 
 // Absent is the value a Disagreement gives a rank whose settings do not

@@ -38,6 +38,10 @@ const (
 	// EnvAgreementSleepMax is gohorovod's own: the longest sleep of the
 	// per-cycle agreement's patient wait over MPI, in microseconds.
 	EnvAgreementSleepMax = "GOHOROVOD_AGREEMENT_SLEEP_MAX"
+	// EnvStaticSchedule is gohorovod's own: how many rounds in a row of
+	// the same cached responses, in the same order, lock the static
+	// schedule (0: never).
+	EnvStaticSchedule = "GOHOROVOD_STATIC_SCHEDULE"
 
 	// The process placement, set by a launcher that does not start the
 	// workers through MPI (MPI itself tells an MPI-started worker). Not
@@ -128,6 +132,9 @@ const (
 	// agreement's patient wait over MPI (docs/TUNING.md has the
 	// measurements behind it).
 	DefaultAgreementSleepMax = 200 * time.Microsecond
+	// DefaultStaticSchedule is how many identical rounds lock the static
+	// schedule (docs/TUNING.md).
+	DefaultStaticSchedule = 3
 )
 
 // Secret is the job's key in hex (GOHOROVOD_SECRET): every connection of
@@ -313,6 +320,14 @@ type Config struct {
 	// computes. 0 keeps the blocking call. GOHOROVOD_AGREEMENT_SLEEP_MAX,
 	// in (possibly fractional) microseconds.
 	AgreementSleepMax time.Duration
+	// StaticSchedule is how many rounds in a row of the same cached
+	// responses, performed in the same order, make the background loop
+	// lock a static schedule: it then skips the per-cycle agreement and
+	// performs each unit of the schedule as soon as its tensors are
+	// queued, after one small header collective that detects a rank that
+	// has diverged, on which every rank goes back to negotiation
+	// (runtime/internal/schedule). 0 never locks. GOHOROVOD_STATIC_SCHEDULE.
+	StaticSchedule int
 	// GlooIface names the network interface whose address the worker's
 	// transport listens on and publishes to its peers. HOROVOD_GLOO_IFACE.
 	GlooIface string
@@ -367,6 +382,7 @@ func Default() Config {
 		AutotuneNoise:          DefaultAutotuneNoise,
 		GlooTimeout:            DefaultGlooTimeout,
 		AgreementSleepMax:      DefaultAgreementSleepMax,
+		StaticSchedule:         DefaultStaticSchedule,
 		Rank:                   Unset,
 		Size:                   Unset,
 		LocalRank:              Unset,
@@ -511,6 +527,8 @@ func (c Config) Validate() error {
 		return bad(EnvGlooTimeout, formatDuration(c.GlooTimeout, time.Second), ErrNegative)
 	case c.AgreementSleepMax < 0:
 		return bad(EnvAgreementSleepMax, formatDuration(c.AgreementSleepMax, time.Microsecond), ErrNegative)
+	case c.StaticSchedule < 0:
+		return bad(EnvStaticSchedule, strconv.Itoa(c.StaticSchedule), ErrNegative)
 	case !validController(c.Controller):
 		return bad(EnvController, c.Controller, errBadController)
 	case !validController(c.CPUOperations):
@@ -670,6 +688,12 @@ var knobs = []knob{
 		func(c *Config) string { return formatDuration(c.AgreementSleepMax, time.Microsecond) },
 		func(c *Config, s string) (err error) {
 			c.AgreementSleepMax, err = parseDuration(s, time.Microsecond, "a number of microseconds")
+			return
+		}},
+	{EnvStaticSchedule,
+		func(c *Config) string { return strconv.Itoa(c.StaticSchedule) },
+		func(c *Config, s string) (err error) {
+			c.StaticSchedule, err = parseInt(s, "a whole number of rounds")
 			return
 		}},
 }

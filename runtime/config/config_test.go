@@ -27,6 +27,7 @@ func TestDefault(t *testing.T) {
 		EnvAutotuneNoise:     "0.8",
 		EnvGlooTimeout:       "30",
 		EnvAgreementSleepMax: "200",
+		EnvStaticSchedule:    "3",
 	}
 	got, _ := FromEnv(func(string) (string, bool) { return "", false })
 	if !reflect.DeepEqual(got, c) {
@@ -95,6 +96,8 @@ func TestFromEnv(t *testing.T) {
 		{"mpi", []string{"HOROVOD_CONTROLLER=MPI"}, func(c *Config) { c.Controller = "mpi" }},
 		{"agreement sleep", []string{"GOHOROVOD_AGREEMENT_SLEEP_MAX=50.5"}, func(c *Config) { c.AgreementSleepMax = 50500 * time.Nanosecond }},
 		{"agreement blocking", []string{"GOHOROVOD_AGREEMENT_SLEEP_MAX=0"}, func(c *Config) { c.AgreementSleepMax = 0 }},
+		{"static schedule off", []string{"GOHOROVOD_STATIC_SCHEDULE=0"}, func(c *Config) { c.StaticSchedule = 0 }},
+		{"static schedule", []string{"GOHOROVOD_STATIC_SCHEDULE=5"}, func(c *Config) { c.StaticSchedule = 5 }},
 		{"ipv6 rendezvous", []string{"HOROVOD_GLOO_RENDEZVOUS_ADDR=::1", "HOROVOD_GLOO_RENDEZVOUS_PORT=1"},
 			func(c *Config) { c.RendezvousAddr, c.RendezvousPort = "::1", 1 }},
 		{"empty means default", []string{"HOROVOD_CYCLE_TIME=", "HOROVOD_RANK=", "GOHOROVOD_SECRET=", "HOROVOD_CONTROLLER="}, func(c *Config) {}},
@@ -145,6 +148,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"HOROVOD_GLOO_RENDEZVOUS_PORT=80", EnvRendezvousAddr, "must be set with HOROVOD_GLOO_RENDEZVOUS_PORT=80"},
 		{"HOROVOD_GLOO_TIMEOUT_SECONDS=-1", EnvGlooTimeout, "must be >= 0"},
 		{"GOHOROVOD_AGREEMENT_SLEEP_MAX=-1", EnvAgreementSleepMax, "must be >= 0"},
+		{"GOHOROVOD_STATIC_SCHEDULE=-1", EnvStaticSchedule, "must be >= 0"},
 		{"GOHOROVOD_SECRET=zz00112233445566778899aabbccddee", EnvSecret, "not hex"},
 		{"GOHOROVOD_SECRET=0011", EnvSecret, "2 bytes, want at least 16"},
 	}

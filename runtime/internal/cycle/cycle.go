@@ -29,6 +29,10 @@ type Decision struct {
 	// Items holds, for each response, the index of the item it performs
 	// when known (cached responses of this rank's own requests), or None.
 	Items []int
+	// Bits holds the cache bit of each cached response (before
+	// Negotiated adds negotiation's, which have none), in order: every
+	// rank's are alike.
+	Bits []int
 	// Back lists the items to return to the head of the queue, in order:
 	// cached requests that some other rank has not submitted yet.
 	Back []int
@@ -231,12 +235,13 @@ func (s *State) Decide(now time.Time) *Decision {
 			s.stall.ObserveCached(name, now)
 		}
 	}
-	d.Responses, d.Items = d.Responses[:0], d.Items[:0]
+	d.Responses, d.Items, d.Bits = d.Responses[:0], d.Items[:0], d.Bits[:0]
 	if !d.AllJoined {
 		for _, bit := range s.common {
 			if c.Has(bit) {
 				d.Responses = append(d.Responses, *c.Get(bit))
 				d.Items = append(d.Items, s.byBit[bit]-1)
+				d.Bits = append(d.Bits, bit)
 				s.byBit[bit] = 0
 			}
 		}

@@ -2,6 +2,7 @@ package cycle
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,8 +134,19 @@ func (c *cluster) step(shutdown ...int) []performed {
 		if len(d.Items) != len(d.Responses) {
 			c.t.Fatalf("rank %d: %d items for %d responses", r, len(d.Items), len(d.Responses))
 		}
-		if d.Shutdown != ds[0].Shutdown || d.AllJoined != ds[0].AllJoined || len(d.Responses) != len(ds[0].Responses) {
+		if d.Shutdown != ds[0].Shutdown || d.AllJoined != ds[0].AllJoined || len(d.Responses) != len(ds[0].Responses) ||
+			!slices.Equal(d.Bits, ds[0].Bits) {
 			c.t.Fatalf("rank %d decided differently from rank 0: %+v vs %+v", r, d, ds[0])
+		}
+		// The cached responses come first, each with its bit (which
+		// negotiation's entries may since have taken over).
+		for k, bit := range d.Bits {
+			if d.Negotiate {
+				break
+			}
+			if got := c.states[r].Cache().Peek(bit).Names[0]; got != d.Responses[k].Names[0] {
+				c.t.Fatalf("rank %d: response %d is %q, its bit %d holds %q", r, k, d.Responses[k].Names[0], bit, got)
+			}
 		}
 		keep := make([]bool, len(items[r]))
 		for _, i := range d.Back {

@@ -1,0 +1,241 @@
+package runtime
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gohorovod/gohorovod/runtime/internal/cache"
+	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
+	"github.com/gohorovod/gohorovod/runtime/internal/schedule"
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
+	"github.com/gohorovod/gohorovod/tensor"
+)
+
+// staticTiming is how long a rank on the static schedule waits before it
+// joins a header without being ready (see schedule.Timing): a heartbeat
+// often enough that a ready rank waits for an idle peer's header no longer
+// than a few training steps, a patience long enough that only a peer that
+// has stopped following the schedule (or a step that much slower on one
+// rank) ends it, and a caller's wait on an incomplete unit short enough
+// that a program that waits on a later unit first (a synchronous call, a
+// reordered one) is back on negotiation at once.
+var staticTiming = schedule.Timing{
+	Heartbeat: 50 * time.Millisecond,
+	Patience:  time.Second,
+	Stuck:     20 * time.Millisecond,
+}
+
+// static is the global loop's static schedule (runtime/internal/schedule)
+// and what the loop keeps for it between cycles.
+type static struct {
+	sched *schedule.Schedule
+	// pend holds the entries taken from the queue while the schedule is
+	// on and not yet performed (a later unit's, queued early), and
+	// classified how many of them have been looked up in the cache.
+	pend       []*entry
+	classified int
+	deviant    bool   // a pending entry is outside the schedule
+	starts     []int  // learn: where the cycle's units begin
+	pendBits   []bool // by cache bit: a request is pending at it
+	hdr        []uint64
+	hdrT       *tensor.Tensor
+	resps      []wire.Response
+	offsets    []int // performUnits: where each unit's responses begin
+	lastHeader time.Time
+	readySince time.Time // the current unit has been ready since, unperformed
+	stuckSince time.Time // a caller has waited since, on an incomplete unit
+	// staticIdle: the last cycle ran on the schedule and had nothing to
+	// do; the loop sleeps to the tick even while a caller waits (the
+	// queue's wake still starts the next cycle early).
+	staticIdle bool
+}
+
+// staticAllowed reports whether the global loop may lock a schedule now:
+// with a response cache, no other process set (whose cycles run inside the
+// global set's, at its agreement) and no autotuning in progress (its
+// broadcast rides on every cycle). Every rank answers alike.
+func (l *loop) staticAllowed() bool {
+	if l.global != nil || l.st.Cache().Capacity() == 0 || len(l.subs) > 0 {
+		return false
+	}
+	if l.tune != nil && (l.tune.sync.Active() || l.tune.switchCache) {
+		return false
+	}
+	l.r.psMu.Lock()
+	n := len(l.r.psets)
+	l.r.psMu.Unlock()
+	return n <= 1
+}
+
+// learn shows the static schedule what a global cycle performed from the
+// cache (d.Bits, in the order every rank performed them); a cycle that
+// negotiated, invalidated entries or ran with a joined rank breaks the
+// pattern.
+func (l *loop) learn(d *cycle.Decision, invalidated bool) {
+	if !l.staticAllowed() || d.Negotiate || invalidated || d.AllJoined || l.st.Joined() {
+		l.sched.Reset()
+		return
+	}
+	if len(d.Bits) == 0 {
+		return
+	}
+	// A unit ends where one call's requests end and another's begin
+	// (a bucket of the optimizer is one grouped call).
+	l.starts = l.starts[:0]
+	for k := 1; k < len(d.Bits); k++ {
+		if a, b := l.respEnts[k-1], l.respEnts[k]; a == nil || b == nil || a.h != b.h {
+			l.starts = append(l.starts, k)
+		}
+	}
+	if l.sched.ObserveUnits(d.Bits, l.starts) {
+		l.r.stats.staticLocks.Add(1)
+		l.lastHeader, l.readySince, l.stuckSince = time.Now(), time.Time{}, time.Time{}
+		l.log.Debug().Int("units", len(l.sched.Units())).Msg("static schedule locked")
+	}
+}
+
+// staticCycle is a cycle of the global loop while the static schedule is
+// locked: it takes the queue's new requests and, when the next unit's
+// tensors are all queued here (or this rank must leave the schedule, or its
+// heartbeat is due), joins the header with the other ranks; it performs
+// every unit the headers agree on. done is false when the schedule
+// dissolved in this cycle: the pending requests are back in the queue, and
+// the caller runs a negotiated cycle now, as every rank does.
+func (l *loop) staticCycle() (done bool, err error) {
+	l.staticIdle = false
+	for {
+		now := time.Now()
+		stopping := l.shutdownRequested() || l.stallErr != nil || l.failing != nil
+		l.pend = l.q.pop(l.pend)
+		l.classify()
+		run := 0
+		if !l.deviant {
+			run = l.sched.ReadyRun(l.pending)
+		}
+		ready := run > 0
+		loc := schedule.Local{Deviant: l.deviant || stopping, Ready: ready, SinceHeader: now.Sub(l.lastHeader)}
+		if ready {
+			if l.readySince.IsZero() {
+				l.readySince = now
+			}
+			loc.ReadyFor = now.Sub(l.readySince)
+			l.stuckSince = time.Time{}
+		} else if l.q.hot() {
+			if l.stuckSince.IsZero() {
+				l.stuckSince = now
+			}
+			loc.StuckFor = now.Sub(l.stuckSince)
+		} else {
+			l.stuckSince = time.Time{}
+		}
+		vote, join := schedule.Choose(loc, staticTiming)
+		if !join {
+			l.staticIdle = true
+			l.syncedAt = now // the next tick counts from here
+			return true, nil
+		}
+		hdr := l.sched.Header(vote, run, l.hdr)
+		l.hdr = hdr
+		l.aligned = false
+		if err := l.agreeAllreduce(wordsTensor(&l.hdrT, hdr)); err != nil {
+			return true, fmt.Errorf("static schedule header: %w", err)
+		}
+		l.syncedAt = time.Now()
+		l.lastHeader = l.syncedAt
+		switch outcome, n := schedule.Resolve(hdr); outcome {
+		case schedule.Perform:
+			if err := l.performUnits(now, n); err != nil {
+				return true, err
+			}
+			l.readySince = time.Time{}
+		case schedule.Retry:
+			if vote != schedule.Ready {
+				return true, nil
+			}
+			// Ready: straight into the next header, where the
+			// others come as they get ready.
+		case schedule.Dissolve:
+			l.dissolve(vote, loc)
+			return false, nil
+		}
+	}
+}
+
+// classify looks the newly pending requests up in the cache and marks
+// their bits pending: a request that is not a hit (a new name, a changed
+// shape, a join, a barrier, a control request) or whose bit is in no unit
+// is outside the schedule.
+func (l *loop) classify() {
+	c := l.st.Cache()
+	if n := c.Bits(); len(l.pendBits) < n {
+		l.pendBits = append(l.pendBits, make([]bool, n-len(l.pendBits))...)
+	}
+	for _, e := range l.pend[l.classified:] {
+		st, bit := c.LookupHint(&e.req, e.bit)
+		e.bit = bit
+		if st != cache.Hit || e.setOp != nil || l.sched.Where(bit) == schedule.Outside {
+			l.deviant = true
+			continue
+		}
+		l.pendBits[bit] = true
+	}
+	l.classified = len(l.pend)
+}
+
+// pending reports whether a request at cache bit is pending.
+func (l *loop) pending(bit int) bool { return bit < len(l.pendBits) && l.pendBits[bit] }
+
+// performUnits performs n units from the current one on, fused as one
+// cycle's responses, in the units' order (every rank fuses them alike), from
+// the cache entries, and advances the schedule.
+func (l *loop) performUnits(now time.Time, n int) error {
+	units := l.sched.Units()
+	slot := l.sched.Slot()
+	c := l.st.Cache()
+	l.resps = l.resps[:0]
+	for _, u := range units[slot : slot+n] {
+		for _, bit := range u {
+			l.resps = append(l.resps, *c.Get(bit))
+		}
+	}
+	// The entry of each response: unit u's bits begin at offsets[u-slot].
+	l.offsets = l.offsets[:0]
+	off := 0
+	for _, u := range units[slot : slot+n] {
+		l.offsets = append(l.offsets, off)
+		off += len(u)
+	}
+	l.respEnts = append(l.respEnts[:0], make([]*entry, len(l.resps))...)
+	kept := l.pend[:0]
+	for _, e := range l.pend {
+		if u := l.sched.UnitOf(e.bit); u >= slot && u < slot+n {
+			l.respEnts[l.offsets[u-slot]+l.sched.Pos(e.bit)] = e
+			l.pendBits[e.bit] = false
+			continue
+		}
+		kept = append(kept, e)
+	}
+	clear(l.pend[len(kept):])
+	l.pend, l.classified = kept, len(kept)
+	l.noteCachedProgress(now, len(l.resps))
+	l.sched.Advance(n)
+	l.r.stats.staticUnits.Add(int64(n))
+	return l.performAll(l.resps)
+}
+
+// dissolve leaves the schedule on this rank, as every rank does after the
+// same header: the pending requests go back to the head of the queue, in
+// order, for the negotiated cycle that follows.
+func (l *loop) dissolve(vote schedule.Vote, loc schedule.Local) {
+	l.sched.Dissolve()
+	l.r.stats.staticDissolved.Add(1)
+	l.q.pushFront(l.pend)
+	clear(l.pend)
+	clear(l.pendBits)
+	l.pend, l.classified, l.deviant = l.pend[:0], 0, false
+	l.readySince, l.stuckSince = time.Time{}, time.Time{}
+	if l.log.Debug().Enabled() {
+		l.log.Debug().Str("vote", vote.String()).Bool("deviant", loc.Deviant).Dur("ready_for", loc.ReadyFor).
+			Dur("stuck_for", loc.StuckFor).Int("need", l.sched.Need()).Msg("static schedule dissolved")
+	}
+}
