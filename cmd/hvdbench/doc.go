@@ -26,7 +26,9 @@
 // the median time inside the step's cycle when it ran from the response
 // cache alone; whole_per_step counts the fused responses that lay in one
 // run of memory on every rank and were reduced there whole
-// (Stats.FusedWhole); -cpuprofile writes rank 0's CPU profile. -rounds N repeats
+// (Stats.FusedWhole), static_units_per_step the units the static schedule
+// performed without a cycle's agreement (Stats.StaticUnits); -cpuprofile
+// writes rank 0's CPU profile. -rounds N repeats
 // the yardstick-then-runtime pair N times, so that both see about the same
 // machine load, and ends with summary lines: medians over the rounds of the
 // runtime's and the best raw mode's times and of the per-round ratios.

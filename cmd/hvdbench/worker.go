@@ -334,7 +334,6 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, a workerArg
 	// Collect the previous cases' tensors now, not in the middle of this
 	// case's timed steps (the yardstick has no collector to pay for).
 	goruntime.GC()
-	ctx := context.Background()
 	step := c.step
 	local := tensor.New(tensor.Float64, a.iters)
 	// The cost of each step's cycle when it ran from the cache alone (0
@@ -353,9 +352,14 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, a workerArg
 		if c.prepare != nil && it < a.iters {
 			c.prepare()
 		}
-		// Line the ranks up through the runtime itself, so that no second
-		// thread spins in MPI while the step runs.
-		if err := rt.Barrier(ctx); err != nil {
+		// Line the ranks up as the yardstick does, with a barrier of the
+		// control communicator (MPI's beside the runtime; the runtime's
+		// own on the embedded transport). A runtime Barrier between the
+		// steps would be one more negotiated operation in every step,
+		// which a training step does not have, and the static schedule
+		// (GOHOROVOD_STATIC_SCHEDULE) would never see the same steps
+		// repeat.
+		if err := ctl.Barrier(); err != nil {
 			return res, err
 		}
 		cur := rt.Stats()
@@ -454,9 +458,9 @@ func (res caseResult) print(rt *hvd.Runtime, ctl control, name string, c benchCa
 		transport = "mpi"
 	}
 	fmt.Printf("impl=runtime transport=%s case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d fchunk=%d maxfused=%d hierarchical=%v nodes=%d verified=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
-		"us_per_cached_cycle=%.1f cached_cycles_per_step=%.2f us_per_active_cycle=%.1f active_cycles_per_step=%.2f us_per_idle_cycle=%.1f slow_cycles=%d whole_per_step=%.2f allocs_per_step=%.1f\n",
+		"us_per_cached_cycle=%.1f cached_cycles_per_step=%.2f us_per_active_cycle=%.1f active_cycles_per_step=%.2f us_per_idle_cycle=%.1f slow_cycles=%d whole_per_step=%.2f static_units_per_step=%.2f allocs_per_step=%.1f\n",
 		transport, name, c.tensors, bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, a.hierarchical, len(rt.Nodes()), res.verified, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
 		usCached, float64(cached)/float64(a.iters), usPerCycle, float64(active)/float64(a.iters), idleUs, s1.SlowCycles-s0.SlowCycles,
-		float64(s1.FusedWhole-s0.FusedWhole)/float64(a.iters),
+		float64(s1.FusedWhole-s0.FusedWhole)/float64(a.iters), float64(s1.StaticUnits-s0.StaticUnits)/float64(a.iters),
 		float64(res.mallocs)/float64(a.iters))
 }
