@@ -195,6 +195,9 @@ func (l *loop) run() {
 		// ranks met, so that their cycles stay in phase and no rank waits
 		// in the next agreement for a peer that is still asleep.
 		next = l.syncedAt.Add(l.cfg.CycleTime)
+		if l.staticIdle {
+			next = l.staticWake
+		}
 		for _, s := range l.subs {
 			l.performed = l.performed || s.performed
 			l.slow = l.slow || s.slow

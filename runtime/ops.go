@@ -117,6 +117,9 @@ func (r *Runtime) enqueue(p *pset, es ...*entry) error {
 		return err
 	}
 	r.stats.requests.Add(int64(len(es)))
+	if p.q.eager.Load() {
+		p.q.signal()
+	}
 	return nil
 }
 

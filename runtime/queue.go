@@ -48,6 +48,9 @@ type queue struct {
 	wake chan struct{}
 	// waiters counts callers blocked in Handle.Wait.
 	waiters atomic.Int32
+	// eager: every add wakes the loop (the static schedule is locked:
+	// the loop sleeps past the ticks until something arrives).
+	eager atomic.Bool
 }
 
 func (q *queue) reset() {
@@ -59,6 +62,7 @@ func (q *queue) reset() {
 	q.closed = nil
 	q.wake = make(chan struct{}, 1)
 	q.mu.Unlock()
+	q.eager.Store(false)
 }
 
 // resetShared resets q for a process set's queue, which wakes the loop

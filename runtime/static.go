@@ -45,9 +45,11 @@ type static struct {
 	readySince time.Time // the current unit has been ready since, unperformed
 	stuckSince time.Time // a caller has waited since, on an incomplete unit
 	// staticIdle: the last cycle ran on the schedule and had nothing to
-	// do; the loop sleeps to the tick even while a caller waits (the
-	// queue's wake still starts the next cycle early).
+	// do; the loop sleeps to staticWake, even while a caller waits, unless
+	// the queue wakes it (every request does while the schedule is
+	// locked: queue.eager).
 	staticIdle bool
+	staticWake time.Time
 }
 
 // staticAllowed reports whether the global loop may lock a schedule now:
@@ -88,6 +90,7 @@ func (l *loop) learn(d *cycle.Decision, invalidated bool) {
 		}
 	}
 	if l.sched.ObserveUnits(d.Bits, l.starts) {
+		l.q.eager.Store(true)
 		l.r.stats.staticLocks.Add(1)
 		l.lastHeader, l.readySince, l.stuckSince = time.Now(), time.Time{}, time.Time{}
 		l.log.Debug().Int("units", len(l.sched.Units())).Msg("static schedule locked")
@@ -130,8 +133,16 @@ func (l *loop) staticCycle() (done bool, err error) {
 		}
 		vote, join := schedule.Choose(loc, staticTiming)
 		if !join {
+			// Nothing to do until a request arrives (the queue
+			// wakes the loop), the heartbeat is due, or a waiting
+			// caller has waited long enough to end the schedule.
 			l.staticIdle = true
-			l.syncedAt = now // the next tick counts from here
+			l.staticWake = l.lastHeader.Add(staticTiming.Heartbeat)
+			if !l.stuckSince.IsZero() {
+				if t := l.stuckSince.Add(staticTiming.Stuck); t.Before(l.staticWake) {
+					l.staticWake = t
+				}
+			}
 			return true, nil
 		}
 		hdr := l.sched.Header(vote, run, l.hdr)
@@ -228,6 +239,7 @@ func (l *loop) performUnits(now time.Time, n int) error {
 // order, for the negotiated cycle that follows.
 func (l *loop) dissolve(vote schedule.Vote, loc schedule.Local) {
 	l.sched.Dissolve()
+	l.q.eager.Store(false)
 	l.r.stats.staticDissolved.Add(1)
 	l.q.pushFront(l.pend)
 	clear(l.pend)
