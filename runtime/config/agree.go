@@ -39,6 +39,10 @@ type Setting struct {
 //     value on one rank silently changes the whole job's tuning.
 //   - GOHOROVOD_STATIC_SCHEDULE: a rank that locks a schedule exchanges
 //     headers where the others run the agreement allreduce.
+//   - GOHOROVOD_AGREEMENT_SLEEP_MAX: 0 makes the agreement a blocking
+//     MPI_Allreduce, any other value an MPI_Iallreduce, and MPI does not
+//     match a blocking collective with a nonblocking one: ranks that
+//     differ would wait for ever in their first agreement.
 //
 // Left out, because each rank's value changes only what that rank does
 // alone or what rank 0 decides for all (the protocol already carries the
@@ -46,8 +50,7 @@ type Setting struct {
 // settings (rank 0 decides warnings and the shutdown, and a stale cached
 // tensor on any rank is invalidated through the agreement allreduce, which
 // every rank joins whatever its own settings), the log settings,
-// GOHOROVOD_AGREEMENT_SLEEP_MAX (how one rank waits in the agreement
-// allreduce, the same call either way), and the
+// and the
 // knobs that are not implemented yet (see Unimplemented: a knob that comes
 // to change the calls or the pace joins this list when it is implemented,
 // as autotuning and the hierarchical knobs did).
@@ -70,6 +73,7 @@ var agreed = map[string]bool{
 	EnvDynamicProcessSets:    true,
 	EnvAutotune:              true,
 	EnvStaticSchedule:        true,
+	EnvAgreementSleepMax:     true,
 }
 
 // Absent is the value a Disagreement gives a rank whose settings do not
