@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,4 +130,30 @@ func first(t *tensor.Tensor) float64 {
 		return float64(t.Int64s()[0])
 	}
 	panic("dtype")
+}
+
+// groupStep runs one step of g, whose tensors are ts: it sets element j of
+// tensor i to in(i, j), starts the step, waits for it and checks that the
+// element became want(i, j). step names the step in the error.
+func groupStep(ctx context.Context, g *AllreduceGroup, ts []*tensor.Tensor, step int, in, want func(i, j int) float32) error {
+	for i, x := range ts {
+		for j := range x.Float32s() {
+			x.Float32s()[j] = in(i, j)
+		}
+	}
+	h, err := g.Start()
+	if err != nil {
+		return err
+	}
+	if err := h.Wait(ctx); err != nil {
+		return err
+	}
+	for i, x := range ts {
+		for j, v := range x.Float32s() {
+			if w := want(i, j); v != w {
+				return fmt.Errorf("step %d tensor %d[%d] = %v, want %v", step, i, j, v, w)
+			}
+		}
+	}
+	return nil
 }

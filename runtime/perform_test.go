@@ -171,26 +171,12 @@ func TestFlatTensorsReducedInPlace(t *testing.T) {
 		for step := 0; step < steps; step++ {
 			// Element j of tensor i on rank k holds 100(k+1) + 10i + j: every
 			// element's sum over the 4 ranks is distinct.
-			for i, x := range ts {
-				for j := range x.Float32s() {
-					x.Float32s()[j] = float32(100*(rank+1) + 10*i + j)
-				}
-			}
-			h, err := g.Start()
+			err := groupStep(ctxT(t), g, ts, step,
+				func(i, j int) float32 { return float32(100*(rank+1) + 10*i + j) },
+				// (100·(1+2+3+4) + 4(10i+j))·2·0.25
+				func(i, j int) float32 { return float32(1000+4*(10*i+j)) / 2 })
 			if err != nil {
 				return err
-			}
-			if err := h.Wait(ctxT(t)); err != nil {
-				return err
-			}
-			for i, x := range ts {
-				for j, v := range x.Float32s() {
-					// (100·(1+2+3+4) + 4(10i+j))·2·0.25
-					want := float32(1000+4*(10*i+j)) / 2
-					if v != want {
-						return fmt.Errorf("step %d tensor %d[%d] = %v, want %v", step, i, j, v, want)
-					}
-				}
 			}
 		}
 		return nil
@@ -304,25 +290,11 @@ func TestFlatResponseReducedWhole(t *testing.T) {
 				}
 				defer g.Close()
 				for step := 0; step < steps; step++ {
-					for i, x := range ts {
-						for j := range x.Float32s() {
-							x.Float32s()[j] = float32(100*(rank+1) + 10*i + j)
-						}
-					}
-					h, err := g.Start()
+					err := groupStep(ctxT(t), g, ts, step,
+						func(i, j int) float32 { return float32(100*(rank+1) + 10*i + j) },
+						func(i, j int) float32 { return float32(100*n*(n+1)/2 + n*(10*i+j)) })
 					if err != nil {
 						return err
-					}
-					if err := h.Wait(ctxT(t)); err != nil {
-						return err
-					}
-					for i, x := range ts {
-						for j, v := range x.Float32s() {
-							want := float32(100*n*(n+1)/2 + n*(10*i+j))
-							if v != want {
-								return fmt.Errorf("step %d tensor %d[%d] = %v, want %v", step, i, j, v, want)
-							}
-						}
 					}
 				}
 				return nil

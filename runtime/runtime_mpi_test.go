@@ -390,25 +390,12 @@ func TestMPIFlatAndSeparateLayouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for step := 0; step < 3; step++ {
-		for i, x := range ts {
-			for j := range x.Float32s() {
-				x.Float32s()[j] = float32(rank + i + j + step)
-			}
-		}
-		h, err := g.Start()
+		// The average of rank+i+j+step over the ranks.
+		err := groupStep(mpiCtx(t), g, ts, step,
+			func(i, j int) float32 { return float32(rank + i + j + step) },
+			func(i, j int) float32 { return float32(size-1)/2 + float32(i+j+step) })
 		if err != nil {
 			t.Fatal(err)
-		}
-		if err := h.Wait(mpiCtx(t)); err != nil {
-			t.Fatal(err)
-		}
-		// The average of rank+i+j+step over the ranks.
-		for i, x := range ts {
-			for j, v := range x.Float32s() {
-				if want := float32(size-1)/2 + float32(i+j+step); v != want {
-					t.Fatalf("step %d tensor %d[%d] = %v, want %v", step, i, j, v, want)
-				}
-			}
 		}
 	}
 	s := r.Stats()
@@ -452,24 +439,11 @@ func TestMPIFlatEverywhereReducedWhole(t *testing.T) {
 	}
 	const steps = 3
 	for step := 0; step < steps; step++ {
-		for i, x := range ts {
-			for j := range x.Float32s() {
-				x.Float32s()[j] = float32(rank + i + j + step)
-			}
-		}
-		h, err := g.Start()
+		err := groupStep(mpiCtx(t), g, ts, step,
+			func(i, j int) float32 { return float32(rank + i + j + step) },
+			func(i, j int) float32 { return float32(size*(size-1)/2 + size*(i+j+step)) })
 		if err != nil {
 			t.Fatal(err)
-		}
-		if err := h.Wait(mpiCtx(t)); err != nil {
-			t.Fatal(err)
-		}
-		for i, x := range ts {
-			for j, v := range x.Float32s() {
-				if want := float32(size*(size-1)/2 + size*(i+j+step)); v != want {
-					t.Fatalf("step %d tensor %d[%d] = %v, want %v", step, i, j, v, want)
-				}
-			}
 		}
 	}
 	s := r.Stats()
