@@ -74,11 +74,15 @@ func (l *loop) staticAllowed() bool {
 // negotiated, invalidated entries or ran with a joined rank breaks the
 // pattern.
 func (l *loop) learn(d *cycle.Decision, invalidated bool) {
-	if !l.staticAllowed() || d.Negotiate || invalidated || d.AllJoined || l.st.Joined() {
+	if d.Negotiate || invalidated || d.AllJoined || l.st.Joined() {
 		l.sched.Reset()
 		return
 	}
 	if len(d.Bits) == 0 {
+		return // an idle cycle: nothing to learn, and no lock taken
+	}
+	if !l.staticAllowed() {
+		l.sched.Reset()
 		return
 	}
 	// A unit ends where one call's requests end and another's begin
@@ -184,7 +188,7 @@ func (l *loop) classify() {
 	for _, e := range l.pend[l.classified:] {
 		st, bit := c.LookupHint(&e.req, e.bit)
 		e.bit = bit
-		if st != cache.Hit || e.setOp != nil || l.sched.Where(bit) == schedule.Outside {
+		if st != cache.Hit || e.setOp != nil || !l.sched.Scheduled(bit) {
 			l.deviant = true
 			continue
 		}

@@ -81,18 +81,6 @@ const (
 	stay                  // cleared by Leave: no rank leaves
 )
 
-// Place says where a request's cache bit falls in a locked schedule.
-type Place uint8
-
-const (
-	// Current: in the unit the ranks are to perform next.
-	Current Place = iota
-	// Later: in another unit (queued early: it waits here).
-	Later
-	// Outside: in no unit; its request ends the schedule.
-	Outside
-)
-
 // maxNeed bounds the backoff of Repeats after schedules that dissolved
 // soon after locking.
 const maxNeed = 64
@@ -121,7 +109,6 @@ type Schedule struct {
 	slot      int
 	gen       uint64 // locks so far: part of every fingerprint
 	performed int    // units performed since the lock
-	locks     int
 	dissolved int
 }
 
@@ -134,8 +121,7 @@ func New(repeats int) *Schedule {
 // Active reports whether the schedule is locked.
 func (s *Schedule) Active() bool { return s.active }
 
-// Locks and Dissolved count the schedule's locks and dissolutions.
-func (s *Schedule) Locks() int     { return s.locks }
+// Dissolved counts the schedule's dissolutions.
 func (s *Schedule) Dissolved() int { return s.dissolved }
 
 // Need is how many rounds in a row the schedule now waits for before it
@@ -209,7 +195,6 @@ func (s *Schedule) ObserveUnits(bits []int, starts []int) bool {
 func (s *Schedule) lock() {
 	s.active, s.slot, s.performed = true, 0, 0
 	s.gen++
-	s.locks++
 	s.units = s.candCyc
 	s.unitOf = make(map[int]int, len(s.cand))
 	s.posOf = make(map[int]int, len(s.cand))
@@ -258,26 +243,17 @@ func (s *Schedule) Units() [][]int {
 	return s.units
 }
 
-// Unit returns the cache bits of the unit to perform next.
-func (s *Schedule) Unit() []int { return s.units[s.slot] }
-
 // Slot returns the index of the unit to perform next.
 func (s *Schedule) Slot() int { return s.slot }
 
-// Where says where a request at cache bit falls in the locked schedule.
-func (s *Schedule) Where(bit int) Place {
-	u, ok := s.unitOf[bit]
-	switch {
-	case !ok:
-		return Outside
-	case u == s.slot:
-		return Current
-	}
-	return Later
+// Scheduled reports whether a request at cache bit belongs to a unit of
+// the locked schedule (one that does not ends it).
+func (s *Schedule) Scheduled(bit int) bool {
+	_, ok := s.unitOf[bit]
+	return ok
 }
 
-// Pos returns the place of bit within its unit (Where must not have said
-// Outside).
+// Pos returns the place of bit within its unit (bit must be Scheduled).
 func (s *Schedule) Pos(bit int) int { return s.posOf[bit] }
 
 // Header returns this rank's header for the current slot, to be combined
@@ -358,7 +334,7 @@ func (s *Schedule) ReadyRun(pending func(bit int) bool) int {
 	return k
 }
 
-// UnitOf returns the unit of bit (Where must not have said Outside).
+// UnitOf returns the unit of bit (bit must be Scheduled).
 func (s *Schedule) UnitOf(bit int) int { return s.unitOf[bit] }
 
 // Dissolve leaves the schedule: the loop negotiates again and learns from

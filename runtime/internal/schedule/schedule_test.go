@@ -219,7 +219,7 @@ func TestScriptedRun(t *testing.T) {
 		joins := 0
 		for r, s := range ss {
 			ready := true
-			for _, b := range s.Unit() {
+			for _, b := range s.Units()[s.Slot()] {
 				ready = ready && queued[r][b]
 			}
 			v, join := Choose(Local{Ready: ready, SinceHeader: time.Duration(sinceHeader[r])}, tm)
@@ -249,10 +249,10 @@ func TestScriptedRun(t *testing.T) {
 		}
 		switch header(t, ss, votes) {
 		case Perform:
-			unit := ss[0].Unit()
+			unit := ss[0].Units()[ss[0].Slot()]
 			performed = append(performed, unit...)
 			for r, s := range ss {
-				for _, b := range s.Unit() {
+				for _, b := range s.Units()[s.Slot()] {
 					delete(queued[r], b)
 				}
 				s.Advance(1)
@@ -266,8 +266,8 @@ func TestScriptedRun(t *testing.T) {
 	}
 	// Rank 1 queues a tensor the schedule does not know: it votes to
 	// leave, and every rank dissolves.
-	if ss[1].Where(99) != Outside || ss[1].Where(ss[1].Unit()[0]) != Current || ss[1].Where(5) != Later {
-		t.Fatal("Where")
+	if ss[1].Scheduled(99) || ss[1].UnitOf(ss[1].Units()[ss[1].Slot()][0]) != ss[1].Slot() || ss[1].UnitOf(5) == ss[1].Slot() {
+		t.Fatal("Scheduled, UnitOf")
 	}
 	if ss[1].Pos(0) != 0 || ss[1].Pos(1) != 1 || ss[1].Pos(5) != 2 {
 		t.Fatal("Pos")
