@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gohorovod/gohorovod/internal/cputime"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
@@ -95,15 +95,11 @@ func worker(a workerArgs) error {
 		return err
 	}
 	if a.cpuProfile != "" && rank() == 0 {
-		f, err := os.Create(a.cpuProfile)
+		stop, err := cputime.Profile(a.cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	sets := map[string][]int{
 		"resnet50": resnet,

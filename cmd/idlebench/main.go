@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -116,19 +115,11 @@ func rounded(xs []float64) []string {
 // startProfile starts a CPU profile into path on rank 0 (the rank is
 // known from the launcher's variables before MPI starts) and returns what
 // stops it.
-func startProfile(path string) (func(), error) {
+func startProfile(path string) (func() error, error) {
 	if r := os.Getenv("OMPI_COMM_WORLD_RANK"); r != "" && r != "0" {
-		return func() {}, nil
+		return func() error { return nil }, nil
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return cputime.Profile(path)
 }
 
 // measure runs kind v's warm-up and timed steps and returns this rank's

@@ -10,7 +10,6 @@ import (
 	"math"
 	"os"
 	goruntime "runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -231,19 +230,7 @@ func setup(o options, r *hvd.Runtime) (func() error, error) {
 	if o.profile == "" {
 		return func() error { return nil }, nil
 	}
-	rank := r.Rank()
-	f, err := os.Create(fmt.Sprintf("%s.%d", o.profile, rank))
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() error {
-		pprof.StopCPUProfile()
-		return f.Close()
-	}, nil
+	return cputime.Profile(fmt.Sprintf("%s.%d", o.profile, r.Rank()))
 }
 
 // coreShare is the GOMAXPROCS of one of local ranks on a host with cpus

@@ -1,6 +1,9 @@
 package cputime
 
-import "testing"
+import (
+	"os"
+	"testing"
+)
 
 func TestSecondsGrowsWithWork(t *testing.T) {
 	before, ok := Seconds()
@@ -17,4 +20,21 @@ func TestSecondsGrowsWithWork(t *testing.T) {
 		}
 	}
 	_ = x
+}
+
+func TestProfileWritesAFile(t *testing.T) {
+	path := t.TempDir() + "/cpu.prof"
+	stop, err := Profile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Fatalf("profile file: %v, %v", fi, err)
+	}
+	if _, err := Profile(t.TempDir() + "/no/such/dir/p"); err == nil {
+		t.Fatal("a profile in a missing folder started")
+	}
 }
