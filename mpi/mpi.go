@@ -502,6 +502,7 @@ func (c *Comm) usable() error {
 	if !Initialized() {
 		return ErrNotInitialized
 	}
+	yieldSlice()
 	return nil
 }
 
@@ -647,6 +648,7 @@ func wait(req *C.MPI_Request, p Patience) error {
 		if d := w.next(time.Since(start)); d > 0 {
 			C.hv_sleep_ns(C.long(d))
 		}
+		yieldSlice()
 	}
 }
 
