@@ -15,10 +15,17 @@ type Patience struct {
 	Max   time.Duration // the longest sleep
 }
 
+// DefaultSpin is how long the runtime's patient waits test without pause.
+// A small allreduce whose ranks arrive together takes 20-50 µs through
+// MPI_Iallreduce on one machine, so a shorter spin sends a rank to sleep
+// just before its peer's data lands, and the sleeps' granularity is then
+// added to every agreement (docs/BENCHMARKS.md: 20 against 200 µs).
+const DefaultSpin = 200 * time.Microsecond
+
 // DefaultPatience is the runtime's schedule for the per-cycle agreement
 // with the knob's longest sleep max.
 func DefaultPatience(max time.Duration) Patience {
-	return Patience{Spin: 20 * time.Microsecond, First: 10 * time.Microsecond, Max: max}
+	return Patience{Spin: DefaultSpin, First: 10 * time.Microsecond, Max: max}
 }
 
 // waiter is one wait's state under a Patience: a pure schedule, told the
