@@ -398,6 +398,53 @@ func (l *loop) allreduce(resp *wire.Response) error {
 	return nil
 }
 
+// performRun reduces ents, which lie in one run of memory on every rank
+// (runOfMemory, agreed in the static schedule's header), in one reduction
+// where they lie: the allreduce of their first response's type,
+// reduction and scaling (every response of the run has the same).
+func (l *loop) performRun(first *wire.Response, ents []*entry) error {
+	l.performed = true
+	l.runNames, l.runSrc = l.runNames[:0], l.runSrc[:0]
+	for i, e := range ents {
+		l.runNames = append(l.runNames, e.req.Name)
+		l.runSrc = append(l.runSrc, i)
+	}
+	l.ents = l.q.takeAll(l.ents[:0], l.runNames, ents, l.runSrc)
+	clear(l.runNames)
+	total := 0
+	for i, e := range l.ents {
+		if e != ents[i] {
+			return fmt.Errorf("internal: %q left the flight before its static unit was performed", l.runNames[i])
+		}
+		total += e.in.NumBytes()
+	}
+	dt, op := first.DType, first.Op.Kernel()
+	b := ents[0].in.Bytes()[:total]
+	start := time.Now()
+	l.tlStart(l.ents, "ALLREDUCE", start)
+	tensor.Scale(dt, b, first.Prescale)
+	if err := l.reduceBytes(b, dt, op); err != nil {
+		l.tlEnd(l.ents, time.Now())
+		return collectiveErr(l.ents, err)
+	}
+	tensor.Scale(dt, b, first.PostscaleOver(l.size))
+	l.r.stats.runs.Add(1)
+	if len(ents) > 1 {
+		l.r.stats.inPlace.Add(int64(total))
+		l.r.stats.whole.Add(1)
+	}
+	if l.tl != nil {
+		end := time.Now()
+		l.tlActivity(l.ents, actAllreduce, start, end)
+		l.tlEnd(l.ents, end)
+		if err := l.tl.Flush(); err != nil {
+			l.log.Error().Err(err).Msg("timeline")
+		}
+	}
+	finish(l.ents)
+	return nil
+}
+
 // allWhole reports whether every rank's entries of the response being
 // performed (total bytes, from in's position) lie in one run of memory
 // that is reduced in place (see fusedCursor.run): one bitwise-AND

@@ -34,13 +34,15 @@ type static struct {
 	// classified how many of them have been looked up in the cache.
 	pend       []*entry
 	classified int
-	deviant    bool   // a pending entry is outside the schedule
-	starts     []int  // learn: where the cycle's units begin
-	pendBits   []bool // by cache bit: a request is pending at it
+	deviant    bool     // a pending entry is outside the schedule
+	starts     []int    // learn: where the cycle's units begin
+	pendEnt    []*entry // by cache bit: the request pending at it, or nil
 	hdr        []uint64
 	hdrT       *tensor.Tensor
 	resps      []wire.Response
 	offsets    []int // performUnits: where each unit's responses begin
+	runNames   []string
+	runSrc     []int // performRun: the entries' names, and their indices
 	lastHeader time.Time
 	readySince time.Time // the current unit has been ready since, unperformed
 	stuckSince time.Time // a caller has waited since, on an incomplete unit
@@ -149,7 +151,11 @@ func (l *loop) staticCycle() (done bool, err error) {
 			}
 			return true, nil
 		}
-		hdr := l.sched.Header(vote, run, l.hdr)
+		inRun := 0
+		if ready {
+			inRun = l.runOfMemory(run)
+		}
+		hdr := l.sched.Header(vote, run, inRun, l.hdr)
 		l.hdr = hdr
 		l.aligned = false
 		if err := l.agreeAllreduce(wordsTensor(&l.hdrT, hdr)); err != nil {
@@ -159,7 +165,7 @@ func (l *loop) staticCycle() (done bool, err error) {
 		l.lastHeader = l.syncedAt
 		switch outcome, n := schedule.Resolve(hdr); outcome {
 		case schedule.Perform:
-			if err := l.performUnits(now, n); err != nil {
+			if err := l.performUnits(now, n, schedule.RunOf(hdr) >= n); err != nil {
 				return true, err
 			}
 			l.readySince = time.Time{}
@@ -182,8 +188,8 @@ func (l *loop) staticCycle() (done bool, err error) {
 // is outside the schedule.
 func (l *loop) classify() {
 	c := l.st.Cache()
-	if n := c.Bits(); len(l.pendBits) < n {
-		l.pendBits = append(l.pendBits, make([]bool, n-len(l.pendBits))...)
+	if n := c.Bits(); len(l.pendEnt) < n {
+		l.pendEnt = append(l.pendEnt, make([]*entry, n-len(l.pendEnt))...)
 	}
 	for _, e := range l.pend[l.classified:] {
 		st, bit := c.LookupHint(&e.req, e.bit)
@@ -192,18 +198,58 @@ func (l *loop) classify() {
 			l.deviant = true
 			continue
 		}
-		l.pendBits[bit] = true
+		l.pendEnt[bit] = e
 	}
 	l.classified = len(l.pend)
 }
 
 // pending reports whether a request at cache bit is pending.
-func (l *loop) pending(bit int) bool { return bit < len(l.pendBits) && l.pendBits[bit] }
+func (l *loop) pending(bit int) bool { return bit < len(l.pendEnt) && l.pendEnt[bit] != nil }
+
+// runOfMemory returns how many of the ready units from the current one on
+// (ready of them) lie, in the units' order, in one run of host memory on
+// this rank, with nothing between their tensors: allreduces in place of one
+// element type, reduction and scaling, each tensor following the one
+// before in one allocation (tensor.Follows), as the gradients of an
+// optimizer's flat buffer do. The header carries the count, and units that
+// every rank has in one run are reduced in one call where they lie
+// (performRun): no fusion plan, no copies, and no agreement on the layout.
+func (l *loop) runOfMemory(ready int) int {
+	units, slot, c := l.sched.Units(), l.sched.Slot(), l.st.Cache()
+	var first *wire.Response
+	var prev *tensor.Tensor
+	size := 0
+	for k := range ready {
+		for _, bit := range units[slot+k] {
+			e, r := l.pendEnt[bit], c.Get(bit)
+			if e == nil || wire.RequestType(r.Type) != wire.Allreduce || e.in != e.out || e.in.NumBytes() == 0 {
+				return k
+			}
+			if first == nil {
+				if e.in.Device().Kind != tensor.CPU {
+					return k
+				}
+				first = r
+			} else if r.DType != first.DType || r.Op != first.Op || r.Prescale != first.Prescale ||
+				r.Postscale != first.Postscale || !tensor.Follows(e.in, prev) {
+				return k
+			}
+			size += e.in.NumBytes()
+			prev = e.in
+		}
+	}
+	if first != nil && size > cap(l.pendEnt[units[slot][0]].in.Bytes()) {
+		return 0
+	}
+	return ready
+}
 
 // performUnits performs n units from the current one on, fused as one
 // cycle's responses, in the units' order (every rank fuses them alike), from
-// the cache entries, and advances the schedule.
-func (l *loop) performUnits(now time.Time, n int) error {
+// the cache entries, and advances the schedule. inRun: every rank has the
+// units in one run of memory (runOfMemory), and they are reduced there in
+// one call.
+func (l *loop) performUnits(now time.Time, n int, inRun bool) error {
 	units := l.sched.Units()
 	slot := l.sched.Slot()
 	c := l.st.Cache()
@@ -225,7 +271,7 @@ func (l *loop) performUnits(now time.Time, n int) error {
 	for _, e := range l.pend {
 		if u := l.sched.UnitOf(e.bit); u >= slot && u < slot+n {
 			l.respEnts[l.offsets[u-slot]+l.sched.Pos(e.bit)] = e
-			l.pendBits[e.bit] = false
+			l.pendEnt[e.bit] = nil
 			continue
 		}
 		kept = append(kept, e)
@@ -235,6 +281,9 @@ func (l *loop) performUnits(now time.Time, n int) error {
 	l.noteCachedProgress(now, len(l.resps))
 	l.sched.Advance(n)
 	l.r.stats.staticUnits.Add(int64(n))
+	if inRun {
+		return l.performRun(&l.resps[0], l.respEnts)
+	}
 	return l.performAll(l.resps)
 }
 
@@ -247,7 +296,7 @@ func (l *loop) dissolve(vote schedule.Vote, loc schedule.Local) {
 	l.r.stats.staticDissolved.Add(1)
 	l.q.pushFront(l.pend)
 	clear(l.pend)
-	clear(l.pendBits)
+	clear(l.pendEnt)
 	l.pend, l.classified, l.deviant = l.pend[:0], 0, false
 	l.readySince, l.stuckSince = time.Time{}, time.Time{}
 	if l.log.Debug().Enabled() {

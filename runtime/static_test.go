@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,4 +100,102 @@ func (c *andCounting) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 		c.ands.Add(1)
 	}
 	return c.Communicator.Allreduce(buf, op)
+}
+
+// TestStaticRun: once the schedule is locked, a group whose tensors lie
+// in one run of memory on every rank (tensor.NewFlat, as an optimizer's
+// flat gradients) is reduced in one call per step where it lies, although
+// one of its tensors is above the largest fused size and would be reduced
+// alone otherwise; the header carries the layout, so no other collective
+// agrees on it. A rank whose tensors are separate allocations keeps every
+// rank on the fused path. The sums (and averages) are right either way.
+func TestStaticRun(t *testing.T) {
+	sizes := []int{1000, 30000, 7, 2048} // 30000 float32: above the 64 KiB MaxFused
+	tests := []struct {
+		name string
+		flat []bool // per rank
+		op   ReduceOp
+		runs bool
+	}{
+		{"flat everywhere", []bool{true, true}, Sum, true},
+		{"flat everywhere, three ranks, average", []bool{true, true, true}, Average, true},
+		{"one rank separate", []bool{true, true, false}, Sum, false},
+	}
+	const steps, timed = 10, 4
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := len(tt.flat)
+			cfg := testConfig()
+			cfg.StaticSchedule = 2
+			c := startClusterWith(t, n, WithConfig(cfg))
+			names := make([]string, len(sizes))
+			for i := range names {
+				names[i] = fmt.Sprintf("run.%d", i)
+			}
+			before, runs0 := make([]int64, n), make([]int64, n)
+			// An in-process barrier before the counted steps: a runtime
+			// Barrier would take every rank off the schedule.
+			var arrived sync.WaitGroup
+			arrived.Add(n)
+			counted := make(chan struct{})
+			go func() {
+				arrived.Wait()
+				for k := range n {
+					before[k], runs0[k] = c.counts[k].dataAllreduce.Load(), c.rts[k].Stats().StaticRuns
+				}
+				close(counted)
+			}()
+			c.each(t, func(r *Runtime, rank int) error {
+				ts := make([]*tensor.Tensor, len(sizes))
+				if tt.flat[rank] {
+					shapes := make([]tensor.Shape, len(sizes))
+					for i, k := range sizes {
+						shapes[i] = tensor.Shape{k}
+					}
+					_, ts = tensor.NewFlat(tensor.Float32, shapes...)
+				} else {
+					for i, k := range sizes {
+						ts[i] = tensor.New(tensor.Float32, k)
+					}
+				}
+				g, err := r.NewAllreduceGroup(ts, names, tt.op)
+				if err != nil {
+					return err
+				}
+				defer g.Close()
+				want := func(i, j int) float32 { return float32(100*n*(n+1)/2 + n*(10*i+j%100)) }
+				if tt.op == Average {
+					want = func(i, j int) float32 { return float32(100*n*(n+1)/2+n*(10*i+j%100)) / float32(n) }
+				}
+				for step := range steps {
+					if step == steps-timed {
+						arrived.Done()
+						<-counted
+					}
+					err := groupStep(ctxT(t), g, ts, step,
+						func(i, j int) float32 { return float32(100*(rank+1) + 10*i + j%100) }, want)
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if t.Failed() {
+				return
+			}
+			for k := range n {
+				s := c.rts[k].Stats()
+				calls, runs := c.counts[k].dataAllreduce.Load()-before[k], s.StaticRuns-runs0[k]
+				if s.StaticLocks == 0 {
+					t.Fatalf("rank %d: the schedule never locked: %+v", k, s)
+				}
+				if tt.runs && (runs != timed || calls != timed) {
+					t.Errorf("rank %d: %d runs, %d data allreduces in the last %d steps; want one run and one call a step", k, runs, calls, timed)
+				}
+				if !tt.runs && (s.StaticRuns != 0 || calls < 2*timed) {
+					t.Errorf("rank %d: %d runs, %d data allreduces in the last %d steps; want none and the fused path's calls", k, s.StaticRuns, calls, timed)
+				}
+			}
+		})
+	}
 }

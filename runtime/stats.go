@@ -46,6 +46,12 @@ type Stats struct {
 	// without a cycle's agreement, and StaticDissolved the times it ended
 	// and the loop went back to negotiation.
 	StaticLocks, StaticUnits, StaticDissolved int64
+	// StaticRuns counts the times the static schedule reduced the units
+	// one header performed in one call where they lay, because they were
+	// one run of memory on every rank (an optimizer's flat gradients): no
+	// fusion plan, copy or layout agreement. Those of more than one
+	// tensor count in FusedWhole and FusedInPlace too.
+	StaticRuns int64
 }
 
 type stats struct {
@@ -59,6 +65,7 @@ type stats struct {
 	hierAR, hierAG       atomic.Int64
 
 	staticLocks, staticUnits, staticDissolved atomic.Int64
+	runs                                      atomic.Int64
 }
 
 // Stats returns the loop's counters.
@@ -84,5 +91,6 @@ func (r *Runtime) Stats() Stats {
 		StaticLocks:     s.staticLocks.Load(),
 		StaticUnits:     s.staticUnits.Load(),
 		StaticDissolved: s.staticDissolved.Load(),
+		StaticRuns:      s.runs.Load(),
 	}
 }

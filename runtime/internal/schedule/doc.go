@@ -22,8 +22,10 @@
 // A header is a bitwise AND of HeaderWords words per rank: the slot's
 // fingerprint (of the whole schedule, so that ranks that split it
 // otherwise never agree), its complement, status bits (this rank is ready;
-// no rank is ready; this rank stays) and a thermometer code of the units
-// ready. A rank that has nothing ready joins a header only to wait
+// no rank is ready; this rank stays), a thermometer code of the units
+// ready, and another of how many of those lie in one run of memory on
+// this rank (RunOf: the least over the ranks, which the loop reduces in
+// one call where they lie when it covers the units performed). A rank that has nothing ready joins a header only to wait
 // (every heartbeat, so that a rank that is ready is never left alone in a
 // collective for long) and says so; a ready rank that has waited longer
 // than its patience, or a rank whose callers wait on a unit that cannot

@@ -70,8 +70,14 @@ const readyWords = 16
 // MaxFused is the most units one header performs.
 const MaxFused = 64 * readyWords
 
-// HeaderWords is the length of a header.
-const HeaderWords = 3 + readyWords
+// HeaderWords is the length of a header: the fingerprint and its
+// complement, the status word, the ready count, and the run count (how
+// many units from the current one on lie in one run of memory on this
+// rank, a thermometer code like the ready count).
+const HeaderWords = 3 + 2*readyWords
+
+// runStart is where a header's run count begins.
+const runStart = 3 + readyWords
 
 // The status word's bits, combined by AND: each is set by the votes that
 // keep it.
@@ -260,8 +266,9 @@ func (s *Schedule) Pos(bit int) int { return s.posOf[bit] }
 // with every rank's by a bitwise AND (in place). ready is, for a Ready
 // vote, how many units from the current one on are ready here (at least
 // one; more than MaxFused, or than the units left in the round, count as
-// those).
-func (s *Schedule) Header(v Vote, ready int, dst []uint64) []uint64 {
+// those), and run how many of those lie in one run of memory here, to be
+// reduced in one call (0 to ready; see RunOf).
+func (s *Schedule) Header(v Vote, ready, run int, dst []uint64) []uint64 {
 	dst = dst[:0]
 	for range HeaderWords {
 		dst = append(dst, ^uint64(0))
@@ -271,14 +278,8 @@ func (s *Schedule) Header(v Vote, ready int, dst []uint64) []uint64 {
 		fp := s.fps[s.slot]
 		dst[0], dst[1], dst[2] = fp, ^fp, allReady|stay
 		k := max(1, min(ready, MaxFused, len(s.units)-s.slot))
-		for i := range readyWords {
-			switch n := k - 64*i; {
-			case n <= 0:
-				dst[3+i] = 0
-			case n < 64:
-				dst[3+i] = 1<<n - 1
-			}
-		}
+		thermometer(dst[3:runStart], k)
+		thermometer(dst[runStart:], max(0, min(run, k)))
 	case Wait:
 		dst[2] = noneReady | stay
 	case Leave:
@@ -286,6 +287,35 @@ func (s *Schedule) Header(v Vote, ready int, dst []uint64) []uint64 {
 	}
 	return dst
 }
+
+// thermometer writes k as its lowest k bits set, over dst's words.
+func thermometer(dst []uint64, k int) {
+	for i := range dst {
+		switch n := k - 64*i; {
+		case n <= 0:
+			dst[i] = 0
+		case n < 64:
+			dst[i] = 1<<n - 1
+		default:
+			dst[i] = ^uint64(0)
+		}
+	}
+}
+
+// count reads a thermometer code (the AND of several: the least of them).
+func count(w []uint64) int {
+	n := 0
+	for _, x := range w {
+		n += bits.OnesCount64(x)
+	}
+	return n
+}
+
+// RunOf returns, from the AND of every rank's header that Resolve found to
+// Perform, how many units from the current one on lie in one run of
+// memory on every rank: when it is at least the units performed, the loop
+// reduces them all in one call where they lie.
+func RunOf(w []uint64) int { return count(w[runStart:HeaderWords]) }
 
 // Resolve returns what the AND of every rank's header means, and, to
 // Perform, how many units from the current one on: the fewest that any
@@ -301,11 +331,7 @@ func Resolve(w []uint64) (Outcome, int) {
 		// The ready ranks named different units.
 		return Dissolve, 0
 	case w[2]&allReady != 0:
-		n := 0
-		for _, x := range w[3:HeaderWords] {
-			n += bits.OnesCount64(x)
-		}
-		return Perform, n
+		return Perform, count(w[3:runStart])
 	}
 	return Retry, 0
 }

@@ -130,7 +130,7 @@ func headerReady(t *testing.T, ss []*Schedule, votes []Vote, ready []int) (Outco
 		if ready != nil {
 			k = ready[i]
 		}
-		h := s.Header(votes[i], k, nil)
+		h := s.Header(votes[i], k, 0, nil)
 		if len(h) != HeaderWords {
 			t.Fatalf("header of %d words", len(h))
 		}
@@ -417,9 +417,59 @@ func TestReadyCounts(t *testing.T) {
 		t.Fatalf("locked %v with %d units", s.Active(), len(s.Units()))
 	}
 	for _, k := range []int{1, 2, 63, 64, 65, 127, 128, 129, 500, MaxFused - 1, MaxFused} {
-		o, n := Resolve(s.Header(Ready, k, nil))
-		if o != Perform || n != k {
-			t.Fatalf("ready %d: %v %d", k, o, n)
+		h := s.Header(Ready, k, k, nil)
+		o, n := Resolve(h)
+		if o != Perform || n != k || RunOf(h) != k {
+			t.Fatalf("ready %d: %v %d, run %d", k, o, n, RunOf(h))
+		}
+	}
+}
+
+// TestHeaderRunCount: the run count of the AND of the ranks' headers is
+// the least any rank has in one run of memory, never more than the units
+// it has ready; a rank with none in one run takes the whole header to 0.
+func TestHeaderRunCount(t *testing.T) {
+	cases := []struct {
+		ready, run []int
+		n, wantRun int
+	}{
+		{[]int{4, 4, 4}, []int{4, 4, 4}, 4, 4},
+		{[]int{4, 4, 4}, []int{3, 1, 2}, 4, 1},
+		{[]int{2, 5}, []int{5, 5}, 2, 2},
+		{[]int{3, 3}, []int{3, 0}, 3, 0},
+		{[]int{200, 130}, []int{150, 129}, 130, 129},
+	}
+	for _, c := range cases {
+		ss := make([]*Schedule, len(c.ready))
+		units := make([]int, 300)
+		starts := make([]int, len(units)-1)
+		for i := range units {
+			units[i] = i
+		}
+		for i := range starts {
+			starts[i] = i + 1
+		}
+		w := make([]uint64, HeaderWords)
+		for i := range w {
+			w[i] = ^uint64(0)
+		}
+		for i := range ss {
+			s := New(1)
+			ss[i] = s
+			for range 3 {
+				s.ObserveUnits(units, starts)
+			}
+			if !s.Active() {
+				t.Fatal("the schedule did not lock")
+			}
+			for k, x := range s.Header(Ready, c.ready[i], c.run[i], nil) {
+				w[k] &= x
+			}
+		}
+		o, n := Resolve(w)
+		if o != Perform || n != c.n || RunOf(w) != c.wantRun {
+			t.Errorf("ready %v, run %v: %v %d units, run %d; want perform %d, run %d",
+				c.ready, c.run, o, n, RunOf(w), c.n, c.wantRun)
 		}
 	}
 }
