@@ -179,23 +179,42 @@ func (d *DistributedOptimizer) layout(params []Param, ord []int) {
 // gradient (the backward GEMM's AXPY rows) slow down when every row's
 // stores straddle cache lines (on a Xeon, gonum's Sgemm writing an MNIST
 // weight gradient off a cache line was markedly slower, and so was MNIST
-// training: docs/BENCHMARKS.md). Gradients this large are reduced alone
-// (the runtime fuses only smaller ones), so the padding before them costs
-// no in-place fusion; smaller gradients stay back to back.
+// training: docs/BENCHMARKS.md). Smaller gradients stay back to back.
 const (
 	alignLarge = 64 << 10
 	cacheLine  = 64
 )
 
-// alignedFlat is tensor.NewFlat with padding before each part of
-// alignLarge bytes or more, so that it starts on a cache line.
+// alignedFlat is tensor.NewFlat with each part of alignLarge bytes or more
+// starting on a cache line. The padding goes first where it can: before
+// the first gradient, so that the first large one is aligned, and then
+// only before a large gradient that would still be off a line. Gradients
+// with no padding between them stay one run of memory, which the runtime's
+// static schedule reduces in one call.
 func alignedFlat(dt tensor.DType, shapes []tensor.Shape) []*tensor.Tensor {
+	aligns := cacheLine%dt.Size() == 0
+	lead := 0
+	if aligns {
+		before := 0
+		for _, s := range shapes {
+			n := s.NumElements() * dt.Size()
+			if n >= alignLarge {
+				lead = (cacheLine - before%cacheLine) % cacheLine
+				break
+			}
+			before += n
+		}
+	}
 	var all []tensor.Shape
 	var index []int // index in all of each part
 	off := 0
+	if lead > 0 {
+		all = append(all, tensor.Shape{lead / dt.Size()})
+		off = lead
+	}
 	for _, s := range shapes {
 		n := s.NumElements() * dt.Size()
-		if n >= alignLarge && off%cacheLine != 0 && cacheLine%dt.Size() == 0 {
+		if n >= alignLarge && off%cacheLine != 0 && aligns {
 			pad := cacheLine - off%cacheLine
 			all = append(all, tensor.Shape{pad / dt.Size()})
 			off += pad

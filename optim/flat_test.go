@@ -304,7 +304,9 @@ func TestFlatOptionErrors(t *testing.T) {
 
 // TestFlatGradientsAligned: gradients of alignLarge bytes or more start on
 // a cache line of the flat buffer (the backward kernels write them much
-// faster there); smaller ones stay back to back.
+// faster there); smaller ones stay back to back, and so does every gradient
+// of MNIST's MLP in backward order, the padding going before the first:
+// the runtime reduces one run of memory in one call.
 func TestFlatGradientsAligned(t *testing.T) {
 	shapes := []tensor.Shape{{10}, {1280}, {128}, {256, 128}, {256}, {784, 256}}
 	parts := alignedFlat(tensor.Float32, shapes)
@@ -317,8 +319,21 @@ func TestFlatGradientsAligned(t *testing.T) {
 			t.Errorf("part %d (%d bytes) starts at %#x, not on a cache line", k, p.NumBytes(), addr)
 		}
 	}
-	if !tensor.Follows(parts[1], parts[0]) || !tensor.Follows(parts[2], parts[1]) {
-		t.Error("small gradients are not back to back")
+	for k := 1; k < len(parts); k++ {
+		if !tensor.Follows(parts[k], parts[k-1]) {
+			t.Errorf("part %d does not follow part %d", k, k-1)
+		}
+	}
+	// Two large gradients with an odd-sized one between them: the second
+	// needs padding of its own, and still starts on a cache line.
+	odd := alignedFlat(tensor.Float32, []tensor.Shape{{3}, {128, 128}, {5}, {128, 128}})
+	for k, p := range odd {
+		if addr := uintptr(unsafe.Pointer(&p.Float32s()[0])); p.NumBytes() >= 64<<10 && addr%64 != 0 {
+			t.Errorf("odd layout: part %d starts at %#x, not on a cache line", k, addr)
+		}
+	}
+	if !tensor.Follows(odd[1], odd[0]) || !tensor.Follows(odd[2], odd[1]) || tensor.Follows(odd[3], odd[2]) {
+		t.Error("odd layout: want the first three back to back and padding before the fourth")
 	}
 	for i := range parts {
 		for j := range parts[i].Float32s() {

@@ -43,6 +43,7 @@ type options struct {
 	psgdFrom int    // PowerSGD's start iteration: steps of plain averaging first
 	groups   int    // parameter groups (0: buckets of bucket bytes)
 	bucket   int    // the DistributedOptimizer's BucketBytes
+	flat     bool   // the DistributedOptimizer's FlatGradients
 	elastic  bool   // elastic training (optim/elastic)
 	every    int    // elastic: commit every this many steps (and at each epoch's end)
 	norm     string // batch normalisation after each hidden layer: none, local, sync
@@ -70,6 +71,7 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.psgdFrom, "powersgd-start", 0, "with --powersgd-rank: average the gradients uncompressed for the first N steps")
 	fs.IntVar(&o.groups, "groups", 0, "reduce the parameters in this many groups (0: in buckets of --bucket-bytes, overlapping backward)")
 	fs.IntVar(&o.bucket, "bucket-bytes", optim.DefaultBucketBytes, "gradients per reduction bucket, in bytes (0: one bucket per gradient)")
+	fs.BoolVar(&o.flat, "flat-gradients", true, "move the gradients into one flat buffer (optim.FlatGradients), which the runtime reduces where it lies")
 	fs.BoolVar(&o.elastic, "elastic", false, "elastic training: survive lost workers and follow added or removed hosts (launch with gohorovodrun's --min-np, --max-np or --host-discovery-script)")
 	fs.IntVar(&o.every, "commit-every", 10, "with --elastic: commit the training state every N steps (and at the end of each epoch)")
 	fs.StringVar(&o.norm, "batchnorm", "none", "batch normalisation after each hidden layer (before its ReLU): none, local (each rank's batch) or sync (the batch of all ranks, over the optimizer's collectives)")
@@ -472,7 +474,7 @@ func newOptimizer(o options, model *mlp.MLP, coll optim.Collectives) (*optim.Dis
 		return nil, nil, err
 	}
 	comp, _ := o.compression()
-	dopts := []optim.DistOption{optim.WithCompression(comp), optim.BucketBytes(o.bucket)}
+	dopts := []optim.DistOption{optim.WithCompression(comp), optim.BucketBytes(o.bucket), optim.FlatGradients(o.flat)}
 	var h *optim.PowerSGD
 	if o.psgdRank > 0 {
 		h, err = optim.NewPowerSGD(optim.PowerSGDConfig{MatrixApproximationRank: o.psgdRank, StartPowerSGDIter: o.psgdFrom, Seed: o.seed})
