@@ -253,20 +253,29 @@ func (l *loop) performUnits(now time.Time, n int, inRun bool) error {
 	units := l.sched.Units()
 	slot := l.sched.Slot()
 	c := l.st.Cache()
-	l.resps = l.resps[:0]
-	for _, u := range units[slot : slot+n] {
-		for _, bit := range u {
-			l.resps = append(l.resps, *c.Get(bit))
-		}
-	}
 	// The entry of each response: unit u's bits begin at offsets[u-slot].
 	l.offsets = l.offsets[:0]
-	off := 0
+	total := 0
 	for _, u := range units[slot : slot+n] {
-		l.offsets = append(l.offsets, off)
-		off += len(u)
+		l.offsets = append(l.offsets, total)
+		total += len(u)
 	}
-	l.respEnts = append(l.respEnts[:0], make([]*entry, len(l.resps))...)
+	// A run needs only its first response (runOfMemory checked that the
+	// others match it); the fused path, every one.
+	l.resps = l.resps[:0]
+	if !inRun {
+		for _, u := range units[slot : slot+n] {
+			for _, bit := range u {
+				l.resps = append(l.resps, *c.Get(bit))
+			}
+		}
+	}
+	if cap(l.respEnts) < total {
+		l.respEnts = make([]*entry, total)
+	} else {
+		l.respEnts = l.respEnts[:total]
+		clear(l.respEnts)
+	}
 	kept := l.pend[:0]
 	for _, e := range l.pend {
 		if u := l.sched.UnitOf(e.bit); u >= slot && u < slot+n {
@@ -278,11 +287,12 @@ func (l *loop) performUnits(now time.Time, n int, inRun bool) error {
 	}
 	clear(l.pend[len(kept):])
 	l.pend, l.classified = kept, len(kept)
-	l.noteCachedProgress(now, len(l.resps))
+	l.noteCachedProgress(now, total)
+	first := c.Get(units[slot][0])
 	l.sched.Advance(n)
 	l.r.stats.staticUnits.Add(int64(n))
 	if inRun {
-		return l.performRun(&l.resps[0], l.respEnts)
+		return l.performRun(first, l.respEnts)
 	}
 	return l.performAll(l.resps)
 }

@@ -109,8 +109,8 @@ type Schedule struct {
 	// Locked.
 	active    bool
 	units     [][]int
-	unitOf    map[int]int // bit: its unit
-	posOf     map[int]int // bit: its place in its unit
+	unitOf    []int // by bit: its unit, -1 for none
+	posOf     []int // by bit: its place in its unit
 	fps       []uint64
 	slot      int
 	gen       uint64 // locks so far: part of every fingerprint
@@ -202,8 +202,17 @@ func (s *Schedule) lock() {
 	s.active, s.slot, s.performed = true, 0, 0
 	s.gen++
 	s.units = s.candCyc
-	s.unitOf = make(map[int]int, len(s.cand))
-	s.posOf = make(map[int]int, len(s.cand))
+	top := -1
+	for _, bits := range s.units {
+		for _, b := range bits {
+			top = max(top, b)
+		}
+	}
+	s.unitOf = make([]int, top+1)
+	s.posOf = make([]int, top+1)
+	for i := range s.unitOf {
+		s.unitOf[i] = -1
+	}
 	s.fps = s.fps[:0]
 	whole := scheduleHash(s.gen, s.units)
 	for u, bits := range s.units {
@@ -255,8 +264,7 @@ func (s *Schedule) Slot() int { return s.slot }
 // Scheduled reports whether a request at cache bit belongs to a unit of
 // the locked schedule (one that does not ends it).
 func (s *Schedule) Scheduled(bit int) bool {
-	_, ok := s.unitOf[bit]
-	return ok
+	return bit >= 0 && bit < len(s.unitOf) && s.unitOf[bit] >= 0
 }
 
 // Pos returns the place of bit within its unit (bit must be Scheduled).
