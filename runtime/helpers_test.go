@@ -92,6 +92,24 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
+// float32Tensors returns float32 tensors of the sizes given: views of one
+// flat buffer, back to back (tensor.NewFlat), or separate allocations.
+func float32Tensors(sizes []int, flat bool) []*tensor.Tensor {
+	shapes := make([]tensor.Shape, len(sizes))
+	for i, k := range sizes {
+		shapes[i] = tensor.Shape{k}
+	}
+	if flat {
+		_, ts := tensor.NewFlat(tensor.Float32, shapes...)
+		return ts
+	}
+	ts := make([]*tensor.Tensor, len(sizes))
+	for i, s := range shapes {
+		ts[i] = tensor.New(tensor.Float32, s...)
+	}
+	return ts
+}
+
 // fill returns a tensor of dtype dt with n elements equal to v.
 func fill(dt tensor.DType, n int, v float64) *tensor.Tensor {
 	t := tensor.New(dt, n)

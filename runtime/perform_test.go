@@ -272,18 +272,7 @@ func TestFlatResponseReducedWhole(t *testing.T) {
 			}
 			const steps = 2
 			c.each(t, func(r *Runtime, rank int) error {
-				ts := make([]*tensor.Tensor, len(sizes))
-				if tt.flat[rank] {
-					shapes := make([]tensor.Shape, len(sizes))
-					for i, k := range sizes {
-						shapes[i] = tensor.Shape{k}
-					}
-					_, ts = tensor.NewFlat(tensor.Float32, shapes...)
-				} else {
-					for i, k := range sizes {
-						ts[i] = tensor.New(tensor.Float32, k)
-					}
-				}
+				ts := float32Tensors(sizes, tt.flat[rank])
 				g, err := r.NewAllreduceGroup(ts, names, Sum)
 				if err != nil {
 					return err
