@@ -15,12 +15,16 @@
 // the bytes each rank allreduced per step on average (the gradients', or
 // with post-local SGD the parameters' when they were averaged).
 //
-// The DistributedOptimizer holds the gradients in one flat buffer, in
-// backward order, and reduces them in buckets of up to --bucket-bytes
-// (64 KiB by default: here four buckets, fc3 with fc2's bias, fc2's
-// weights, fc1's bias, fc1's weights), each a held reduce group started
-// as soon as backward has produced its last gradient, so communication
-// overlaps the rest of backward; Step waits for what is still in flight.
+// The DistributedOptimizer moves the gradients into one flat buffer, in
+// backward order (optim.FlatGradients; --flat-gradients=false leaves them
+// in the model's own tensors), and reduces them in buckets of up to
+// --bucket-bytes (64 KiB by default: here four buckets, fc3 with fc2's
+// bias, fc2's weights, fc1's bias, fc1's weights), each a held reduce
+// group started as soon as backward has produced its last gradient, so
+// communication overlaps the rest of backward; Step waits for what is
+// still in flight. Buckets that every rank has ready together and that lie
+// back to back in the flat buffer are reduced in one call once the
+// runtime's static schedule has locked.
 // --groups N reduces the parameters in N groups instead, each started when
 // all its members are ready; --groups 1 gives up the overlap. The last
 // epoch prints lr 0: the rate decays along a cosine to zero by the end of
