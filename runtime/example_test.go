@@ -302,3 +302,45 @@ func ExampleRuntime_Stats_staticSchedule() {
 	// locked: 1 steps on the schedule: 2 dissolved: 1
 	// <nil>
 }
+
+// Gradients that lie back to back in one buffer (tensor.NewFlat, or an
+// optimizer's FlatGradients) are reduced in one call where they lie once
+// the static schedule has locked, whatever their sizes and however many
+// buckets they were started in: the schedule's header tells every rank
+// that every rank has them in one run of memory.
+func ExampleRuntime_Stats_staticRuns() {
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.StaticSchedule = 2
+	err := hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
+		_, grads := tensor.NewFlat(tensor.Float32, tensor.Shape{3}, tensor.Shape{128, 256}, tensor.Shape{5})
+		g, err := r.NewAllreduceGroup(grads, []string{"b1", "w2", "b2"}, hvd.Sum)
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		for range 5 {
+			for _, t := range grads {
+				for i := range t.Float32s() {
+					t.Float32s()[i] = 1
+				}
+			}
+			h, err := g.Start()
+			if err != nil {
+				return err
+			}
+			if err := h.Wait(ctx); err != nil {
+				return err
+			}
+		}
+		if rank == 0 {
+			s := r.Stats()
+			fmt.Println("sum:", grads[1].Float32s()[0], "steps on the schedule:", s.StaticUnits, "in one call each:", s.StaticRuns)
+		}
+		return nil
+	}, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
+	fmt.Println(err)
+	// Output:
+	// sum: 2 steps on the schedule: 2 in one call each: 2
+	// <nil>
+}
