@@ -57,4 +57,17 @@
 // signed-zero behaviour is the MPI library's.
 // Integer types support BitAnd and BitOr (the runtime uses them on uint64 bit
 // vectors).
+//
+// # Waiting in MPI under Go's scheduler
+//
+// A blocking collective is one long cgo call. Go's sysmon takes the P from
+// a goroutine that has run on one scheduling tick for 10 ms, and one that
+// only calls C never starts a new tick: from then on every call longer
+// than a sysmon tick would lose its P and win it back on return, waking
+// threads that compete with the ranks for the cores. So every collective
+// first passes through Go's scheduler (runtime.Gosched) when the last such
+// pass was more than a millisecond ago. AllreducePatient waits by testing
+// the nonblocking collective, without pause for DefaultSpin and then
+// sleeping, with the sleeping thread's timer slack set to 1 µs so that a
+// sleep of 10 µs is not stretched to Linux's default 50 µs.
 package mpi
