@@ -218,7 +218,7 @@ func (l *loop) runOfMemory(ready int) int {
 	units, slot, c := l.sched.Units(), l.sched.Slot(), l.st.Cache()
 	var first *wire.Response
 	var prev *tensor.Tensor
-	size := 0
+	size, room := 0, 0 // bytes so far; the first tensor's capacity, which must hold them
 	for k := range ready {
 		for _, bit := range units[slot+k] {
 			e, r := l.pendEnt[bit], c.Get(bit)
@@ -229,7 +229,7 @@ func (l *loop) runOfMemory(ready int) int {
 				if e.in.Device().Kind != tensor.CPU {
 					return k
 				}
-				first = r
+				first, room = r, cap(e.in.Bytes())
 			} else if r.DType != first.DType || r.Op != first.Op || r.Prescale != first.Prescale ||
 				r.Postscale != first.Postscale || !tensor.Follows(e.in, prev) {
 				return k
@@ -237,9 +237,11 @@ func (l *loop) runOfMemory(ready int) int {
 			size += e.in.NumBytes()
 			prev = e.in
 		}
-	}
-	if first != nil && size > cap(l.pendEnt[units[slot][0]].in.Bytes()) {
-		return 0
+		if size > room {
+			// Each tensor follows the one before within that one's
+			// capacity, but the first one's does not reach this far.
+			return k
+		}
 	}
 	return ready
 }
