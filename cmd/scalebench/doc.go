@@ -40,6 +40,12 @@
 //	bin/scalebench -program bin/mnist -max-np 2 -rounds 5 -png= \
 //	    -variant GOHOROVOD_STATIC_SCHEDULE=0 -variant GOHOROVOD_STATIC_SCHEDULE=3 -- --epochs 2
 //
+// A variant's SCALEBENCH_PROGRAM=PATH runs its job with another program,
+// to compare two builds beside one bound (which runs -program):
+//
+//	bin/scalebench -program bin/mnist -max-np 2 -rounds 5 -png= \
+//	    -variant SCALEBENCH_PROGRAM=old/mnist -variant SCALEBENCH_PROGRAM=bin/mnist -- --epochs 2
+//
 // With -sweep it checks autotuning instead: at -np ranks it runs the
 // defaults, every fusion threshold by cycle time pair of -fusion and
 // -cycle (set through HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME),

@@ -29,7 +29,7 @@ func main() {
 	cycles := flag.String("cycle", "1,5,25", "with -sweep: cycle times in ms")
 	rounds := flag.Int("rounds", 3, "runs of each np's job and bound (with -sweep: of each setting), interleaved; the table gives their medians")
 	var variants variantFlag
-	flag.Var(&variants, "variant", "a variant of the job: space-separated VAR=VALUE settings added to its environment; repeat it to compare variants, each run in every round beside the same bound, in rotated order, with a table each (default: one job as the environment has it)")
+	flag.Var(&variants, "variant", "a variant of the job: space-separated VAR=VALUE settings added to its environment ("+programVar+"=PATH runs another build of the program); repeat it to compare variants, each run in every round beside the same bound, in rotated order, with a table each (default: one job as the environment has it)")
 	flag.Parse()
 	args := flag.Args()
 	if *sweep {
@@ -78,7 +78,7 @@ func main() {
 					fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d: bound %.0f samples/s, CPU-ms/sample %.4g\n", r+1, np, b, bc)
 					continue
 				}
-				m, c, err := launched(append(env, variants[job]...), *launcher, np, *program, args)
+				m, c, err := launched(append(env, variants[job]...), *launcher, np, variants.program(job, *program), args)
 				if err != nil {
 					fail(fmt.Errorf("np %d (job%s): %w", np, variants.name(job), err))
 				}
@@ -300,6 +300,22 @@ func (f *variantFlag) Set(s string) error {
 	}
 	*f = append(*f, kvs)
 	return nil
+}
+
+// programVar, set in a variant, runs that variant's job with another
+// program (another build of it, to compare builds beside one bound); the
+// bound always runs -program.
+const programVar = "SCALEBENCH_PROGRAM"
+
+// program returns the program variant v's job runs: its programVar's
+// value, or def.
+func (f variantFlag) program(v int, def string) string {
+	for _, kv := range f[v] {
+		if k, val, _ := strings.Cut(kv, "="); k == programVar && val != "" {
+			def = val
+		}
+	}
+	return def
 }
 
 // name is variant v's label in the output: " [VAR=VALUE ...]", or nothing

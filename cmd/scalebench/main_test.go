@@ -142,6 +142,21 @@ echo "epoch 1: x 100 samples/s  $c CPU-ms/sample (all ranks)  lr 0"
 	if a < 0 || b < 0 || ra < 0 || rb < 0 || !(a < ra && ra < b && b < rb) {
 		t.Fatalf("want V=10's table and ratio 0.20, then V=30's and 0.60:\n%s", s)
 	}
+	// A variant that runs another program: its figures are that
+	// program's.
+	prog2 := filepath.Join(dir, "prog2")
+	if err := os.WriteFile(prog2, []byte("#!/bin/sh\necho \"epoch 1: x 100 samples/s  0.2 CPU-ms/sample (all ranks)  lr 0\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "SCALEBENCH_RUN_MAIN=-max-np 1 -rounds 1 -png= -variant V=10 -variant SCALEBENCH_PROGRAM="+prog2+" -launcher "+launcher+" -program "+prog)
+	out, err = cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "np=1 cpu_per_sample_ratio=0.20\n") || !strings.Contains(string(out), "np=1 cpu_per_sample_ratio=4.00\n") {
+		t.Fatalf("want ratio 0.20 for V=10 and 4.00 for the other program:\n%s", out)
+	}
 	var f variantFlag
 	if err := f.Set("A=1 B"); err == nil {
 		t.Fatal("a setting without = was accepted")
