@@ -404,18 +404,12 @@ func (l *loop) allreduce(resp *wire.Response) error {
 // reduction and scaling (every response of the run has the same).
 func (l *loop) performRun(first *wire.Response, ents []*entry) error {
 	l.performed = true
-	l.runNames, l.runSrc = l.runNames[:0], l.runSrc[:0]
-	for i, e := range ents {
-		l.runNames = append(l.runNames, e.req.Name)
-		l.runSrc = append(l.runSrc, i)
+	if !l.q.release(ents) {
+		return errors.New("internal: a request left the flight before its static unit was performed")
 	}
-	l.ents = l.q.takeAll(l.ents[:0], l.runNames, ents, l.runSrc)
-	clear(l.runNames)
+	l.ents = append(l.ents[:0], ents...)
 	total := 0
-	for i, e := range l.ents {
-		if e != ents[i] {
-			return fmt.Errorf("internal: %q left the flight before its static unit was performed", l.runNames[i])
-		}
+	for _, e := range ents {
 		total += e.in.NumBytes()
 	}
 	dt, op := first.DType, first.Op.Kernel()

@@ -248,14 +248,35 @@ func (q *queue) takeAll(dst []*entry, names []string, known []*entry, sources []
 		}
 		dst = append(dst, e)
 	}
-	if len(q.table) == 0 {
-		// Drop the deleted slots' tombstones: the names of single
-		// calls are inserted and deleted every step, and the probes
-		// through them made the table's operations slower (docs/BENCHMARKS.md).
-		clear(q.table)
-	}
+	q.dropTombstones()
 	q.mu.Unlock()
 	return dst
+}
+
+// release takes es, entries the loop holds, out of the flight under one
+// lock, and reports whether every one was still in flight (else it takes
+// none of those that follow).
+func (q *queue) release(es []*entry) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	defer q.dropTombstones()
+	for _, e := range es {
+		if e.idle || (!e.owned && q.table[e.req.Name] != e) {
+			return false
+		}
+		q.releaseLocked(e)
+	}
+	return true
+}
+
+// dropTombstones empties an empty table, dropping its deleted slots'
+// tombstones: the names of single calls are inserted and deleted every
+// step, and the probes through them made the table's operations slower
+// (docs/BENCHMARKS.md). q.mu is held.
+func (q *queue) dropTombstones() {
+	if len(q.table) == 0 {
+		clear(q.table)
+	}
 }
 
 // takeLocked is take with q.mu held.

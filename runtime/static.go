@@ -41,8 +41,6 @@ type static struct {
 	hdrT       *tensor.Tensor
 	resps      []wire.Response
 	offsets    []int // performUnits: where each unit's responses begin
-	runNames   []string
-	runSrc     []int // performRun: the entries' names, and their indices
 	lastHeader time.Time
 	readySince time.Time // the current unit has been ready since, unperformed
 	stuckSince time.Time // a caller has waited since, on an incomplete unit
