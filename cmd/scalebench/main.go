@@ -20,7 +20,8 @@ import (
 func main() {
 	program := flag.String("program", "bin/mnist", "the training program (prints \"epoch N: ... X samples/s\")")
 	launcher := flag.String("launcher", "scripts/mpirun.sh", "runs the program at np ranks as LAUNCHER NP PROGRAM ARGS...")
-	maxNP := flag.Int("max-np", runtime.NumCPU(), "largest np (np doubles from 1)")
+	minNP := flag.Int("min-np", 1, "smallest np (np doubles from it); above 1 the table has no ideal, which is np times one rank's")
+	maxNP := flag.Int("max-np", runtime.NumCPU(), "largest np (np doubles from -min-np)")
 	pngPath := flag.String("png", "scaling.png", "where to write the plot (empty: none)")
 	title := flag.String("title", "", "the plot's title (default: the program and this machine's cores)")
 	sweep := flag.Bool("sweep", false, "instead of scaling: at -np ranks, run the defaults, every -fusion by -cycle setting and an autotuned run, -rounds times interleaved, and compare the tuned run with the best fixed setting")
@@ -38,14 +39,14 @@ func main() {
 		}
 		return
 	}
-	if *maxNP < 1 || *rounds < 1 {
-		fail(fmt.Errorf("-max-np %d, -rounds %d: want at least 1", *maxNP, *rounds))
+	if *minNP < 1 || *maxNP < *minNP || *rounds < 1 {
+		fail(fmt.Errorf("-min-np %d, -max-np %d, -rounds %d: want 1 <= min-np <= max-np and at least 1 round", *minNP, *maxNP, *rounds))
 	}
 	// Every round measures each np's job and bound, alternating which
 	// goes first, so that both see about the same machine load; the
 	// table has the medians over the rounds.
 	var nps []int
-	for np := 1; np <= *maxNP; np *= 2 {
+	for np := *minNP; np <= *maxNP; np *= 2 {
 		nps = append(nps, np)
 	}
 	if len(variants) == 0 {

@@ -165,3 +165,35 @@ echo "epoch 1: x 100 samples/s  $c CPU-ms/sample (all ranks)  lr 0"
 		t.Fatal("an empty variant was accepted")
 	}
 }
+
+// TestMinNP runs scalebench from np 2 only (-min-np): no np 1 line, and the
+// ideal columns read "-"; a smallest np above the largest is refused.
+func TestMinNP(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	launcher := filepath.Join(dir, "launcher")
+	if err := os.WriteFile(launcher, []byte("#!/bin/sh\nexec sh \"$2\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "prog")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho \"epoch 1: x 100 samples/s  0.05 CPU-ms/sample (all ranks)  lr 0\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "SCALEBENCH_RUN_MAIN=-min-np 2 -max-np 2 -rounds 1 -png= -launcher "+launcher+" -program "+prog)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s := string(out)
+	if strings.Contains(s, "np=1 ") || !strings.Contains(s, "np=2 cpu_per_sample_ratio=") || !strings.Contains(s, "            -") {
+		t.Fatalf("want np 2 alone, without an ideal:\n%s", s)
+	}
+	cmd = exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "SCALEBENCH_RUN_MAIN=-min-np 4 -max-np 2 -png= -launcher "+launcher+" -program "+prog)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "-min-np 4") {
+		t.Fatalf("-min-np above -max-np: err %v\n%s", err, out)
+	}
+}

@@ -104,7 +104,8 @@ func CoreShareEnv(cpus, np int) string {
 // Table writes one line per point: np, measured, bound, ideal, and the
 // efficiency against the bound and against the ideal, and, when some
 // point has one, the paired efficiency. single is the one-rank
-// throughput.
+// throughput; 0 when it was not measured, and the ideal columns then
+// read "-".
 func Table(w io.Writer, pts []Point, single float64) error {
 	paired, cpu := false, false
 	for _, p := range pts {
@@ -122,9 +123,13 @@ func Table(w io.Writer, pts []Point, single float64) error {
 		return err
 	}
 	for _, p := range pts {
-		ideal := p.Ideal(single)
-		line := fmt.Sprintf("%4d %12.0f %12.0f %12.0f %9.1f%% %9.1f%%",
-			p.NP, p.Measured, p.Bound, ideal, 100*p.Efficiency(), 100*p.Measured/ideal)
+		ideal, vsIdeal := "-", "-"
+		if single > 0 {
+			ideal = fmt.Sprintf("%.0f", p.Ideal(single))
+			vsIdeal = fmt.Sprintf("%.1f%%", 100*p.Measured/p.Ideal(single))
+		}
+		line := fmt.Sprintf("%4d %12.0f %12.0f %12s %9.1f%% %10s",
+			p.NP, p.Measured, p.Bound, ideal, 100*p.Efficiency(), vsIdeal)
 		if paired {
 			line += fmt.Sprintf(" %17.1f%%", 100*p.Paired)
 		}
@@ -167,9 +172,9 @@ func CPURatioLines(w io.Writer, pts []Point) error {
 	return nil
 }
 
-// Plot draws samples/s against np: the ideal (np times one rank's), the
-// bound and the measured lines, titled title, as a PNG of 6 x 4 inches
-// written to w.
+// Plot draws samples/s against np: the ideal (np times one rank's; none
+// when single is 0), the bound and the measured lines, titled title, as a
+// PNG of 6 x 4 inches written to w.
 func Plot(w io.Writer, title string, pts []Point, single float64) error {
 	if len(pts) == 0 {
 		return errors.New("scaling: nothing to plot")
@@ -193,16 +198,20 @@ func Plot(w io.Writer, title string, pts []Point, single float64) error {
 		bound[i] = plotter.XY{X: x, Y: pt.Bound}
 		measured[i] = plotter.XY{X: x, Y: pt.Measured}
 	}
-	for _, l := range []struct {
+	type series struct {
 		name string
 		xys  plotter.XYs
 		c    color.RGBA
 		dash bool
-	}{
-		{"ideal (np x one rank)", ideal, color.RGBA{150, 150, 150, 255}, true},
+	}
+	lines := []series{
 		{"bound (np independent jobs)", bound, color.RGBA{30, 110, 200, 255}, true},
 		{"measured", measured, color.RGBA{210, 60, 40, 255}, false},
-	} {
+	}
+	if single > 0 {
+		lines = append([]series{{"ideal (np x one rank)", ideal, color.RGBA{150, 150, 150, 255}, true}}, lines...)
+	}
+	for _, l := range lines {
 		line, points, err := plotter.NewLinePoints(l.xys)
 		if err != nil {
 			return err

@@ -47,6 +47,14 @@ func TestTableAndEfficiency(t *testing.T) {
 	if !strings.Contains(b.String(), "vs bound (paired)") || !strings.Contains(b.String(), "75.0%              90.0%\n") {
 		t.Fatalf("table with paired efficiency:\n%s", b.String())
 	}
+	// Without np 1 (scalebench -min-np 2) the ideal is unknown: "-".
+	b.Reset()
+	if err := Table(&b, pts[1:], 0); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "   2          150          180            -      83.3%          -") {
+		t.Fatalf("table without one rank's throughput:\n%s", b.String())
+	}
 }
 
 func TestCPUPerSample(t *testing.T) {
@@ -112,6 +120,13 @@ func TestPlotIsAPNG(t *testing.T) {
 	}
 	if r := img.Bounds(); r.Dx() < 400 || r.Dy() < 250 {
 		t.Fatalf("image %v", r)
+	}
+	b.Reset()
+	if err := Plot(&b, "t", []Point{{NP: 2, Measured: 150, Bound: 180}}, 0); err != nil {
+		t.Fatalf("a plot without the ideal: %v", err)
+	}
+	if _, err := png.Decode(&b); err != nil {
+		t.Fatal(err)
 	}
 	if err := Plot(&b, "t", nil, 1); err == nil {
 		t.Fatal("an empty plot must fail")
