@@ -69,5 +69,9 @@
 // pass was more than a millisecond ago. AllreducePatient waits by testing
 // the nonblocking collective, without pause for DefaultSpin and then
 // sleeping, with the sleeping thread's timer slack set to 1 µs so that a
-// sleep of 10 µs is not stretched to Linux's default 50 µs.
+// sleep of 10 µs is not stretched to Linux's default 50 µs. After
+// EnableDoorbell, a patient wait whose peers on the same node have not all
+// posted the collective sleeps on the node's doorbell instead (a futex in
+// memory the node's ranks share, rung by each rank as it posts), so that
+// it is woken by the last local arrival rather than by a timer.
 package mpi

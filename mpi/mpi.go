@@ -317,6 +317,7 @@ static int hv_finalize(void) { return MPI_Finalize(); }
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -473,8 +474,9 @@ type Comm struct {
 	size  int
 	world bool
 	freed bool
-	noChk bool // agreement check off
-	limit int  // largest element count of one MPI call (maxCount; tests lower it)
+	noChk bool  // agreement check off
+	limit int   // largest element count of one MPI call (maxCount; tests lower it)
+	bell  *bell // the node's doorbell for patient waits (EnableDoorbell); nil: none
 }
 
 // World returns the world communicator (MPI_COMM_WORLD). Freeing it only
@@ -554,7 +556,7 @@ func (c *Comm) agreeWaiting(op string, fields []field, local error, p Patience) 
 		if rc := C.hv_iallreduce_i64_max((*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec)), c.h, &req); rc != 0 {
 			return newError("MPI_Iallreduce", rc)
 		}
-		if err := wait(&req, p); err != nil {
+		if err := c.wait(&req, p); err != nil {
 			return err
 		}
 	} else if rc := C.hv_allreduce_i64_max((*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec)), c.h); rc != 0 {
@@ -653,11 +655,19 @@ func (c *Comm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, p Patien
 	if rc := C.hv_iallreduce(ptr(buf), C.int(n), C.int(dt), cOp(op), c.h, &req); rc != 0 {
 		return newError("MPI_Iallreduce", rc)
 	}
-	return wait(&req, p)
+	return c.wait(&req, p)
 }
 
-// wait tests req until it completes, sleeping between the tests as p says.
-func wait(req *C.MPI_Request, p Patience) error {
+// wait tests req, the collective c has just posted, until it completes.
+// With the node's doorbell, it first sleeps on it until every local rank
+// has posted the collective; then, and without a doorbell from the start,
+// it waits as p says: tests without pause for p.Spin, then sleeps between
+// tests.
+func (c *Comm) wait(req *C.MPI_Request, p Patience) error {
+	var k uint64
+	if c.bell != nil {
+		k = c.bell.post()
+	}
 	w := waiter{p: p}
 	start := time.Now()
 	for {
@@ -668,11 +678,108 @@ func wait(req *C.MPI_Request, p Patience) error {
 		if done != 0 {
 			return nil
 		}
+		if c.bell != nil && !c.bell.here(k) {
+			c.bell.sleep(k, bellCap)
+			// A local rank has arrived (or the cap passed): if
+			// everyone is here, the spin starts now.
+			w, start = waiter{p: p}, time.Now()
+			continue
+		}
 		if d := w.next(time.Since(start)); d > 0 {
 			C.hv_sleep_ns(C.long(d))
 		}
 		yieldSlice()
 	}
+}
+
+// EnableDoorbell gives the patient waits of c (AllreducePatient) the
+// doorbell of this rank's node: a page of memory shared by the ranks of c
+// that share the node, through which a rank that waits for its local peers
+// sleeps until the last of them posts the collective, and is woken then,
+// instead of sleeping on a timer. It is collective over c: every rank
+// calls it, before any patient collective on c or after the same ones.
+// When some rank cannot set its doorbell up (no shared memory, not Linux),
+// no rank uses one, and every rank returns that rank's error.
+func (c *Comm) EnableDoorbell() error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if c.bell != nil {
+		return nil
+	}
+	node, err := c.SplitShared()
+	if err != nil {
+		return err
+	}
+	defer node.Free()
+	b, local := c.nodeBell(node)
+	// Every rank of c learns whether every rank has its doorbell: a
+	// rank without one would leave its local peers sleeping to the cap.
+	fields := []field{collectiveField(opAllreduce)}
+	if err := c.withCheck(func() error { return c.agree("doorbell", fields, local) }); err != nil {
+		b.close()
+		return err
+	}
+	c.bell = b
+	return nil
+}
+
+// nodeBell makes (node's first rank) or maps (the others) the node's
+// doorbell memory, with two collectives over node whatever happens, so
+// that a failing rank leaves none of its peers waiting.
+func (c *Comm) nodeBell(node *Comm) (*bell, error) {
+	var (
+		path  string
+		mem   []byte
+		unmap func() error
+		err   error
+	)
+	name := make([]byte, msgLen)
+	if node.rank == 0 {
+		if path, mem, unmap, err = createBell(node.size); err == nil {
+			copy(name, path)
+		}
+	}
+	// The path, or an empty one when the first rank failed.
+	if rc := C.hv_bcast_bytes(unsafe.Pointer(&name[0]), C.int(len(name)), 0, node.h); rc != 0 {
+		err = errors.Join(err, newError("MPI_Bcast", rc))
+	}
+	if node.rank != 0 {
+		switch p := unpackC(name); {
+		case p == "":
+			err = errors.New("mpi: doorbell: the node's first rank could not make its memory")
+		default:
+			mem, unmap, err = openBell(p, node.size)
+		}
+	}
+	// Everyone has mapped it (or failed to): the file can go.
+	if rc := C.hv_barrier(node.h); rc != 0 {
+		err = errors.Join(err, newError("MPI_Barrier", rc))
+	}
+	if node.rank == 0 && path != "" {
+		os.Remove(path)
+	}
+	if err != nil {
+		if unmap != nil {
+			unmap()
+		}
+		return nil, err
+	}
+	b, err := newBell(mem, node.rank, node.size)
+	if err != nil {
+		unmap()
+		return nil, err
+	}
+	b.unmap = unmap
+	return b, nil
+}
+
+// withCheck runs fn with the agreement check on.
+func (c *Comm) withCheck(fn func() error) error {
+	off := c.noChk
+	c.noChk = false
+	defer func() { c.noChk = off }()
+	return fn()
 }
 
 // sleepThenSlack sleeps as the patient wait does, on one OS thread, and
@@ -1004,6 +1111,8 @@ func (c *Comm) Free() error {
 		return ErrFreed
 	}
 	c.freed = true
+	c.bell.close()
+	c.bell = nil
 	if c.world || !Initialized() {
 		return nil
 	}

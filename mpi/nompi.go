@@ -100,3 +100,6 @@ func (c *Comm) Dup() (*Comm, error) { return nil, notBuilt("mpi.Dup") }
 
 // Free reports that MPI support is not built in.
 func (c *Comm) Free() error { return notBuilt("mpi.Free") }
+
+// EnableDoorbell reports that MPI support is not built in.
+func (c *Comm) EnableDoorbell() error { return notBuilt("mpi.EnableDoorbell") }

@@ -397,6 +397,23 @@ func (l *loop) agreeAllreduce(t *tensor.Tensor) error {
 	return l.com.Allreduce(t, tensor.BitAnd)
 }
 
+// openDoorbell gives the agreement's patient waits the node's doorbell
+// (comm.Doorbeller) where the agreed configuration asks for one: a rank
+// that waits for peers on its node then sleeps until the last of them
+// arrives and is woken by it, instead of spinning and then sleeping on a
+// timer. It is collective, and every rank reaches it with the same
+// configuration. A doorbell that cannot be set up is no failure: the
+// waits keep their timers on every rank, and rank 0 says why.
+func (l *loop) openDoorbell() {
+	d, ok := l.com.(comm.Doorbeller)
+	if !ok || !l.cfg.AgreementDoorbell || l.cfg.AgreementSleepMax <= 0 {
+		return
+	}
+	if err := d.EnableDoorbell(); err != nil && l.rank == 0 {
+		l.log.Warn().Err(err).Msg("the agreement waits for peers on its timer, without the node's doorbell")
+	}
+}
+
 // words wraps a []uint64 in a reusable tensor.
 func wordsTensor(t **tensor.Tensor, w []uint64) *tensor.Tensor {
 	if *t == nil || (*t).Len() != len(w) || &(*t).Uint64s()[0] != &w[0] {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,5 +69,66 @@ func TestAgreementWaitsPatiently(t *testing.T) {
 				t.Errorf("rank %d: %d patient agreements with AgreementSleepMax 0", i, calls)
 			}
 		}
+	}
+}
+
+// bellComm is a patient communicator with a doorbell (comm.Doorbeller)
+// that counts EnableDoorbell's calls, or fails them.
+type bellComm struct {
+	patientComm
+	enabled atomic.Int64
+	fail    error
+}
+
+func (b *bellComm) EnableDoorbell() error {
+	b.enabled.Add(1)
+	return b.fail
+}
+
+// TestDoorbellEnabledAtInit: Init sets the node's doorbell up once, on
+// every rank, when AgreementDoorbell is on and the agreement is patient;
+// not with the knob off nor with AgreementSleepMax 0. A doorbell that
+// fails leaves the job running, its agreements patient on their timers.
+func TestDoorbellEnabledAtInit(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bell  bool
+		sleep time.Duration
+		fail  error
+		want  int64
+	}{
+		{"on", true, 200 * time.Microsecond, nil, 1},
+		{"off", false, 200 * time.Microsecond, nil, 0},
+		{"blocking agreement", true, 0, nil, 0},
+		{"failing", true, 200 * time.Microsecond, errors.New("no shared memory"), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 2
+			cfg := testConfig()
+			cfg.AgreementDoorbell, cfg.AgreementSleepMax = tc.bell, tc.sleep
+			rts, coms := startWrapped(t, n, cfg, func(c comm.Communicator) *bellComm {
+				return &bellComm{patientComm: patientComm{Communicator: c}, fail: tc.fail}
+			})
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					out, err := rts[i].Allreduce(ctx, tensor.FromFloat64([]float64{float64(i)}), "g", Sum)
+					if err != nil || out.Float64s()[0] != 1 {
+						t.Errorf("rank %d: %v %v", i, out, err)
+					}
+				}()
+			}
+			wg.Wait()
+			StopLocal(rts)
+			for i, c := range coms {
+				if got := c.enabled.Load(); got != tc.want {
+					t.Errorf("rank %d: EnableDoorbell called %d times, want %d", i, got, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -249,6 +249,7 @@ func (r *Runtime) Init(opts ...Option) error {
 	if err := l.agree(); err != nil {
 		return r.initFailed(com, owns, err)
 	}
+	l.openDoorbell() // loop.go
 	all := make([]int, size)
 	for i := range all {
 		all[i] = i

@@ -38,6 +38,12 @@
 #                    NCCL) and hvdgpucheck (NCCL at np 1, the staged
 #                    allreduce at np 2 beside its host yardstick)
 #   hvdbench.prof    rank 0's CPU profile of hvdbench's runtime cases
+# STEPS (default "mnist hvdbench gpu") picks the steps; VARIANTS, a list of
+# settings separated by ";" (each "VAR=VALUE ..."), runs the MNIST step's
+# scalebench with one -variant per setting instead of the BEFORE build,
+# and the hvdbench step once per setting, both without torch:
+#   STEPS="mnist hvdbench" VARIANTS="GOHOROVOD_AGREEMENT_DOORBELL=0;GOHOROVOD_AGREEMENT_DOORBELL=1" \
+#       bash bin/dev/run.sh
 # At most eight files come back from the device tool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -81,28 +87,43 @@ printf '#!/bin/sh\n# stands in for mpicc: hvdbench runs mpicc -O2 -o OUT SRC\ncp
 chmod +x "$D/fakebin/mpicc"
 command -v mpicc >/dev/null || export PATH=$D/fakebin:$PATH
 hdr() { echo "=== $1 $(date +%T) commit $(cat "$D/commit") $(nproc) cores"; }
+steps=" ${STEPS:-mnist hvdbench gpu} "
+IFS=';' read -r -a variants <<<"${VARIANTS:-}"
+case $steps in *" mnist "*)
 {
 	hdr "scalebench mnist np 8"
 	v=()
-	if [ -x "$D/before/mnist" ]; then
+	for x in "${variants[@]}"; do v+=(-variant "$x"); done
+	if [ ${#v[@]} = 0 ] && [ -x "$D/before/mnist" ]; then
 		v=(-variant "SCALEBENCH_PROGRAM=$D/before/mnist" -variant "SCALEBENCH_PROGRAM=$D/mnist")
 		echo "before: $(cat "$D/before/commit")"
 	fi
 	timeout 200 "$D/scalebench" -program "$D/mnist" -min-np 8 -max-np 8 -rounds 5 -png= "${v[@]}" -- --epochs 2 --data "$D/mnistdata" 2>&1
 	echo "rc=$?"
-	hdr "torch DDP mnist np 8"
-	OMP_NUM_THREADS=2 timeout 90 python3 "$D/torch_ddp_mnist.py" --np 8 --data "$D/mnistdata" 2>&1 | tail -4
-	echo "rc=$?"
+	if [ -z "${VARIANTS:-}" ]; then
+		hdr "torch DDP mnist np 8"
+		OMP_NUM_THREADS=2 timeout 90 python3 "$D/torch_ddp_mnist.py" --np 8 --data "$D/mnistdata" 2>&1 | tail -4
+		echo "rc=$?"
+	fi
 } >"$O/1-mnist-np8.txt" 2>&1
+;; esac
+case $steps in *" hvdbench "*)
 {
-	hdr "hvdbench np 8"
-	timeout 150 "$D/hvdbench" -np 8 -cases resnet50,64MiB,4KiBx1000flat -rounds 3 -bench-dir "$D/bench" -cpuprofile "$O/hvdbench.prof" 2>&1 |
-		grep -E "^(ratio|summary|impl=)" | cut -c1-400
-	echo "rc=$?"
-	hdr "torch gloo np 8"
-	timeout 90 python3 "$D/torch_gloo_bench.py" --np 8 --shapes "$D/bench/resnet50_shapes.txt" 2>&1 | tail -6
-	echo "rc=$?"
+	[ ${#variants[@]} = 0 ] && variants=("")
+	for x in "${variants[@]}"; do
+		hdr "hvdbench np 8 $x"
+		env $x timeout 150 "$D/hvdbench" -np 8 -cases resnet50,64MiB,4KiBx1000flat -rounds 3 -bench-dir "$D/bench" -cpuprofile "$O/hvdbench.prof" 2>&1 |
+			grep -E "^(ratio|summary|impl=)" | cut -c1-400
+		echo "rc=$?"
+	done
+	if [ -z "${VARIANTS:-}" ]; then
+		hdr "torch gloo np 8"
+		timeout 90 python3 "$D/torch_gloo_bench.py" --np 8 --shapes "$D/bench/resnet50_shapes.txt" 2>&1 | tail -6
+		echo "rc=$?"
+	fi
 } >"$O/2-hvdbench.txt" 2>&1
+;; esac
+case $steps in *" gpu "*)
 {
 	hdr "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | sed -n 1p)"
 	timeout 90 "$D/gpucheck" -device 0 -iters 20
@@ -112,7 +133,8 @@ hdr() { echo "=== $1 $(date +%T) commit $(cat "$D/commit") $(nproc) cores"; }
 	echo "rc=$?"
 	echo "=== done $(date +%T)"
 } >"$O/3-gpu.txt" 2>&1
-tail -n 25 "$O/1-mnist-np8.txt" "$O/2-hvdbench.txt"
+;; esac
+tail -n 25 "$O"/[12]-*.txt
 RUN
 }
 

@@ -131,6 +131,16 @@ type PatientAllreducer interface {
 	AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, maxSleep time.Duration) error
 }
 
+// Doorbeller is implemented by communicators whose patient waits can sleep
+// on a doorbell shared by the ranks of a node until the last local rank
+// joins the collective, instead of on a timer (the MPI adapter, mpicomm:
+// mpi.Comm.EnableDoorbell). EnableDoorbell is collective: every rank calls
+// it, before any patient collective; when one rank cannot set it up, every
+// rank gets that rank's error and the waits keep their timers.
+type Doorbeller interface {
+	EnableDoorbell() error
+}
+
 // AgreementChecker is implemented by communicators whose collectives first
 // check, with one extra small collective, that the ranks' arguments agree
 // (the MPI adapter, mpicomm; the check is on by default). The runtime turns the check

@@ -43,6 +43,8 @@ type Setting struct {
 //     MPI_Allreduce, any other value an MPI_Iallreduce, and MPI does not
 //     match a blocking collective with a nonblocking one: ranks that
 //     differ would wait for ever in their first agreement.
+//   - GOHOROVOD_AGREEMENT_DOORBELL: setting the doorbell up is collective,
+//     and a rank without one would leave its node's peers sleeping on it.
 //
 // Left out, because each rank's value changes only what that rank does
 // alone or what rank 0 decides for all (the protocol already carries the
@@ -74,6 +76,7 @@ var agreed = map[string]bool{
 	EnvAutotune:              true,
 	EnvStaticSchedule:        true,
 	EnvAgreementSleepMax:     true,
+	EnvAgreementDoorbell:     true,
 }
 
 // Absent is the value a Disagreement gives a rank whose settings do not

@@ -38,6 +38,10 @@ const (
 	// EnvAgreementSleepMax is gohorovod's own: the longest sleep of the
 	// per-cycle agreement's patient wait over MPI, in microseconds.
 	EnvAgreementSleepMax = "GOHOROVOD_AGREEMENT_SLEEP_MAX"
+	// EnvAgreementDoorbell is gohorovod's own: whether the patient waits
+	// over MPI also sleep on the node's doorbell (1, the default) or only
+	// on their timer (0).
+	EnvAgreementDoorbell = "GOHOROVOD_AGREEMENT_DOORBELL"
 	// EnvStaticSchedule is gohorovod's own: how many rounds in a row of
 	// the same cached responses, in the same order, lock the static
 	// schedule (0: never).
@@ -320,6 +324,16 @@ type Config struct {
 	// computes. 0 keeps the blocking call. GOHOROVOD_AGREEMENT_SLEEP_MAX,
 	// in (possibly fractional) microseconds.
 	AgreementSleepMax time.Duration
+	// AgreementDoorbell makes the patient waits over MPI sleep on the
+	// node's doorbell while a rank on the same node has not yet joined
+	// the collective: a page of shared memory in which every rank
+	// records its arrival and wakes the sleepers (a futex), so that the
+	// first rank spends no CPU while its peers compute and is woken when
+	// the last of them arrives instead of one of its sleeps later
+	// (mpi.Comm.EnableDoorbell). Where a rank cannot set it up, the waits
+	// keep their timers. Only with AgreementSleepMax above 0.
+	// GOHOROVOD_AGREEMENT_DOORBELL.
+	AgreementDoorbell bool
 	// StaticSchedule is how many rounds in a row of the same cached
 	// responses, performed in the same order, make the background loop
 	// lock a static schedule: it then skips the per-cycle agreement and
@@ -383,6 +397,7 @@ func Default() Config {
 		GlooTimeout:            DefaultGlooTimeout,
 		AgreementSleepMax:      DefaultAgreementSleepMax,
 		StaticSchedule:         DefaultStaticSchedule,
+		AgreementDoorbell:      true,
 		Rank:                   Unset,
 		Size:                   Unset,
 		LocalRank:              Unset,
@@ -690,6 +705,9 @@ var knobs = []knob{
 			c.AgreementSleepMax, err = parseDuration(s, time.Microsecond, "a number of microseconds")
 			return
 		}},
+	{EnvAgreementDoorbell,
+		func(c *Config) string { return formatBool(c.AgreementDoorbell) },
+		func(c *Config, s string) (err error) { c.AgreementDoorbell, err = parseBool(s); return }},
 	{EnvStaticSchedule,
 		func(c *Config) string { return strconv.Itoa(c.StaticSchedule) },
 		func(c *Config, s string) (err error) {

@@ -27,6 +27,7 @@ func TestDefault(t *testing.T) {
 		EnvAutotuneNoise:     "0.8",
 		EnvGlooTimeout:       "30",
 		EnvAgreementSleepMax: "200",
+		EnvAgreementDoorbell: "1",
 		EnvStaticSchedule:    "3",
 	}
 	got, _ := FromEnv(func(string) (string, bool) { return "", false })
@@ -96,6 +97,7 @@ func TestFromEnv(t *testing.T) {
 		{"mpi", []string{"HOROVOD_CONTROLLER=MPI"}, func(c *Config) { c.Controller = "mpi" }},
 		{"agreement sleep", []string{"GOHOROVOD_AGREEMENT_SLEEP_MAX=50.5"}, func(c *Config) { c.AgreementSleepMax = 50500 * time.Nanosecond }},
 		{"agreement blocking", []string{"GOHOROVOD_AGREEMENT_SLEEP_MAX=0"}, func(c *Config) { c.AgreementSleepMax = 0 }},
+		{"agreement doorbell off", []string{"GOHOROVOD_AGREEMENT_DOORBELL=0"}, func(c *Config) { c.AgreementDoorbell = false }},
 		{"static schedule off", []string{"GOHOROVOD_STATIC_SCHEDULE=0"}, func(c *Config) { c.StaticSchedule = 0 }},
 		{"static schedule", []string{"GOHOROVOD_STATIC_SCHEDULE=5"}, func(c *Config) { c.StaticSchedule = 5 }},
 		{"ipv6 rendezvous", []string{"HOROVOD_GLOO_RENDEZVOUS_ADDR=::1", "HOROVOD_GLOO_RENDEZVOUS_PORT=1"},

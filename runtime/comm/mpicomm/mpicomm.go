@@ -45,7 +45,11 @@ type mpiComm struct {
 	closed bool
 }
 
-var _ comm.AgreementChecker = (*mpiComm)(nil)
+var (
+	_ comm.AgreementChecker  = (*mpiComm)(nil)
+	_ comm.PatientAllreducer = (*mpiComm)(nil)
+	_ comm.Doorbeller        = (*mpiComm)(nil)
+)
 
 // mpiErr translates the binding's errors into the package's: a
 // *mpi.MismatchError becomes a *MismatchError, a freed communicator
@@ -99,6 +103,15 @@ func (m *mpiComm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, maxSl
 		return err
 	}
 	return mpiErr(m.c.AllreducePatient(buf, op, mpi.DefaultPatience(maxSleep)))
+}
+
+// EnableDoorbell lets the patient waits sleep on the node's doorbell
+// (mpi.Comm.EnableDoorbell; comm.Doorbeller). Collective.
+func (m *mpiComm) EnableDoorbell() error {
+	if err := m.live(); err != nil {
+		return err
+	}
+	return mpiErr(m.c.EnableDoorbell())
 }
 
 // Allgatherv gathers every rank's block on every rank (MPI_Allgatherv).

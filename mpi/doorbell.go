@@ -1,0 +1,124 @@
+package mpi
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// A doorbell lets a patient wait sleep until the ranks on its node have
+// posted their part of the collective, instead of sleeping on a timer. The
+// ranks of a node share one page of memory: a counter of arrivals (the
+// futex word), a count of sleepers, and one slot per local rank holding how
+// many patient collectives that rank has posted on the communicator. Every
+// rank posts the same collectives in the same order (MPI's rule for
+// collectives on one communicator), so collective k has found every local
+// rank once each slot holds k or more.
+//
+// A rank that posts collective k stores k in its slot, bumps the arrivals
+// and, when someone sleeps, wakes the sleepers (FUTEX_WAKE on the shared
+// word). A rank waiting on collective k tests it, and while some local
+// rank has not posted k, sleeps on the arrivals word until it changes (or a
+// cap passes); once every local rank has posted, it waits as Patience says
+// (spin, then sleeps), as it would without a doorbell, since what is left
+// is the exchange itself or ranks on other nodes. So the first rank to
+// arrive spends no CPU while its peers compute, and is woken within a
+// scheduler wake-up of the last one's arrival rather than up to one of
+// Patience's sleeps later, while the last one waits on it inside the
+// collective.
+//
+// The memory is a file in /dev/shm (or the temporary directory), created
+// by the node's first rank, mapped by every local rank and removed as soon
+// as all have mapped it.
+
+// Layout of the shared page: the arrivals word and the sleepers' count on
+// the first cache line, each local rank's slot on a line of its own.
+const (
+	bellArrivals = 0
+	bellSleepers = 4
+	bellLine     = 64
+)
+
+// bellBytes is the size of the shared memory for locals ranks.
+func bellBytes(locals int) int { return bellLine * (1 + locals) }
+
+// bellCap is the longest a wait sleeps on the doorbell without testing its
+// collective: a local rank that stopped (frozen, or gone without MPI
+// noticing) leaves the wait testing at this pace instead of never.
+const bellCap = 5 * time.Millisecond
+
+// bell is one rank's view of its node's doorbell memory.
+type bell struct {
+	mem    []byte // the shared memory (bellBytes(locals))
+	me     int    // this rank's slot
+	locals int    // the ranks on this node
+	posted uint64 // the collectives this rank has posted
+	unmap  func() error
+}
+
+// newBell views mem (at least bellBytes(locals), zeroed by its creator)
+// as the doorbell of locals ranks, this rank's slot being me.
+func newBell(mem []byte, me, locals int) (*bell, error) {
+	if locals < 1 || me < 0 || me >= locals {
+		return nil, fmt.Errorf("mpi: doorbell slot %d of %d ranks", me, locals)
+	}
+	if len(mem) < bellBytes(locals) {
+		return nil, fmt.Errorf("mpi: doorbell memory of %d bytes for %d ranks, want %d", len(mem), locals, bellBytes(locals))
+	}
+	if uintptr(unsafe.Pointer(&mem[0]))%bellLine != 0 {
+		return nil, errors.New("mpi: doorbell memory not aligned to a cache line")
+	}
+	return &bell{mem: mem, me: me, locals: locals}, nil
+}
+
+func (b *bell) word(off int) *uint32 { return (*uint32)(unsafe.Pointer(&b.mem[off])) }
+
+func (b *bell) slot(i int) *uint64 { return (*uint64)(unsafe.Pointer(&b.mem[bellLine*(1+i)])) }
+
+// post records that this rank has posted its next collective and wakes the
+// local ranks sleeping on the doorbell; it returns the collective's number.
+func (b *bell) post() uint64 {
+	b.posted++
+	atomic.StoreUint64(b.slot(b.me), b.posted)
+	atomic.AddUint32(b.word(bellArrivals), 1)
+	if atomic.LoadUint32(b.word(bellSleepers)) > 0 {
+		futexWake(b.word(bellArrivals))
+	}
+	return b.posted
+}
+
+// here reports whether every local rank has posted collective k.
+func (b *bell) here(k uint64) bool {
+	for i := range b.locals {
+		if atomic.LoadUint64(b.slot(i)) < k {
+			return false
+		}
+	}
+	return true
+}
+
+// sleep sleeps until a local rank posts a collective or limit passes,
+// unless every local rank has posted collective k. The sleepers' count is
+// raised before the arrivals are read, so a rank that posts after that
+// read either sees a sleeper and wakes it or changed the word, which the
+// futex then finds different and does not sleep on.
+func (b *bell) sleep(k uint64, limit time.Duration) {
+	atomic.AddUint32(b.word(bellSleepers), 1)
+	v := atomic.LoadUint32(b.word(bellArrivals))
+	if !b.here(k) {
+		futexWait(b.word(bellArrivals), v, limit)
+	}
+	atomic.AddUint32(b.word(bellSleepers), ^uint32(0))
+}
+
+// close unmaps the memory.
+func (b *bell) close() error {
+	if b == nil || b.unmap == nil {
+		return nil
+	}
+	u := b.unmap
+	b.unmap, b.mem = nil, nil
+	return u()
+}
