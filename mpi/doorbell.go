@@ -3,6 +3,7 @@ package mpi
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -21,7 +22,10 @@ import (
 // and, when someone sleeps, wakes the sleepers (FUTEX_WAKE on the shared
 // word). A rank waiting on collective k tests it, and while some local
 // rank has not posted k, sleeps on the arrivals word until it changes (or a
-// cap passes); once every local rank has posted, it waits as Patience says
+// cap passes), after testing without pause for Patience's spin only where
+// the local ranks have lately arrived close together (bell.spin: there a
+// sleep would add a wake-up to every collective); once every local rank
+// has posted, it waits as Patience says
 // (spin, then sleeps), as it would without a doorbell, since what is left
 // is the exchange itself or ranks on other nodes. So the first rank to
 // arrive spends no CPU while its peers compute, and is woken within a
@@ -49,6 +53,10 @@ func bellBytes(locals int) int { return bellLine * (1 + locals) }
 // noticing) leaves the wait testing at this pace instead of never.
 const bellCap = 5 * time.Millisecond
 
+// bellGaps is how many of its latest waits a rank remembers the local
+// arrivals of (bell.arrive).
+const bellGaps = 9
+
 // bell is one rank's view of its node's doorbell memory.
 type bell struct {
 	mem    []byte // the shared memory (bellBytes(locals))
@@ -56,6 +64,35 @@ type bell struct {
 	locals int    // the ranks on this node
 	posted uint64 // the collectives this rank has posted
 	unmap  func() error
+	// gaps: how long after this rank's post the last local rank posted,
+	// in the latest waits (a ring of bellGaps, n of them recorded).
+	gaps [bellGaps]time.Duration
+	n    int
+}
+
+// arrived records that the last local rank posted gap after this rank.
+func (b *bell) arrived(gap time.Duration) {
+	b.gaps[b.n%bellGaps] = gap
+	b.n++
+}
+
+// spin is how long a wait should test without pause for its local peers
+// to arrive before it sleeps on the doorbell: the patience's spin when
+// the local ranks have mostly arrived within half that spin of this one in
+// the latest waits (ranks that reach each collective together, where a
+// sleep would only add a wake-up to every collective), else none (a rank
+// that is steadily early, whose spin would be spent for nothing).
+func (b *bell) spin(p Patience) time.Duration {
+	if b.n == 0 {
+		return p.Spin
+	}
+	var g [bellGaps]time.Duration
+	k := copy(g[:], b.gaps[:min(b.n, bellGaps)])
+	slices.Sort(g[:k])
+	if g[k/2] <= p.Spin/2 {
+		return p.Spin
+	}
+	return 0
 }
 
 // newBell views mem (at least bellBytes(locals), zeroed by its creator)

@@ -130,3 +130,36 @@ func TestBellArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestBellSpin: a wait spins for its local peers only where they have
+// lately arrived within half the patience's spin (the median of the
+// latest waits), and at first, before there is any history.
+func TestBellSpin(t *testing.T) {
+	p := Patience{Spin: 200 * time.Microsecond}
+	var b bell
+	if got := b.spin(p); got != p.Spin {
+		t.Fatalf("no history: spin %v, want %v", got, p.Spin)
+	}
+	for range 5 {
+		b.arrived(2 * time.Millisecond) // a steadily slower peer
+	}
+	if got := b.spin(p); got != 0 {
+		t.Fatalf("peers 2 ms late: spin %v, want none", got)
+	}
+	for range 4 {
+		b.arrived(10 * time.Microsecond)
+	}
+	if got := b.spin(p); got != 0 {
+		t.Fatalf("5 of 9 late: spin %v, want none", got)
+	}
+	b.arrived(30 * time.Microsecond) // the ring drops a late one
+	if got := b.spin(p); got != p.Spin {
+		t.Fatalf("5 of 9 together: spin %v, want %v", got, p.Spin)
+	}
+	for range bellGaps {
+		b.arrived(p.Spin/2 + time.Microsecond)
+	}
+	if got := b.spin(p); got != 0 {
+		t.Fatalf("peers just over half the spin late: spin %v, want none", got)
+	}
+}

@@ -664,22 +664,35 @@ func (c *Comm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, p Patien
 // it waits as p says: tests without pause for p.Spin, then sleeps between
 // tests.
 func (c *Comm) wait(req *C.MPI_Request, p Patience) error {
-	var k uint64
-	if c.bell != nil {
-		k = c.bell.post()
+	var (
+		k     uint64
+		early time.Duration // how long to spin for local peers to arrive
+	)
+	b := c.bell
+	if b != nil {
+		k, early = b.post(), b.spin(p)
 	}
 	w := waiter{p: p}
-	start := time.Now()
+	posted := time.Now()
+	start := posted
 	for {
 		var done C.int
 		if rc := C.hv_test(req, &done); rc != 0 {
 			return newError("MPI_Test", rc)
 		}
+		if b != nil && b.here(k) {
+			b.arrived(time.Since(posted))
+			b = nil // from here on, as without a doorbell
+		}
 		if done != 0 {
 			return nil
 		}
-		if c.bell != nil && !c.bell.here(k) {
-			c.bell.sleep(k, bellCap)
+		if b != nil {
+			if time.Since(posted) < early {
+				yieldSlice()
+				continue
+			}
+			b.sleep(k, bellCap)
 			// A local rank has arrived (or the cap passed): if
 			// everyone is here, the spin starts now.
 			w, start = waiter{p: p}, time.Now()
