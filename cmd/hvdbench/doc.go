@@ -44,18 +44,9 @@
 // optimizer_over_allreduce.
 //
 // The result of every step (warm-up and timed) is checked, outside the
-// timer. The allreduce cases set their inputs to rank-dependent small
-// integers once, before the first step, as the yardstick sets its buffers
-// once: each step then sums in place what the last one left, and step s
-// must give n^(s-1) times the first step's sums over n ranks (exactly over
-// a power of two ranks, within 1e-4 relative elsewhere). With -refill they
-// set them again before every step, and every step must give the sums
-// themselves: that measures a reduction of memory the benchmark has just
-// written, as a training step reduces gradients backward has just written
-// (and costs a 4 MB raw MPI_Allreduce about a fifth more on the 2-core
-// machine than the yardstick's warm buffer). The runtime lines print
-// refill=true or false; sums that would outgrow float32 (np above about
-// 32) refill. In the optimizer case every averaged
+// timer: before each step the inputs are set to rank-dependent small
+// integers (exact in float32), and after it every element of every tensor
+// must equal the sum over ranks; in the optimizer case every averaged
 // gradient must equal the average (exactly over a power of two ranks)
 // after every step, and after the last the parameters must be equal on
 // every rank. verified=N counts the elements compared with their expected

@@ -22,12 +22,11 @@ func main() {
 	rounds := flag.Int("rounds", 1, "yardstick-then-runtime rounds; more than one prints summary lines with the medians over rounds")
 	rawFusion := flag.Int64("raw-fusion", 4<<20, "the yardstick's fused-mode buffer in bytes")
 	cpuProfile := flag.String("cpuprofile", "", "write rank 0's CPU profile of the runtime cases to this file")
-	refill := flag.Bool("refill", false, "set every step's inputs again before it (the yardstick sets its buffers once, before all steps, and so do the runtime's allreduce cases without this)")
 	hierarchical := flag.Bool("hierarchical", false, "hierarchical allreduce (HOROVOD_HIERARCHICAL_ALLREDUCE); the nodes are the launcher's hosts, or HOROVOD_HOSTNAME per rank under mpirun")
 	flag.Parse()
 	if *isWorker || os.Getenv("OMPI_COMM_WORLD_SIZE") != "" || os.Getenv("PMI_SIZE") != "" {
 		a := workerArgs{shapes: *benchDir + "/resnet50_shapes.txt", iters: *iters, warmup: *warmup,
-			cases: strings.Split(*cases, ","), cpuProfile: *cpuProfile, hierarchical: *hierarchical, refill: *refill}
+			cases: strings.Split(*cases, ","), cpuProfile: *cpuProfile, hierarchical: *hierarchical}
 		var err error
 		if a.thresholds, err = int64s(*thresholds); err != nil {
 			fail(err)
@@ -65,7 +64,7 @@ func main() {
 	var extra []string
 	flag.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "fusion", "chunk", "fchunk", "maxfused", "cases", "warmup", "bench-dir", "cpuprofile", "hierarchical", "refill":
+		case "fusion", "chunk", "fchunk", "maxfused", "cases", "warmup", "bench-dir", "cpuprofile", "hierarchical":
 			extra = append(extra, "-"+f.Name, f.Value.String())
 		}
 	})

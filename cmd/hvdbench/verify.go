@@ -34,54 +34,6 @@ func expectedSum(i, j, n int) float64 {
 	return float64(n)*float64(pattern(i, j)) + float64(n*(n+1)/2)
 }
 
-// sumsInPlace sets and checks the inputs of an allreduce case whose steps
-// sum in place. With refill, every step's inputs are set again before it
-// (fillRanked), so every step sums to expectedSum. Without, they are set
-// once, before the first step, as the yardstick sets its buffers: the
-// steps then read memory the last step's reduction wrote rather than
-// memory the benchmark has just rewritten (on the 2-core machine a 4 MB
-// raw MPI_Allreduce took about a fifth longer after a rewrite of its
-// buffer), and step s sums to n^(s-1) times expectedSum: exact where n
-// is a power of two, within a few float32 roundings a step elsewhere.
-type sumsInPlace struct {
-	ts      []*tensor.Tensor
-	rank, n int
-	refill  bool
-	steps   int // the steps since the inputs were set (-1: never set)
-	filled  bool
-}
-
-func (s *sumsInPlace) prepare() {
-	if s.refill || !s.filled {
-		fillRanked(s.ts, s.rank)
-		s.filled, s.steps = true, 0
-	}
-}
-
-func (s *sumsInPlace) check(name string) (int, error) {
-	s.steps++
-	scale := math.Pow(float64(s.n), float64(s.steps-1))
-	tol := 0.0
-	if s.n&(s.n-1) != 0 {
-		tol = growTol
-	}
-	return verify(name, s.ts, func(i, j int) float64 { return scale * expectedSum(i, j, s.n) }, tol)
-}
-
-// growTol bounds the relative error of sums grown over the steps of a case
-// whose rank count is not a power of two: a float32 rounding per rank and
-// step, over at most a few dozen steps.
-const growTol = 1e-4
-
-// canGrow reports whether steps sums in place over n ranks, without a
-// refill, stay well inside float32's range.
-func canGrow(n, steps int) bool {
-	return math.Pow(float64(n), float64(steps))*float64(expectedMax(n)) < 1e30
-}
-
-// expectedMax is the largest expectedSum over n ranks.
-func expectedMax(n int) float64 { return float64(n)*12 + float64(n*(n+1)/2) }
-
 // verify checks every element j of every tensor i against want(i, j): equal
 // when tol is 0, else within tol relative to want. It returns the number of
 // elements checked, or an error naming the case, the tensor, the element,

@@ -63,9 +63,6 @@ type workerArgs struct {
 	// hierarchical turns on the hierarchical allreduce; the nodes come from
 	// HOROVOD_HOSTNAME under mpirun, from the launcher's hosts under --gloo.
 	hierarchical bool
-	// refill sets the allreduce cases' inputs before every step, not once
-	// before all of them as the yardstick does (sumsInPlace).
-	refill bool
 }
 
 // worker runs under mpirun: every rank runs it.
@@ -244,8 +241,6 @@ type benchCase struct {
 	// final, when not nil, checks what the steps left behind, across
 	// ranks (it may run collectives: every rank calls it).
 	final func() (int, error)
-	// refill: prepare sets the inputs before every step.
-	refill bool
 }
 
 func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a workerArgs) error {
@@ -254,7 +249,7 @@ func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a
 	if name == optimizerCase {
 		c, err = optimizerBench(rt, ctl, name, counts)
 	} else {
-		c, err = allreduceBench(rt, name, counts, a.refill || !canGrow(rt.Size(), a.warmup+a.iters))
+		c, err = allreduceBench(rt, name, counts)
 	}
 	if err != nil {
 		return err
@@ -268,10 +263,8 @@ func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a
 	return nil
 }
 
-// allreduceBench is a case of tensors allreduced (Sum) as one group, its
-// inputs set before every step when refill is true, else once before the
-// first (sumsInPlace).
-func allreduceBench(rt *hvd.Runtime, name string, counts []int, refill bool) (benchCase, error) {
+// allreduceBench is a case of tensors allreduced (Sum) as one group.
+func allreduceBench(rt *hvd.Runtime, name string, counts []int) (benchCase, error) {
 	ts := make([]*tensor.Tensor, len(counts))
 	names := make([]string, len(counts))
 	total := 0
@@ -304,9 +297,13 @@ func allreduceBench(rt *hvd.Runtime, name string, counts []int, refill bool) (be
 		}
 		return h.Wait(ctx)
 	}
-	s := sumsInPlace{ts: ts, rank: rank, n: n, refill: refill}
-	return benchCase{tensors: len(counts), bytes: float64(total * 4), step: step, prepare: s.prepare,
-		check: func() (int, error) { return s.check(name) }, refill: refill, close: func() { g.Close() }}, nil
+	// Each step sums in place: the inputs are set again before it.
+	prepare := func() { fillRanked(ts, rank) }
+	check := func() (int, error) {
+		return verify(name, ts, func(i, j int) float64 { return expectedSum(i, j, n) }, 0)
+	}
+	return benchCase{tensors: len(counts), bytes: float64(total * 4), step: step, prepare: prepare, check: check,
+		close: func() { g.Close() }}, nil
 }
 
 // caseResult is what measure found, gathered on every rank: each timed
@@ -456,9 +453,9 @@ func (res caseResult) print(rt *hvd.Runtime, ctl control, name string, c benchCa
 	if rt.MPIEnabled() {
 		transport = "mpi"
 	}
-	fmt.Printf("impl=runtime transport=%s case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d fchunk=%d maxfused=%d hierarchical=%v nodes=%d refill=%v verified=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
+	fmt.Printf("impl=runtime transport=%s case=%s tensors=%d bytes=%.0f ranks=%d iters=%d fusion=%d chunk=%d fchunk=%d maxfused=%d hierarchical=%v nodes=%d verified=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f algbw_GBps=%.3f busbw_GBps=%.3f "+
 		"us_per_cached_cycle=%.1f cached_cycles_per_step=%.2f us_per_active_cycle=%.1f active_cycles_per_step=%.2f us_per_idle_cycle=%.1f slow_cycles=%d whole_per_step=%.2f static_units_per_step=%.2f allocs_per_step=%.1f\n",
-		transport, name, c.tensors, bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, a.hierarchical, len(rt.Nodes()), c.refill, res.verified, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
+		transport, name, c.tensors, bytes, ctl.Size(), a.iters, k.thr, k.chunk, k.fchunk, k.maxFused, a.hierarchical, len(rt.Nodes()), res.verified, med*1e3, times[0]*1e3, times[len(times)-1]*1e3, alg, alg*2*(n-1)/n,
 		usCached, float64(cached)/float64(a.iters), usPerCycle, float64(active)/float64(a.iters), idleUs, s1.SlowCycles-s0.SlowCycles,
 		float64(s1.FusedWhole-s0.FusedWhole)/float64(a.iters), float64(s1.StaticUnits-s0.StaticUnits)/float64(a.iters),
 		float64(res.mallocs)/float64(a.iters))
