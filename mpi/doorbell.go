@@ -27,7 +27,10 @@ import (
 // sleep would add a wake-up to every collective); once every local rank
 // has posted, it waits as Patience says
 // (spin, then sleeps), as it would without a doorbell, since what is left
-// is the exchange itself or ranks on other nodes. So the first rank to
+// is the exchange itself or ranks on other nodes. Where every rank of the
+// communicator is on the node, the ranks meet on the doorbell before they
+// call MPI at all (bell.await), and then make the blocking collective,
+// which takes a few microseconds with everyone there. So the first rank to
 // arrive spends no CPU while its peers compute, and is woken within a
 // scheduler wake-up of the last one's arrival rather than up to one of
 // Patience's sleeps later, while the last one waits on it inside the
@@ -64,6 +67,10 @@ type bell struct {
 	locals int    // the ranks on this node
 	posted uint64 // the collectives this rank has posted
 	unmap  func() error
+	// whole: every rank of the communicator is on this node, so that a
+	// rank that has seen every local rank arrive knows every rank is in
+	// the collective (bell.await).
+	whole bool
 	// gaps: how long after this rank's post the last local rank posted,
 	// in the latest waits (a ring of bellGaps, n of them recorded).
 	gaps [bellGaps]time.Duration
@@ -134,6 +141,25 @@ func (b *bell) here(k uint64) bool {
 		}
 	}
 	return true
+}
+
+// await posts this rank's next collective and returns once every local
+// rank has posted it: testing without pause first, for b.spin(p), then
+// sleeping on the doorbell. When every rank of the communicator is on
+// this node (b.whole), the collective can then be the blocking call:
+// everyone is there, so it spins for no one, and it takes a few
+// microseconds where a nonblocking one, tested, took 20-50.
+func (b *bell) await(p Patience) {
+	k, early := b.post(), b.spin(p)
+	posted := time.Now()
+	for !b.here(k) {
+		if time.Since(posted) < early {
+			yieldSlice()
+			continue
+		}
+		b.sleep(k, bellCap)
+	}
+	b.arrived(time.Since(posted))
 }
 
 // sleep sleeps until a local rank posts a collective or limit passes,

@@ -10,7 +10,9 @@ import (
 var errNoBell = errors.New("mpi: the doorbell needs Linux (futex)")
 
 // futexWait sleeps a short while: without futexes nothing wakes it early.
-func futexWait(addr *uint32, v uint32, limit time.Duration) { time.Sleep(min(limit, 50*time.Microsecond)) }
+func futexWait(addr *uint32, v uint32, limit time.Duration) {
+	time.Sleep(min(limit, 50*time.Microsecond))
+}
 
 // futexWake does nothing without futexes.
 func futexWake(addr *uint32) {}

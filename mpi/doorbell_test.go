@@ -1,9 +1,11 @@
 package mpi
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -163,3 +165,38 @@ func TestBellSpin(t *testing.T) {
 		t.Fatalf("peers just over half the spin late: spin %v, want none", got)
 	}
 }
+
+// TestBellAwait: await returns on every rank once all have posted, here
+// with ranks whose arrivals are staggered by up to 2 ms, over 50
+// collectives; none returns before the last arrival.
+func TestBellAwait(t *testing.T) {
+	bs := bells(t, 3)
+	p := Patience{Spin: 200 * time.Microsecond}
+	for k := uint64(1); k <= 50; k++ {
+		var wg sync.WaitGroup
+		errs := make(chan string, 3)
+		for i, b := range bs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration((int(k)+i)%3) * time.Millisecond)
+				b.await(p)
+				for j := range bs {
+					if got := atomicSlot(bs[j], j); got < k {
+						errs <- fmt.Sprintf("collective %d: rank %d returned before rank %d arrived (%d)", k, i, j, got)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Fatal(e)
+		}
+	}
+	if bs[0].n != 50 {
+		t.Fatalf("%d arrivals recorded, want 50", bs[0].n)
+	}
+}
+
+func atomicSlot(b *bell, i int) uint64 { return atomic.LoadUint64(b.slot(i)) }

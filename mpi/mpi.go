@@ -551,7 +551,12 @@ func (c *Comm) agreeWaiting(op string, fields []field, local error, p Patience) 
 		return nil
 	}
 	vec := agreementVector(fields, local != nil, c.rank, c.size)
-	if p.Max > 0 {
+	if p.Max > 0 && c.bell != nil && c.bell.whole {
+		c.bell.await(p)
+		if rc := C.hv_allreduce_i64_max((*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec)), c.h); rc != 0 {
+			return newError("MPI_Allreduce", rc)
+		}
+	} else if p.Max > 0 {
 		var req C.MPI_Request
 		if rc := C.hv_iallreduce_i64_max((*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec)), c.h, &req); rc != 0 {
 			return newError("MPI_Iallreduce", rc)
@@ -638,7 +643,10 @@ func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 // AllreducePatient is Allreduce, waiting for the other ranks as p says
 // (MPI_Iallreduce, tested, with sleeps between the tests) instead of in a
 // blocking MPI_Allreduce, which spins in the library while a peer is
-// still computing. Buffers beyond 2^31-1 elements take the blocking path.
+// still computing. With the node's doorbell (EnableDoorbell) and every
+// rank of c on this node, it waits on the doorbell for every rank to
+// arrive and then makes the blocking call, in which no rank then waits.
+// Buffers beyond 2^31-1 elements take the blocking path.
 func (c *Comm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, p Patience) error {
 	if p.Max <= 0 || (buf != nil && buf.Len() > c.limit) {
 		return c.Allreduce(buf, op)
@@ -651,6 +659,15 @@ func (c *Comm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, p Patien
 		return err
 	}
 	dt, n := dtypeOf(buf), lenOf(buf)
+	if c.bell != nil && c.bell.whole {
+		// Every rank is on this node: wait on the doorbell, then
+		// make the blocking call, which no rank waits in.
+		c.bell.await(p)
+		if rc := C.hv_allreduce(ptr(buf), C.int(n), C.int(dt), cOp(op), c.h); rc != 0 {
+			return newError("MPI_Allreduce", rc)
+		}
+		return nil
+	}
 	var req C.MPI_Request
 	if rc := C.hv_iallreduce(ptr(buf), C.int(n), C.int(dt), cOp(op), c.h, &req); rc != 0 {
 		return newError("MPI_Iallreduce", rc)
@@ -709,7 +726,9 @@ func (c *Comm) wait(req *C.MPI_Request, p Patience) error {
 // doorbell of this rank's node: a page of memory shared by the ranks of c
 // that share the node, through which a rank that waits for its local peers
 // sleeps until the last of them posts the collective, and is woken then,
-// instead of sleeping on a timer. It is collective over c: every rank
+// instead of sleeping on a timer. Where every rank of c shares the node,
+// the ranks meet on the doorbell before the collective and then make the
+// blocking call. It is collective over c: every rank
 // calls it, before any patient collective on c or after the same ones.
 // When some rank cannot set its doorbell up (no shared memory, not Linux),
 // no rank uses one, and every rank returns that rank's error.
@@ -783,7 +802,7 @@ func (c *Comm) nodeBell(node *Comm) (*bell, error) {
 		unmap()
 		return nil, err
 	}
-	b.unmap = unmap
+	b.unmap, b.whole = unmap, node.size == c.size
 	return b, nil
 }
 
