@@ -37,24 +37,7 @@ func TestAgreementWaitsPatiently(t *testing.T) {
 		cfg := testConfig()
 		cfg.AgreementSleepMax = sleep
 		rts, coms := startWrapped(t, n, cfg, func(c comm.Communicator) *patientComm { return &patientComm{Communicator: c} })
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				for step := range 5 {
-					out, err := rts[i].Allreduce(ctx, tensor.FromFloat64([]float64{float64(i + step)}), "g", Sum)
-					if err == nil && out.Float64s()[0] != float64(1+2*step) {
-						t.Errorf("sleep %v rank %d step %d: sum %v", sleep, i, step, out.Float64s()[0])
-					}
-					errs[i] = err
-				}
-			}()
-		}
-		wg.Wait()
+		errs := sumSteps(t, rts, 5)
 		StopLocal(rts)
 		for i, c := range coms {
 			if errs[i] != nil {
@@ -70,6 +53,33 @@ func TestAgreementWaitsPatiently(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sumSteps runs steps allreduces (Sum) of one element under one name on
+// every rank at once, rank i giving i+step, checks each sum, and returns
+// each rank's last error.
+func sumSteps(t *testing.T, rts []*Runtime, steps int) []error {
+	t.Helper()
+	n := len(rts)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for step := range steps {
+				out, err := rts[i].Allreduce(ctx, tensor.FromFloat64([]float64{float64(i + step)}), "g", Sum)
+				if want := float64(n*(n-1)/2 + n*step); err == nil && out.Float64s()[0] != want {
+					t.Errorf("rank %d step %d: sum %v, want %v", i, step, out.Float64s()[0], want)
+				}
+				errs[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // bellComm is a patient communicator with a doorbell (comm.Doorbeller)
@@ -109,20 +119,11 @@ func TestDoorbellEnabledAtInit(t *testing.T) {
 			rts, coms := startWrapped(t, n, cfg, func(c comm.Communicator) *bellComm {
 				return &bellComm{patientComm: patientComm{Communicator: c}, fail: tc.fail}
 			})
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-					defer cancel()
-					out, err := rts[i].Allreduce(ctx, tensor.FromFloat64([]float64{float64(i)}), "g", Sum)
-					if err != nil || out.Float64s()[0] != 1 {
-						t.Errorf("rank %d: %v %v", i, out, err)
-					}
-				}()
+			for i, err := range sumSteps(t, rts, 1) {
+				if err != nil {
+					t.Errorf("rank %d: %v", i, err)
+				}
 			}
-			wg.Wait()
 			StopLocal(rts)
 			for i, c := range coms {
 				if got := c.enabled.Load(); got != tc.want {

@@ -58,6 +58,36 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// fakes writes a fake launcher and program (shell scripts: the launcher
+// is run as LAUNCHER NP PROGRAM ARGS...) into a temporary directory and
+// returns their paths; it skips the test where there is no sh.
+func fakes(t *testing.T, launcher, prog string) (string, string) {
+	t.Helper()
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	paths := []string{filepath.Join(dir, "launcher"), filepath.Join(dir, "prog")}
+	for i, body := range []string{launcher, prog} {
+		if err := os.WriteFile(paths[i], []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return paths[0], paths[1]
+}
+
+// runMain runs scalebench's main in a child process (TestMain) with args,
+// and returns what it printed on stdout, or with combined, stdout and
+// stderr together.
+func runMain(args string, combined bool) ([]byte, error) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "SCALEBENCH_RUN_MAIN="+args)
+	if combined {
+		return cmd.CombinedOutput()
+	}
+	return cmd.Output()
+}
+
 // TestCPURatioLines runs scalebench on a fake launcher and program whose
 // CPU per sample is 0.05 ms run alone (the bound's copies), 0.07 ms at
 // np 1 under the launcher, and 0.06, 0.055 and 0.06 ms at np 2 in its
@@ -65,30 +95,15 @@ func TestMain(m *testing.M) {
 // have each np's median ratio over the rounds against the bound's copies
 // (not against np 1's job).
 func TestCPURatioLines(t *testing.T) {
-	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh")
-	}
-	dir := t.TempDir()
-	launcher := filepath.Join(dir, "launcher")
-	if err := os.WriteFile(launcher, []byte("#!/bin/sh\nFAKE_NP=$1 exec sh \"$2\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	prog := filepath.Join(dir, "prog")
-	script := `#!/bin/sh
-c=0.05
+	launcher, prog := fakes(t, "FAKE_NP=$1 exec sh \"$2\"\n", `c=0.05
 [ "${FAKE_NP:-}" = 1 ] && c=0.07
 if [ "${FAKE_NP:-}" = 2 ]; then
 	n=$(cat "$0.count" 2>/dev/null || echo 0); echo $((n+1)) > "$0.count"
 	c=0.055; [ $((n % 2)) = 0 ] && c=0.06
 fi
 echo "epoch 1: x 100 samples/s  $c CPU-ms/sample (all ranks)  lr 0"
-`
-	if err := os.WriteFile(prog, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "SCALEBENCH_RUN_MAIN=-max-np 2 -rounds 3 -png= -launcher "+launcher+" -program "+prog)
-	out, err := cmd.Output()
+`)
+	out, err := runMain("-max-np 2 -rounds 3 -png= -launcher "+launcher+" -program "+prog, false)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -113,26 +128,11 @@ echo "epoch 1: x 100 samples/s  $c CPU-ms/sample (all ranks)  lr 0"
 // the bound's copies run): each variant gets its own table and ratio lines,
 // in order, against the same bound.
 func TestVariants(t *testing.T) {
-	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh")
-	}
-	dir := t.TempDir()
-	launcher := filepath.Join(dir, "launcher")
-	if err := os.WriteFile(launcher, []byte("#!/bin/sh\nexec sh \"$2\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	prog := filepath.Join(dir, "prog")
-	script := `#!/bin/sh
-c=0.05
+	launcher, prog := fakes(t, "exec sh \"$2\"\n", `c=0.05
 [ -n "${V:-}" ] && c=$(echo "$V" | awk '{print $1/1000}')
 echo "epoch 1: x 100 samples/s  $c CPU-ms/sample (all ranks)  lr 0"
-`
-	if err := os.WriteFile(prog, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "SCALEBENCH_RUN_MAIN=-max-np 1 -rounds 2 -png= -variant V=10 -variant V=30 -launcher "+launcher+" -program "+prog)
-	out, err := cmd.Output()
+`)
+	out, err := runMain("-max-np 1 -rounds 2 -png= -variant V=10 -variant V=30 -launcher "+launcher+" -program "+prog, false)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -144,13 +144,11 @@ echo "epoch 1: x 100 samples/s  $c CPU-ms/sample (all ranks)  lr 0"
 	}
 	// A variant that runs another program: its figures are that
 	// program's.
-	prog2 := filepath.Join(dir, "prog2")
+	prog2 := filepath.Join(filepath.Dir(prog), "prog2")
 	if err := os.WriteFile(prog2, []byte("#!/bin/sh\necho \"epoch 1: x 100 samples/s  0.2 CPU-ms/sample (all ranks)  lr 0\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd = exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "SCALEBENCH_RUN_MAIN=-max-np 1 -rounds 1 -png= -variant V=10 -variant SCALEBENCH_PROGRAM="+prog2+" -launcher "+launcher+" -program "+prog)
-	out, err = cmd.Output()
+	out, err = runMain("-max-np 1 -rounds 1 -png= -variant V=10 -variant SCALEBENCH_PROGRAM="+prog2+" -launcher "+launcher+" -program "+prog, false)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -169,21 +167,8 @@ echo "epoch 1: x 100 samples/s  $c CPU-ms/sample (all ranks)  lr 0"
 // TestMinNP runs scalebench from np 2 only (-min-np): no np 1 line, and the
 // ideal columns read "-"; a smallest np above the largest is refused.
 func TestMinNP(t *testing.T) {
-	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh")
-	}
-	dir := t.TempDir()
-	launcher := filepath.Join(dir, "launcher")
-	if err := os.WriteFile(launcher, []byte("#!/bin/sh\nexec sh \"$2\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	prog := filepath.Join(dir, "prog")
-	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho \"epoch 1: x 100 samples/s  0.05 CPU-ms/sample (all ranks)  lr 0\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "SCALEBENCH_RUN_MAIN=-min-np 2 -max-np 2 -rounds 1 -png= -launcher "+launcher+" -program "+prog)
-	out, err := cmd.Output()
+	launcher, prog := fakes(t, "exec sh \"$2\"\n", "echo \"epoch 1: x 100 samples/s  0.05 CPU-ms/sample (all ranks)  lr 0\"\n")
+	out, err := runMain("-min-np 2 -max-np 2 -rounds 1 -png= -launcher "+launcher+" -program "+prog, false)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -191,9 +176,7 @@ func TestMinNP(t *testing.T) {
 	if strings.Contains(s, "np=1 ") || !strings.Contains(s, "np=2 cpu_per_sample_ratio=") || !strings.Contains(s, "            -") {
 		t.Fatalf("want np 2 alone, without an ideal:\n%s", s)
 	}
-	cmd = exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "SCALEBENCH_RUN_MAIN=-min-np 4 -max-np 2 -png= -launcher "+launcher+" -program "+prog)
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "-min-np 4") {
+	if out, err := runMain("-min-np 4 -max-np 2 -png= -launcher "+launcher+" -program "+prog, true); err == nil || !strings.Contains(string(out), "-min-np 4") {
 		t.Fatalf("-min-np above -max-np: err %v\n%s", err, out)
 	}
 }
