@@ -10,31 +10,32 @@ import (
 )
 
 // A doorbell lets a patient wait sleep until the ranks on its node have
-// posted their part of the collective, instead of sleeping on a timer. The
-// ranks of a node share one page of memory: a counter of arrivals (the
+// joined the collective, instead of spinning and then sleeping on a timer.
+//
+// The ranks of a node share one page of memory: a counter of arrivals (the
 // futex word), a count of sleepers, and one slot per local rank holding how
 // many patient collectives that rank has posted on the communicator. Every
 // rank posts the same collectives in the same order (MPI's rule for
 // collectives on one communicator), so collective k has found every local
-// rank once each slot holds k or more.
+// rank once each slot holds k or more. A rank that posts collective k
+// stores k in its slot, bumps the arrivals and, when someone sleeps, wakes
+// the sleepers (FUTEX_WAKE on the shared word).
 //
-// A rank that posts collective k stores k in its slot, bumps the arrivals
-// and, when someone sleeps, wakes the sleepers (FUTEX_WAKE on the shared
-// word). A rank waiting on collective k tests it, and while some local
-// rank has not posted k, sleeps on the arrivals word until it changes (or a
-// cap passes), after testing without pause for Patience's spin only where
-// the local ranks have lately arrived close together (bell.spin: there a
-// sleep would add a wake-up to every collective); once every local rank
-// has posted, it waits as Patience says
-// (spin, then sleeps), as it would without a doorbell, since what is left
-// is the exchange itself or ranks on other nodes. Where every rank of the
-// communicator is on the node, the ranks meet on the doorbell before they
-// call MPI at all (bell.await), and then make the blocking collective,
-// which takes a few microseconds with everyone there. So the first rank to
-// arrive spends no CPU while its peers compute, and is woken within a
-// scheduler wake-up of the last one's arrival rather than up to one of
-// Patience's sleeps later, while the last one waits on it inside the
-// collective.
+// A rank that waits for collective k first waits for its local peers:
+// without pause for Patience's spin where they have lately arrived close
+// to it (bell.spin; there a sleep would add a wake-up to every
+// collective), then asleep on the arrivals word until it changes or a cap
+// passes. Once every local rank is there:
+//   - where every rank of the communicator is on this node, nobody is
+//     missing, and the ranks make the blocking collective, which takes a
+//     few microseconds with everyone there (bell.await);
+//   - else the rank tests the nonblocking collective it posted, as
+//     Patience says, for the exchange and the ranks on other nodes
+//     (Comm.wait).
+//
+// So the first rank to arrive spends no CPU while its peers compute, and
+// is woken when the last one arrives, rather than noticing it up to one of
+// Patience's sleeps later while that rank, the slowest, waits for it.
 //
 // The memory is a file in /dev/shm (or the temporary directory), created
 // by the node's first rank, mapped by every local rank and removed as soon
@@ -57,7 +58,7 @@ func bellBytes(locals int) int { return bellLine * (1 + locals) }
 const bellCap = 5 * time.Millisecond
 
 // bellGaps is how many of its latest waits a rank remembers the local
-// arrivals of (bell.arrive).
+// arrivals of (bell.arrived).
 const bellGaps = 9
 
 // bell is one rank's view of its node's doorbell memory.
