@@ -551,20 +551,13 @@ func (c *Comm) agreeWaiting(op string, fields []field, local error, p Patience) 
 		return nil
 	}
 	vec := agreementVector(fields, local != nil, c.rank, c.size)
-	if p.Max > 0 && c.bell != nil && c.bell.whole {
-		c.bell.await(p)
-		if rc := C.hv_allreduce_i64_max((*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec)), c.h); rc != 0 {
-			return newError("MPI_Allreduce", rc)
-		}
-	} else if p.Max > 0 {
-		var req C.MPI_Request
-		if rc := C.hv_iallreduce_i64_max((*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec)), c.h, &req); rc != 0 {
-			return newError("MPI_Iallreduce", rc)
-		}
-		if err := c.wait(&req, p); err != nil {
+	v, n := (*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec))
+	blocking := func() C.int { return C.hv_allreduce_i64_max(v, n, c.h) }
+	if p.Max > 0 {
+		if err := c.patient(p, blocking, func(req *C.MPI_Request) C.int { return C.hv_iallreduce_i64_max(v, n, c.h, req) }); err != nil {
 			return err
 		}
-	} else if rc := C.hv_allreduce_i64_max((*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec)), c.h); rc != 0 {
+	} else if rc := blocking(); rc != 0 {
 		return newError("MPI_Allreduce", rc)
 	}
 	mismatch, bad := verdict(op, fields, vec, c.size)
@@ -658,62 +651,49 @@ func (c *Comm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, p Patien
 	if err := c.agreeWaiting("allreduce", fields, local, p); err != nil {
 		return err
 	}
-	dt, n := dtypeOf(buf), lenOf(buf)
+	p0, n, dt, o := ptr(buf), C.int(lenOf(buf)), C.int(dtypeOf(buf)), cOp(op)
+	return c.patient(p, func() C.int { return C.hv_allreduce(p0, n, dt, o, c.h) },
+		func(req *C.MPI_Request) C.int { return C.hv_iallreduce(p0, n, dt, o, c.h, req) })
+}
+
+// patient makes one collective of c, waiting for the other ranks as p
+// says. Where every rank of c is on this node and shares its doorbell,
+// the ranks meet on the doorbell and then make the blocking call
+// (blocking), which nobody waits in. Otherwise the rank starts the
+// nonblocking call (start) and waits for it to complete (wait).
+func (c *Comm) patient(p Patience, blocking func() C.int, start func(*C.MPI_Request) C.int) error {
 	if c.bell != nil && c.bell.whole {
-		// Every rank is on this node: wait on the doorbell, then
-		// make the blocking call, which no rank waits in.
 		c.bell.await(p)
-		if rc := C.hv_allreduce(ptr(buf), C.int(n), C.int(dt), cOp(op), c.h); rc != 0 {
+		if rc := blocking(); rc != 0 {
 			return newError("MPI_Allreduce", rc)
 		}
 		return nil
 	}
 	var req C.MPI_Request
-	if rc := C.hv_iallreduce(ptr(buf), C.int(n), C.int(dt), cOp(op), c.h, &req); rc != 0 {
+	if rc := start(&req); rc != 0 {
 		return newError("MPI_Iallreduce", rc)
 	}
 	return c.wait(&req, p)
 }
 
 // wait tests req, the collective c has just posted, until it completes.
-// With the node's doorbell, it first sleeps on it until every local rank
-// has posted the collective; then, and without a doorbell from the start,
+// With the node's doorbell, it first waits there until every local rank
+// has posted the collective (bell.await: nothing completes before); then
 // it waits as p says: tests without pause for p.Spin, then sleeps between
-// tests.
+// tests, for the exchange itself and the ranks on other nodes.
 func (c *Comm) wait(req *C.MPI_Request, p Patience) error {
-	var (
-		k     uint64
-		early time.Duration // how long to spin for local peers to arrive
-	)
-	b := c.bell
-	if b != nil {
-		k, early = b.post(), b.spin(p)
+	if c.bell != nil {
+		c.bell.await(p)
 	}
 	w := waiter{p: p}
-	posted := time.Now()
-	start := posted
+	start := time.Now()
 	for {
 		var done C.int
 		if rc := C.hv_test(req, &done); rc != 0 {
 			return newError("MPI_Test", rc)
 		}
-		if b != nil && b.here(k) {
-			b.arrived(time.Since(posted))
-			b = nil // from here on, as without a doorbell
-		}
 		if done != 0 {
 			return nil
-		}
-		if b != nil {
-			if time.Since(posted) < early {
-				yieldSlice()
-				continue
-			}
-			b.sleep(k, bellCap)
-			// A local rank has arrived (or the cap passed): if
-			// everyone is here, the spin starts now.
-			w, start = waiter{p: p}, time.Now()
-			continue
 		}
 		if d := w.next(time.Since(start)); d > 0 {
 			C.hv_sleep_ns(C.long(d))
