@@ -13,41 +13,61 @@ import (
 // DistributedOptimizer; the yardstick has no such case.
 const optimizerCase = "optimizer"
 
+// patternPeriod is the period of pattern along a tensor.
+const patternPeriod = 13
+
 // pattern is a small integer per element of tensor i (0 to 12), so that
-// sums over ranks are exact in float32.
-func pattern(i, j int) float32 { return float32((i*7 + j) % 13) }
+// sums over ranks are exact in float32. Along a tensor it counts up by one
+// and wraps (next), which is how the loops below walk it: a division per
+// element made checking every step's result cost several times the step.
+func pattern(i, j int) float32 { return float32((i*7 + j) % patternPeriod) }
+
+// next is the pattern of the element after one whose pattern is p.
+func next(p float32) float32 {
+	if p++; p == patternPeriod {
+		return 0
+	}
+	return p
+}
 
 // fillRanked fills the tensors with rank-dependent small integers:
 // pattern + rank + 1.
 func fillRanked(ts []*tensor.Tensor, rank int) {
 	for i, t := range ts {
 		v := t.Float32s()
+		p := pattern(i, 0)
 		for j := range v {
-			v[j] = pattern(i, j) + float32(rank+1)
+			v[j] = p + float32(rank+1)
+			p = next(p)
 		}
 	}
 }
 
-// expectedSum is the Sum over n ranks of what fillRanked writes at element
-// j of tensor i: n·pattern + n(n+1)/2, an exact small integer.
-func expectedSum(i, j, n int) float64 {
-	return float64(n)*float64(pattern(i, j)) + float64(n*(n+1)/2)
+// sumOver is the Sum over n ranks of what fillRanked writes where the
+// pattern is p: n·p + n(n+1)/2, an exact small integer.
+func sumOver(n int) func(p float32) float64 {
+	return func(p float32) float64 { return float64(n)*float64(p) + float64(n*(n+1)/2) }
 }
 
-// verify checks every element j of every tensor i against want(i, j): equal
-// when tol is 0, else within tol relative to want. It returns the number of
-// elements checked, or an error naming the case, the tensor, the element,
-// what it holds and what it should.
-func verify(name string, ts []*tensor.Tensor, want func(i, j int) float64, tol float64) (int, error) {
+// expectedSum is sumOver(n) at element j of tensor i.
+func expectedSum(i, j, n int) float64 { return sumOver(n)(pattern(i, j)) }
+
+// verify checks every element j of every tensor i against want(pattern(i,
+// j)): equal when tol is 0, else within tol relative to want. It returns
+// the number of elements checked, or an error naming the case, the tensor,
+// the element, what it holds and what it should.
+func verify(name string, ts []*tensor.Tensor, want func(p float32) float64, tol float64) (int, error) {
 	n := 0
 	for i, t := range ts {
 		v := t.Float32s()
+		p := pattern(i, 0)
 		for j, got := range v {
-			w := want(i, j)
+			w := want(p)
 			// Written so that NaN fails.
 			if !(math.Abs(float64(got)-w) <= tol*math.Abs(w)) {
 				return n, fmt.Errorf("case %s: tensor %d element %d: got %v, want %v", name, i, j, got, w)
 			}
+			p = next(p)
 		}
 		n += len(v)
 	}
@@ -130,7 +150,7 @@ func optimizerBench(rt *hvd.Runtime, ctl control, name string, counts []int) (be
 	// (the wrapped SGD, without weight decay, leaves them as they are).
 	check := func() (int, error) {
 		return verify(name+" (averaged gradients)", grads,
-			func(i, j int) float64 { return float64(pattern(i, j)) + half }, averageTol(n))
+			func(p float32) float64 { return float64(p) + half }, averageTol(n))
 	}
 	final := func() (int, error) {
 		// Every rank applied the same averages from the same start: the

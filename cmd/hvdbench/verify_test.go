@@ -31,7 +31,7 @@ func summed(n int, sizes ...int) []*tensor.Tensor {
 
 func TestVerifyCountsEveryElement(t *testing.T) {
 	ts := summed(3, 5, 1, 40)
-	got, err := verify("c", ts, func(i, j int) float64 { return expectedSum(i, j, 3) }, 0)
+	got, err := verify("c", ts, sumOver(3), 0)
 	if err != nil || got != 46 {
 		t.Fatalf("verify = %d, %v; want 46, nil", got, err)
 	}
@@ -42,7 +42,7 @@ func TestVerifyNamesTheWrongElement(t *testing.T) {
 		ts := summed(2, 5, 7, 3)
 		ts[1].Float32s()[4] = bad
 		want := expectedSum(1, 4, 2)
-		_, err := verify("resnet50", ts, func(i, j int) float64 { return expectedSum(i, j, 2) }, 0)
+		_, err := verify("resnet50", ts, sumOver(2), 0)
 		if err == nil {
 			t.Fatalf("element 4 of tensor 1 set to %v: no error", bad)
 		}
@@ -57,7 +57,7 @@ func TestVerifyNamesTheWrongElement(t *testing.T) {
 func TestVerifyLastElement(t *testing.T) {
 	ts := summed(2, 3, 3)
 	ts[1].Float32s()[2]++ // an exact sum is wanted
-	_, err := verify("c", ts, func(i, j int) float64 { return expectedSum(i, j, 2) }, 0)
+	_, err := verify("c", ts, sumOver(2), 0)
 	if err == nil || !strings.Contains(err.Error(), "tensor 1 element 2:") {
 		t.Fatalf("err = %v; want tensor 1 element 2 named", err)
 	}
@@ -65,7 +65,7 @@ func TestVerifyLastElement(t *testing.T) {
 
 func TestVerifyTolerance(t *testing.T) {
 	ts := []*tensor.Tensor{tensor.FromFloat32([]float32{float32(10.0 / 3)})}
-	want := func(int, int) float64 { return 10.0 / 3 }
+	want := func(float32) float64 { return 10.0 / 3 }
 	if _, err := verify("c", ts, want, averageTol(3)); err != nil {
 		t.Fatalf("within tolerance: %v", err)
 	}
@@ -113,7 +113,7 @@ func TestMeasureChecksEveryStep(t *testing.T) {
 				checked++
 				if steps-1-a.warmup == badStep {
 					ts[0].Float32s()[3] = 1 // not the sum
-					return verify("c", ts, func(i, j int) float64 { return 0 }, 0)
+					return verify("c", ts, func(float32) float64 { return 0 }, 0)
 				}
 				return innerCheck()
 			}
@@ -171,6 +171,25 @@ func TestMeasureSetsInputsBeforeTheBarrier(t *testing.T) {
 			if time.Duration(d*float64(time.Second)) >= delay {
 				t.Errorf("rank %d step %d took %v: rank 1's input delay of %v was timed", rank, i, time.Duration(d*1e9), delay)
 			}
+		}
+	}
+}
+
+// TestPatternWalk: walking a tensor with next gives pattern at every
+// element, across the wraps, and fillRanked writes pattern + rank + 1.
+func TestPatternWalk(t *testing.T) {
+	ts := []*tensor.Tensor{tensor.New(tensor.Float32, 40), tensor.New(tensor.Float32, 1), tensor.New(tensor.Float32, 29)}
+	fillRanked(ts, 2)
+	for i, tt := range ts {
+		p := pattern(i, 0)
+		for j, got := range tt.Float32s() {
+			if p != pattern(i, j) {
+				t.Fatalf("tensor %d element %d: walked to pattern %v, want %v", i, j, p, pattern(i, j))
+			}
+			if got != pattern(i, j)+3 {
+				t.Fatalf("tensor %d element %d: fillRanked wrote %v, want %v", i, j, got, pattern(i, j)+3)
+			}
+			p = next(p)
 		}
 	}
 }
