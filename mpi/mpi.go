@@ -550,6 +550,13 @@ func (c *Comm) agreeWaiting(op string, fields []field, local error, p Patience) 
 		}
 		return nil
 	}
+	return c.agreeAll(op, fields, local, p)
+}
+
+// agreeAll is agreeWaiting whether the check is on or off: the ranks
+// exchange their fields and local errors, and every rank returns the same
+// error.
+func (c *Comm) agreeAll(op string, fields []field, local error, p Patience) error {
 	vec := agreementVector(fields, local != nil, c.rank, c.size)
 	v, n := (*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec))
 	blocking := func() C.int { return C.hv_allreduce_i64_max(v, n, c.h) }
@@ -728,7 +735,7 @@ func (c *Comm) EnableDoorbell() error {
 	// Every rank of c learns whether every rank has its doorbell: a
 	// rank without one would leave its local peers sleeping to the cap.
 	fields := []field{collectiveField(opAllreduce)}
-	if err := c.withCheck(func() error { return c.agree("doorbell", fields, local) }); err != nil {
+	if err := c.agreeAll("doorbell", fields, local, Patience{}); err != nil {
 		b.close()
 		return err
 	}
@@ -784,14 +791,6 @@ func (c *Comm) nodeBell(node *Comm) (*bell, error) {
 	}
 	b.unmap, b.whole = unmap, node.size == c.size
 	return b, nil
-}
-
-// withCheck runs fn with the agreement check on.
-func (c *Comm) withCheck(fn func() error) error {
-	off := c.noChk
-	c.noChk = false
-	defer func() { c.noChk = off }()
-	return fn()
 }
 
 // sleepThenSlack sleeps as the patient wait does, on one OS thread, and
