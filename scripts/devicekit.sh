@@ -113,7 +113,7 @@ case $steps in *" hvdbench "*)
 	for x in "${variants[@]}"; do
 		hdr "hvdbench np 8 $x"
 		env $x timeout 150 "$D/hvdbench" -np 8 -cases resnet50,64MiB,4KiBx1000flat -rounds 3 -bench-dir "$D/bench" -cpuprofile "$O/hvdbench.prof" 2>&1 |
-			grep -E "^(ratio|summary|impl=)" | cut -c1-400
+			grep -E "^(ratio|summary|impl=)" | cut -c1-600
 		echo "rc=$?"
 	done
 	if [ -z "${VARIANTS:-}" ]; then

@@ -33,6 +33,17 @@
 // machine load, and ends with summary lines: medians over the rounds of the
 // runtime's and the best raw mode's times and of the per-round ratios.
 //
+// A flat case's ratio line carries two more yardsticks, which split its
+// time between what the runtime adds and what it cannot avoid. The packed
+// call again in C under the MPI settings every gohorovod process has
+// (raw_runtime_settings_ms: the thread level mpi.Init asks for,
+// MPI_THREAD_MULTIPLE, through OMPI_MPI_THREAD_LEVEL, and Open MPI
+// yielding while it waits), and the same call made by the worker itself
+// on the flat buffer before its runtime starts, with the inputs set and
+// checked around every step as the runtime's are (direct_ms, its line
+// impl=direct-mpi; beside MPI only). ratio_vs_direct is the runtime's own
+// cost on top of one call.
+//
 // The optimizer case is the path training takes: ResNet-50's shapes as the
 // parameters of an SGD with momentum 0.9 wrapped in optim.NewDistributed
 // over optim.FromRuntime (its default: gradients reduced in buckets). Each

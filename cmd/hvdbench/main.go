@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -68,7 +69,8 @@ func main() {
 			extra = append(extra, "-"+f.Name, f.Value.String())
 		}
 	})
-	if err := orchestrate(orchArgs{np: *np, benchDir: *benchDir, iters: *iters, worker: extra, fusion: *rawFusion, rounds: *rounds}); err != nil {
+	flat := slices.ContainsFunc(strings.Split(*cases, ","), func(c string) bool { return strings.HasSuffix(c, flatSuffix) })
+	if err := orchestrate(orchArgs{np: *np, benchDir: *benchDir, iters: *iters, worker: extra, fusion: *rawFusion, rounds: *rounds, flat: flat}); err != nil {
 		fail(err)
 	}
 }

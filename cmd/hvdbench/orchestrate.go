@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gohorovod/gohorovod/mpi"
 )
 
 // flatSuffix marks a case whose tensors are views of one flat buffer; its
@@ -52,12 +54,34 @@ type orchArgs struct {
 	worker   []string // extra worker flags
 	fusion   int64    // the yardstick's fused mode buffer
 	rounds   int      // yardstick-then-runtime rounds
+	// flat: a flat case is among the cases, so the one packed call is
+	// timed again under the runtime's MPI settings (runtimeMPISettings).
+	flat bool
 }
 
 // summary gathers one runtime setting's figures over rounds.
 type summary struct {
 	rec                                      record
 	runtime, best, ratio, perTensor, speedup []float64
+	// A flat case's: the packed call under the runtime's MPI settings
+	// and the runtime's time over it; the same call made directly in the
+	// worker's process (impl=direct-mpi) and the runtime's time over it.
+	rawRT, overRawRT, direct, overDirect []float64
+}
+
+// runtimeMPISettings is the environment under which the yardstick's packed
+// call runs once more for a flat case: with the thread level the runtime's
+// mpi.Init asks for (MPI_THREAD_MULTIPLE, 3 in Open MPI, whose MPI_Init
+// asks for OMPI_MPI_THREAD_LEVEL's level) and, unless the environment
+// chose otherwise, Open MPI yielding while it waits, as mpi.Init sets it.
+// The runtime's time over that call is its own cost, not its MPI
+// settings'.
+func runtimeMPISettings() []string {
+	env := []string{"OMPI_MPI_THREAD_LEVEL=3"}
+	if _, set := os.LookupEnv(mpi.YieldEnv); !set {
+		env = append(env, mpi.YieldEnv+"=1")
+	}
+	return env
 }
 
 // median returns the median of xs (the upper one of an even count).
@@ -68,7 +92,15 @@ func median(xs []float64) float64 {
 }
 
 func run(out io.Writer, name string, args ...string) ([]byte, error) {
+	return runEnv(out, nil, name, args...)
+}
+
+// runEnv is run with env added to this process's environment.
+func runEnv(out io.Writer, env []string, name string, args ...string) ([]byte, error) {
 	cmd := exec.Command(name, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var buf bytes.Buffer
 	cmd.Stdout = io.MultiWriter(&buf, out)
 	cmd.Stderr = os.Stderr
@@ -148,6 +180,20 @@ func orchestrate(a orchArgs) error {
 				raw[c.name] = append(raw[c.name], rec)
 			}
 		}
+		rawRT := 0.0 // the flat case's packed call under the runtime's MPI settings
+		if a.flat {
+			fmt.Fprintf(os.Stderr, "# round %d yardstick 4KiBx1000 under the runtime's MPI settings\n", round)
+			b, err := runEnv(os.Stdout, runtimeMPISettings(), "scripts/mpirun.sh",
+				np, base, "--iters", iters, "--shapes", small, "--modes", "whole")
+			if err != nil {
+				return fmt.Errorf("yardstick under the runtime's MPI settings: %w", err)
+			}
+			for _, rec := range parseLines(bytes.NewReader(b)) {
+				rawRT = rec.num("median_ms")
+				fmt.Printf("impl=raw-mpi-runtime-settings case=4KiBx1000 mode=%s median_ms=%s algbw_GBps=%s busbw_GBps=%s\n",
+					rec["mode"], rec["median_ms"], rec["algbw_GBps"], rec["busbw_GBps"])
+			}
+		}
 		fmt.Fprintf(os.Stderr, "# round %d runtime\n", round)
 		b, err := run(os.Stdout, "scripts/mpirun.sh", append([]string{np, self, "-worker", "-iters", iters}, a.worker...)...)
 		if err != nil {
@@ -186,8 +232,13 @@ func orchestrate(a orchArgs) error {
 			}
 			fmt.Println(line)
 		}
+		direct := map[string]float64{} // by case: the last direct-mpi time before the runtime's
 		for _, rec := range recs {
 			c := rec["case"]
+			if rec["impl"] == "direct-mpi" {
+				direct[c] = rec.num("median_ms")
+				continue
+			}
 			best, bestMode, perTensor := 0.0, "", 0.0
 			for _, r := range raw[strings.TrimSuffix(c, flatSuffix)] {
 				if m := r.num("median_ms"); best == 0 || m < best {
@@ -205,6 +256,13 @@ func orchestrate(a orchArgs) error {
 			if perTensor > 0 {
 				line += fmt.Sprintf(" speedup_vs_per_tensor=%.2f", perTensor/rec.num("median_ms"))
 			}
+			flat := strings.HasSuffix(c, flatSuffix)
+			if flat && rawRT > 0 {
+				line += fmt.Sprintf(" raw_runtime_settings_ms=%.4f ratio_vs_runtime_settings=%.3f", rawRT, rec.num("median_ms")/rawRT)
+			}
+			if d := direct[c]; flat && d > 0 {
+				line += fmt.Sprintf(" direct_ms=%.4f ratio_vs_direct=%.3f", d, rec.num("median_ms")/d)
+			}
 			fmt.Println(line)
 			key := strings.Join([]string{c, rec["fusion"], rec["chunk"], rec["fchunk"], rec["maxfused"]}, " ")
 			s := sum[key]
@@ -220,6 +278,14 @@ func orchestrate(a orchArgs) error {
 				s.perTensor = append(s.perTensor, perTensor)
 				s.speedup = append(s.speedup, perTensor/rec.num("median_ms"))
 			}
+			if flat && rawRT > 0 {
+				s.rawRT = append(s.rawRT, rawRT)
+				s.overRawRT = append(s.overRawRT, rec.num("median_ms")/rawRT)
+			}
+			if d := direct[c]; flat && d > 0 {
+				s.direct = append(s.direct, d)
+				s.overDirect = append(s.overDirect, rec.num("median_ms")/d)
+			}
 		}
 	}
 	if a.rounds > 1 {
@@ -230,6 +296,12 @@ func orchestrate(a orchArgs) error {
 				median(s.runtime), median(s.best), median(s.ratio))
 			if len(s.speedup) > 0 {
 				line += fmt.Sprintf(" raw_per_tensor_ms=%.4f speedup_vs_per_tensor=%.2f", median(s.perTensor), median(s.speedup))
+			}
+			if len(s.rawRT) > 0 {
+				line += fmt.Sprintf(" raw_runtime_settings_ms=%.4f ratio_vs_runtime_settings=%.3f", median(s.rawRT), median(s.overRawRT))
+			}
+			if len(s.direct) > 0 {
+				line += fmt.Sprintf(" direct_ms=%.4f ratio_vs_direct=%.3f", median(s.direct), median(s.overDirect))
 			}
 			fmt.Println(line)
 		}

@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/gohorovod/gohorovod/mpi"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -191,5 +193,82 @@ func TestPatternWalk(t *testing.T) {
 			}
 			p = next(p)
 		}
+	}
+}
+
+// twoRanks is a control that plays rank 0 of two: an allreduce Sum adds
+// what rank 1's fillRanked would hold (each value plus one), wrong by one
+// at element 0 of the Sum call numbered bad; Max leaves the tensor as it
+// is. It records whether its agreement check was on at each Sum.
+type twoRanks struct {
+	check      bool
+	sums, bad  int
+	checkedSum []bool
+}
+
+func (c *twoRanks) Rank() int      { return 0 }
+func (c *twoRanks) Size() int      { return 2 }
+func (c *twoRanks) Barrier() error { return nil }
+func (c *twoRanks) SetCheck(on bool) {
+	c.check = on
+}
+func (c *twoRanks) Check() bool { return c.check }
+func (c *twoRanks) Allreduce(t *tensor.Tensor, op tensor.ReduceOp) error {
+	if op != tensor.Sum {
+		return nil
+	}
+	c.checkedSum = append(c.checkedSum, c.check)
+	v := t.Float32s()
+	for j := range v {
+		v[j] = 2*v[j] + 1
+	}
+	if c.sums == c.bad {
+		v[0]++
+	}
+	c.sums++
+	return nil
+}
+
+// TestRunDirect: the direct call is made once per step on the whole flat
+// buffer, with the communicator's agreement check off and restored after,
+// and every step's result is checked.
+func TestRunDirect(t *testing.T) {
+	a := workerArgs{iters: 5, warmup: 2}
+	counts := []int{3, 1024, 5}
+	for _, bad := range []int{-1, 4} { // the Sum call made wrong; -1: none
+		ctl := &twoRanks{check: true, bad: bad}
+		err := runDirect(ctl, "x"+flatSuffix, counts, a)
+		if want := a.warmup + a.iters; ctl.sums != want {
+			t.Fatalf("%d calls for %d steps", ctl.sums, want)
+		}
+		for i, on := range ctl.checkedSum {
+			if on {
+				t.Fatalf("call %d made with the agreement check on", i)
+			}
+		}
+		if !ctl.check {
+			t.Fatal("the agreement check was left off")
+		}
+		switch {
+		case bad < 0 && err != nil:
+			t.Fatal(err)
+		case bad >= 0 && (err == nil || !strings.Contains(err.Error(), fmt.Sprintf("step %d:", bad-a.warmup))):
+			t.Fatalf("a wrong sum in call %d: %v", bad, err)
+		}
+	}
+}
+
+// TestRuntimeMPISettings: the yardstick's second run asks for the
+// runtime's thread level, and yields while it waits unless the
+// environment chose.
+func TestRuntimeMPISettings(t *testing.T) {
+	t.Setenv(mpi.YieldEnv, "")
+	os.Unsetenv(mpi.YieldEnv)
+	if got := strings.Join(runtimeMPISettings(), " "); got != "OMPI_MPI_THREAD_LEVEL=3 "+mpi.YieldEnv+"=1" {
+		t.Fatalf("settings %q", got)
+	}
+	t.Setenv(mpi.YieldEnv, "0")
+	if got := strings.Join(runtimeMPISettings(), " "); got != "OMPI_MPI_THREAD_LEVEL=3" {
+		t.Fatalf("with the yield chosen in the environment: settings %q", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/internal/cputime"
 	hvd "github.com/gohorovod/gohorovod/runtime"
+	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -117,6 +118,15 @@ func worker(a workerArgs) error {
 	for _, name := range a.cases {
 		if _, ok := sets[name]; !ok {
 			return fmt.Errorf("unknown case %q", name)
+		}
+	}
+	if ctl != nil {
+		for _, name := range a.cases {
+			if strings.HasSuffix(name, flatSuffix) {
+				if err := runDirect(ctl, name, sets[name], a); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	for _, thr := range a.thresholds {
@@ -263,6 +273,45 @@ func runCase(rt *hvd.Runtime, ctl control, name string, counts []int, k knobs, a
 	return nil
 }
 
+// runDirect times a flat case's packed call made straight on the control
+// communicator, before any runtime starts in the process: the same
+// buffer, set and checked the same way around every step, one allreduce
+// of it per step, from this Go process, so under the MPI settings the
+// runtime's process has (the thread level mpi.Init asks for, Open MPI
+// yielding while it waits). The runtime's time over this one is what the
+// runtime itself adds to the call. Only beside MPI; the communicator's
+// agreement check is off for the steps, as the runtime's data calls make
+// none.
+func runDirect(ctl control, name string, counts []int, a workerArgs) error {
+	ac, ok := ctl.(comm.AgreementChecker)
+	if !ok {
+		return nil
+	}
+	shapes := make([]tensor.Shape, len(counts))
+	total := 0
+	for i, n := range counts {
+		shapes[i] = tensor.Shape{n}
+		total += n
+	}
+	flat, ts := tensor.NewFlat(tensor.Float32, shapes...)
+	rank, n := ctl.Rank(), ctl.Size()
+	c := benchCase{tensors: len(counts), bytes: float64(total * 4),
+		step:    func() error { return ctl.Allreduce(flat, tensor.Sum) },
+		prepare: func() { fillRanked(ts, rank) },
+		check:   func() (int, error) { return verify(name, ts, sumOver(n), 0) }}
+	was := ac.Check()
+	ac.SetCheck(false)
+	res, err := measure(nil, ctl, name, c, a)
+	ac.SetCheck(was)
+	if err != nil || rank != 0 {
+		return err
+	}
+	times := slices.Sorted(slices.Values(res.times))
+	fmt.Printf("impl=direct-mpi case=%s tensors=%d bytes=%.0f ranks=%d iters=%d verified=%d median_ms=%.4f min_ms=%.4f max_ms=%.4f\n",
+		name, c.tensors, c.bytes, n, a.iters, res.verified, times[len(times)/2]*1e3, times[0]*1e3, times[len(times)-1]*1e3)
+	return nil
+}
+
 // allreduceBench is a case of tensors allreduced (Sum) as one group.
 func allreduceBench(rt *hvd.Runtime, name string, counts []int) (benchCase, error) {
 	ts := make([]*tensor.Tensor, len(counts))
@@ -316,6 +365,14 @@ type caseResult struct {
 	verified         int
 }
 
+// statsOf returns rt's counters, or none without a runtime (runDirect).
+func statsOf(rt *hvd.Runtime) hvd.Stats {
+	if rt == nil {
+		return hvd.Stats{}
+	}
+	return rt.Stats()
+}
+
 // measure times c's steps, checks the result of every step outside the
 // timer (and c.final once after them), and returns the times. A rank whose
 // check fails goes on stepping, so that the others do not wait on it, and
@@ -343,7 +400,7 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, a workerArg
 	for it := -a.warmup; it <= a.iters; it++ {
 		if it == 0 {
 			goruntime.ReadMemStats(&before)
-			res.s0 = rt.Stats()
+			res.s0 = statsOf(rt)
 		}
 		if c.prepare != nil && it < a.iters {
 			c.prepare()
@@ -358,7 +415,7 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, a workerArg
 		if err := ctl.Barrier(); err != nil {
 			return res, err
 		}
-		cur := rt.Stats()
+		cur := statsOf(rt)
 		if it > 0 && cur.CachedCycles-prev.CachedCycles == 1 {
 			cycleCost.Float64s()[it-1] = (cur.CachedBusy - prev.CachedBusy).Seconds()
 		}
@@ -383,7 +440,7 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, a workerArg
 		}
 	}
 	goruntime.ReadMemStats(&after)
-	res.s1 = rt.Stats()
+	res.s1 = statsOf(rt)
 	res.mallocs = after.Mallocs - before.Mallocs
 	if c.final != nil {
 		k, err := c.final()
