@@ -38,6 +38,10 @@
 #                    NCCL) and hvdgpucheck (NCCL at np 1, the staged
 #                    allreduce at np 2 beside its host yardstick)
 #   hvdbench.prof    rank 0's CPU profile of hvdbench's runtime cases
+#   4-flat.txt       (only when STEPS names flat) hvdbench's 1000 flat
+#                    4 KiB views at np 2 and 8 (FLAT_NPS), three rounds,
+#                    beside the packed call as built, under the runtime's
+#                    MPI settings and made directly from a Go process
 # STEPS (default "mnist hvdbench gpu") picks the steps; VARIANTS, a list of
 # settings separated by ";" (each "VAR=VALUE ..."), runs the MNIST step's
 # scalebench with one -variant per setting instead of the BEFORE build,
@@ -123,6 +127,16 @@ case $steps in *" hvdbench "*)
 	fi
 } >"$O/2-hvdbench.txt" 2>&1
 ;; esac
+case $steps in *" flat "*)
+{
+	for n in ${FLAT_NPS:-2 8}; do
+		hdr "hvdbench flat np $n"
+		timeout 120 "$D/hvdbench" -np "$n" -cases 4KiBx1000flat -iters 200 -rounds 3 -bench-dir "$D/bench" 2>&1 |
+			grep -E "^(ratio|summary|impl=(raw-mpi-runtime-settings|direct-mpi|raw-mpi case=4KiBx1000 mode=whole))" | cut -c1-600
+		echo "rc=$?"
+	done
+} >"$O/4-flat.txt" 2>&1
+;; esac
 case $steps in *" gpu "*)
 {
 	hdr "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | sed -n 1p)"
@@ -134,7 +148,7 @@ case $steps in *" gpu "*)
 	echo "=== done $(date +%T)"
 } >"$O/3-gpu.txt" 2>&1
 ;; esac
-tail -n 25 "$O"/[12]-*.txt
+tail -n 25 "$O"/[124]-*.txt
 RUN
 }
 

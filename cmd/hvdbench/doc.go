@@ -2,7 +2,8 @@
 // yardstick (../shared/bench/allreduce_baseline.c) in one run.
 //
 // Started by hand (not under mpirun) it orchestrates: it builds the
-// yardstick with mpicc into bin/, runs it and then itself under
+// yardstick with mpicc into bin/, runs it (on the tensor sets the cases
+// asked for are compared with) and then itself under
 // scripts/mpirun.sh with the same settings, parses both sets of key=value
 // lines and prints the ratios runtime/raw-MPI:
 //

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -69,8 +68,8 @@ func main() {
 			extra = append(extra, "-"+f.Name, f.Value.String())
 		}
 	})
-	flat := slices.ContainsFunc(strings.Split(*cases, ","), func(c string) bool { return strings.HasSuffix(c, flatSuffix) })
-	if err := orchestrate(orchArgs{np: *np, benchDir: *benchDir, iters: *iters, worker: extra, fusion: *rawFusion, rounds: *rounds, flat: flat}); err != nil {
+	if err := orchestrate(orchArgs{np: *np, benchDir: *benchDir, iters: *iters, worker: extra, fusion: *rawFusion, rounds: *rounds,
+		cases: strings.Split(*cases, ",")}); err != nil {
 		fail(err)
 	}
 }

@@ -54,9 +54,22 @@ type orchArgs struct {
 	worker   []string // extra worker flags
 	fusion   int64    // the yardstick's fused mode buffer
 	rounds   int      // yardstick-then-runtime rounds
-	// flat: a flat case is among the cases, so the one packed call is
-	// timed again under the runtime's MPI settings (runtimeMPISettings).
-	flat bool
+	// cases are the worker's: only their yardsticks run (needed).
+	cases []string
+}
+
+// needed reports whether one of cases is measured against the yardstick
+// of the tensor set named set: the set itself, its flat views, or, for
+// ResNet-50's, the optimizer case.
+func needed(set string, cases []string) bool {
+	return slices.ContainsFunc(cases, func(c string) bool {
+		return strings.TrimSuffix(c, flatSuffix) == set || (set == "resnet50" && c == optimizerCase)
+	})
+}
+
+// anyFlat reports whether one of cases is a flat one.
+func anyFlat(cases []string) bool {
+	return slices.ContainsFunc(cases, func(c string) bool { return strings.HasSuffix(c, flatSuffix) })
 }
 
 // summary gathers one runtime setting's figures over rounds.
@@ -168,6 +181,9 @@ func orchestrate(a orchArgs) error {
 	for round := 1; round <= max(a.rounds, 1); round++ {
 		raw := map[string][]record{}
 		for _, c := range yardsticks {
+			if !needed(c.name, a.cases) {
+				continue
+			}
 			fmt.Fprintf(os.Stderr, "# round %d yardstick %s\n", round, c.name)
 			b, err := run(os.Stdout, "scripts/mpirun.sh", append([]string{np, base, "--iters", iters}, c.args...)...)
 			if err != nil {
@@ -181,7 +197,7 @@ func orchestrate(a orchArgs) error {
 			}
 		}
 		rawRT := 0.0 // the flat case's packed call under the runtime's MPI settings
-		if a.flat {
+		if anyFlat(a.cases) {
 			fmt.Fprintf(os.Stderr, "# round %d yardstick 4KiBx1000 under the runtime's MPI settings\n", round)
 			b, err := runEnv(os.Stdout, runtimeMPISettings(), "scripts/mpirun.sh",
 				np, base, "--iters", iters, "--shapes", small, "--modes", "whole")

@@ -272,3 +272,26 @@ func TestRuntimeMPISettings(t *testing.T) {
 		t.Fatalf("with the yield chosen in the environment: settings %q", got)
 	}
 }
+
+// TestNeeded: a run times only the yardsticks its cases are compared with.
+func TestNeeded(t *testing.T) {
+	for _, tc := range []struct {
+		set   string
+		cases []string
+		want  bool
+	}{
+		{"4KiBx1000", []string{"4KiBx1000" + flatSuffix}, true},
+		{"4KiBx1000", []string{"4KiBx1000"}, true},
+		{"resnet50", []string{"4KiBx1000" + flatSuffix}, false},
+		{"resnet50", []string{optimizerCase}, true},
+		{"64MiB", []string{"resnet50", "tinyx161"}, false},
+		{"tinyx161", []string{"resnet50", "tinyx161"}, true},
+	} {
+		if got := needed(tc.set, tc.cases); got != tc.want {
+			t.Errorf("needed(%q, %q) = %v; want %v", tc.set, tc.cases, got, tc.want)
+		}
+	}
+	if anyFlat([]string{"resnet50", "64MiB"}) || !anyFlat([]string{"64MiB", "4KiBx1000" + flatSuffix}) {
+		t.Error("anyFlat")
+	}
+}
