@@ -6,8 +6,8 @@
 //
 // Usage:
 //
-//	synthetic [-model resnet50|vgg16 | -shapes FILE] [-compute-ms 100] [-warmup 3]
-//	          [-batches-per-iter 5] [-iterations 5] [-part-steps 10] [-batch-size 32]
+//	synthetic [--model resnet50|vgg16 | --shapes FILE] [--compute-ms 100] [--warmup 3]
+//	          [--batches-per-iter 5] [--iterations 5] [--part-steps 10] [--batch-size 32]
 //
 //	scripts/mpirun.sh 2 bin/synthetic        # 2 ranks (binary built with -tags mpi)
 //	go run ./examples/synthetic              # one process
