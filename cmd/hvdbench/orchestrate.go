@@ -67,9 +67,10 @@ func needed(set string, cases []string) bool {
 	})
 }
 
-// anyFlat reports whether one of cases is a flat one.
-func anyFlat(cases []string) bool {
-	return slices.ContainsFunc(cases, func(c string) bool { return strings.HasSuffix(c, flatSuffix) })
+// flatOf reports whether one of cases is the flat views of the tensor set
+// named set.
+func flatOf(set string, cases []string) bool {
+	return slices.Contains(cases, set+flatSuffix)
 }
 
 // summary gathers one runtime setting's figures over rounds.
@@ -83,7 +84,7 @@ type summary struct {
 }
 
 // runtimeMPISettings is the environment under which the yardstick's packed
-// call runs once more for a flat case: with the thread level the runtime's
+// call (mode whole) runs once more for a flat case's tensor set: with the thread level the runtime's
 // mpi.Init asks for (MPI_THREAD_MULTIPLE, 3 in Open MPI, whose MPI_Init
 // asks for OMPI_MPI_THREAD_LEVEL's level) and, unless the environment
 // chose otherwise, Open MPI yielding while it waits, as mpi.Init sets it.
@@ -196,18 +197,21 @@ func orchestrate(a orchArgs) error {
 				raw[c.name] = append(raw[c.name], rec)
 			}
 		}
-		rawRT := 0.0 // the flat case's packed call under the runtime's MPI settings
-		if anyFlat(a.cases) {
-			fmt.Fprintf(os.Stderr, "# round %d yardstick 4KiBx1000 under the runtime's MPI settings\n", round)
-			b, err := runEnv(os.Stdout, runtimeMPISettings(), "scripts/mpirun.sh",
-				np, base, "--iters", iters, "--shapes", small, "--modes", "whole")
+		rawRT := map[string]float64{} // by tensor set: the packed call under the runtime's MPI settings
+		for _, c := range yardsticks {
+			if !flatOf(c.name, a.cases) {
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "# round %d yardstick %s under the runtime's MPI settings\n", round, c.name)
+			args := append(append([]string{np, base, "--iters", iters}, c.args...), "--modes", "whole")
+			b, err := runEnv(os.Stdout, runtimeMPISettings(), "scripts/mpirun.sh", args...)
 			if err != nil {
-				return fmt.Errorf("yardstick under the runtime's MPI settings: %w", err)
+				return fmt.Errorf("yardstick %s under the runtime's MPI settings: %w", c.name, err)
 			}
 			for _, rec := range parseLines(bytes.NewReader(b)) {
-				rawRT = rec.num("median_ms")
-				fmt.Printf("impl=raw-mpi-runtime-settings case=4KiBx1000 mode=%s median_ms=%s algbw_GBps=%s busbw_GBps=%s\n",
-					rec["mode"], rec["median_ms"], rec["algbw_GBps"], rec["busbw_GBps"])
+				rawRT[c.name] = rec.num("median_ms")
+				fmt.Printf("impl=raw-mpi-runtime-settings case=%s mode=%s median_ms=%s algbw_GBps=%s busbw_GBps=%s\n",
+					c.name, rec["mode"], rec["median_ms"], rec["algbw_GBps"], rec["busbw_GBps"])
 			}
 		}
 		fmt.Fprintf(os.Stderr, "# round %d runtime\n", round)
@@ -273,8 +277,9 @@ func orchestrate(a orchArgs) error {
 				line += fmt.Sprintf(" speedup_vs_per_tensor=%.2f", perTensor/rec.num("median_ms"))
 			}
 			flat := strings.HasSuffix(c, flatSuffix)
-			if flat && rawRT > 0 {
-				line += fmt.Sprintf(" raw_runtime_settings_ms=%.4f ratio_vs_runtime_settings=%.3f", rawRT, rec.num("median_ms")/rawRT)
+			rt := rawRT[strings.TrimSuffix(c, flatSuffix)]
+			if flat && rt > 0 {
+				line += fmt.Sprintf(" raw_runtime_settings_ms=%.4f ratio_vs_runtime_settings=%.3f", rt, rec.num("median_ms")/rt)
 			}
 			if d := direct[c]; flat && d > 0 {
 				line += fmt.Sprintf(" direct_ms=%.4f ratio_vs_direct=%.3f", d, rec.num("median_ms")/d)
@@ -294,9 +299,9 @@ func orchestrate(a orchArgs) error {
 				s.perTensor = append(s.perTensor, perTensor)
 				s.speedup = append(s.speedup, perTensor/rec.num("median_ms"))
 			}
-			if flat && rawRT > 0 {
-				s.rawRT = append(s.rawRT, rawRT)
-				s.overRawRT = append(s.overRawRT, rec.num("median_ms")/rawRT)
+			if flat && rt > 0 {
+				s.rawRT = append(s.rawRT, rt)
+				s.overRawRT = append(s.overRawRT, rec.num("median_ms")/rt)
 			}
 			if d := direct[c]; flat && d > 0 {
 				s.direct = append(s.direct, d)

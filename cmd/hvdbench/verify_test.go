@@ -291,7 +291,7 @@ func TestNeeded(t *testing.T) {
 			t.Errorf("needed(%q, %q) = %v; want %v", tc.set, tc.cases, got, tc.want)
 		}
 	}
-	if anyFlat([]string{"resnet50", "64MiB"}) || !anyFlat([]string{"64MiB", "4KiBx1000" + flatSuffix}) {
-		t.Error("anyFlat")
+	if flatOf("4KiBx1000", []string{"4KiBx1000", "64MiB"}) || !flatOf("4KiBx1000", []string{"64MiB", "4KiBx1000" + flatSuffix}) {
+		t.Error("flatOf")
 	}
 }

@@ -287,15 +287,9 @@ func runDirect(ctl control, name string, counts []int, a workerArgs) error {
 	if !ok {
 		return nil
 	}
-	shapes := make([]tensor.Shape, len(counts))
-	total := 0
-	for i, n := range counts {
-		shapes[i] = tensor.Shape{n}
-		total += n
-	}
-	flat, ts := tensor.NewFlat(tensor.Float32, shapes...)
+	flat, ts := flatViews(counts)
 	rank, n := ctl.Rank(), ctl.Size()
-	c := benchCase{tensors: len(counts), bytes: float64(total * 4),
+	c := benchCase{tensors: len(counts), bytes: float64(flat.NumBytes()),
 		step:    func() error { return ctl.Allreduce(flat, tensor.Sum) },
 		prepare: func() { fillRanked(ts, rank) },
 		check:   func() (int, error) { return verify(name, ts, sumOver(n), 0) }}
@@ -312,19 +306,23 @@ func runDirect(ctl control, name string, counts []int, a workerArgs) error {
 	return nil
 }
 
+// flatViews returns one float32 buffer and the tensors of counts elements
+// as views of it, in order, as gradients allocated with tensor.NewFlat are.
+func flatViews(counts []int) (*tensor.Tensor, []*tensor.Tensor) {
+	shapes := make([]tensor.Shape, len(counts))
+	for i, n := range counts {
+		shapes[i] = tensor.Shape{n}
+	}
+	return tensor.NewFlat(tensor.Float32, shapes...)
+}
+
 // allreduceBench is a case of tensors allreduced (Sum) as one group.
 func allreduceBench(rt *hvd.Runtime, name string, counts []int) (benchCase, error) {
 	ts := make([]*tensor.Tensor, len(counts))
 	names := make([]string, len(counts))
 	total := 0
 	if strings.HasSuffix(name, flatSuffix) {
-		// The tensors are views of one flat buffer, as gradients
-		// allocated with tensor.NewFlat are.
-		shapes := make([]tensor.Shape, len(counts))
-		for i, n := range counts {
-			shapes[i] = tensor.Shape{n}
-		}
-		_, ts = tensor.NewFlat(tensor.Float32, shapes...)
+		_, ts = flatViews(counts)
 	}
 	rank, n := rt.Rank(), rt.Size()
 	for i, cnt := range counts {
