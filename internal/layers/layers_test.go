@@ -30,6 +30,7 @@ var layer = map[string]int{
 	"internal/cudamock":           20,
 	"internal/scaling":            20,
 	"internal/job/secret":         20,
+	"internal/emucluster":         20,
 	"internal/job/rendezvous":     21,
 	"internal/job/tcpstore":       20,
 	"internal/job/origin":         22,
