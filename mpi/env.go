@@ -68,20 +68,97 @@ func CheckLaunch(env LaunchEnv, built bool, library string, mpiSize int) error {
 }
 
 // YieldEnv is the Open MPI parameter that makes a rank waiting in MPI yield
-// its core instead of spinning. Init sets it to 1 unless it is set already.
+// its core instead of spinning. Init sets it to 1 unless it is set already
+// (0 where the job spans nodes: AcrossNodes).
 const YieldEnv = "OMPI_MCA_mpi_yield_when_idle"
 
-// yieldWhenIdle sets YieldEnv (read by MPI_Init) unless the user chose. A
-// gohorovod rank always has two busy threads, training and the runtime's
-// loop waiting in MPI; where ranks fill the cores, a spinning wait takes the
-// core from training, and overlapping communication with backward can make
-// a step slower than the two in series. Yielding gives the core back
-// (examples/synthetic's steps/s and overlap with and without it are in
-// docs/BENCHMARKS.md).
-func yieldWhenIdle() {
-	if _, set := os.LookupEnv(YieldEnv); !set {
-		os.Setenv(YieldEnv, "1")
+// Open MPI's parameters that choose its allreduce algorithm: with dynamic
+// rules on, coll_tuned_allreduce_algorithm forces one (4 is the ring).
+const (
+	DynamicRulesEnv       = "OMPI_MCA_coll_tuned_use_dynamic_rules"
+	AllreduceAlgorithmEnv = "OMPI_MCA_coll_tuned_allreduce_algorithm"
+)
+
+// Open MPI's per-process placement variables, read by AcrossNodes.
+const (
+	envOMPILocalSize = "OMPI_COMM_WORLD_LOCAL_SIZE"
+)
+
+// Setting is one environment variable that Init sets before MPI_Init.
+type Setting struct {
+	Name, Value string
+	Why         string // for the log
+}
+
+// MPISettings returns the Open MPI parameters that Init sets before
+// MPI_Init where the user has not set them (lookup is os.LookupEnv in
+// production); Open MPI reads them from each process's environment, so
+// plain mpirun gains them as the launcher does.
+//
+//   - One node: yield while waiting (YieldEnv=1). A gohorovod rank has two
+//     busy threads, training and the runtime's loop waiting in MPI; where
+//     ranks fill the cores, a spinning wait takes the core from training,
+//     and overlapping communication with backward can make a step slower
+//     than the two in series (examples/synthetic's steps/s with and without
+//     it are in docs/BENCHMARKS.md).
+//   - Across nodes (mpirun placed fewer ranks on this node than the job
+//     has: AcrossNodes): no yielding, and the ring allreduce. Over TCP,
+//     Open MPI's default rules pick, for large buffers, algorithms that
+//     send each byte more than once across the slowest link, and a rank
+//     that yields in its progress loop halves its own transfer rate on a
+//     busy node (both measured on the emulated cluster, docs/BENCHMARKS.md,
+//     "Across nodes"). The ring sends 2(n-1)/n of the buffer per rank,
+//     the least any allreduce can; Open MPI's ring falls back to recursive
+//     doubling by itself for buffers of fewer elements than ranks.
+//
+// A user's choice of either parameter of the algorithm keeps both as the
+// user left them.
+func MPISettings(lookup func(string) (string, bool)) []Setting {
+	var out []Setting
+	set := func(name, value, why string) {
+		if _, ok := lookup(name); !ok {
+			out = append(out, Setting{Name: name, Value: value, Why: why})
+		}
 	}
+	if !AcrossNodes(lookup) {
+		set(YieldEnv, "1", "ranks share this node's cores with training: wait without spinning")
+		return out
+	}
+	set(YieldEnv, "0", "the job spans nodes: a yielding progress loop halves the transfer rate")
+	_, dyn := lookup(DynamicRulesEnv)
+	_, alg := lookup(AllreduceAlgorithmEnv)
+	if !dyn && !alg {
+		set(DynamicRulesEnv, "1", "the job spans nodes: choose the allreduce algorithm")
+		set(AllreduceAlgorithmEnv, "4", "the job spans nodes: the ring sends the least over the links")
+	}
+	return out
+}
+
+// AcrossNodes reports whether mpirun placed this process in a job that
+// spans nodes: fewer ranks on this node (OMPI_COMM_WORLD_LOCAL_SIZE) than
+// in the job (OMPI_COMM_WORLD_SIZE). Without Open MPI's variables it says
+// no.
+func AcrossNodes(lookup func(string) (string, bool)) bool {
+	get := func(k string) int {
+		v, _ := lookup(k)
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return 0
+		}
+		return n
+	}
+	local, world := get(envOMPILocalSize), get(envOMPIWorldSize)
+	return local > 0 && world > local
+}
+
+// applySettings sets MPISettings in this process's environment and returns
+// what it set.
+func applySettings() []Setting {
+	s := MPISettings(os.LookupEnv)
+	for _, x := range s {
+		os.Setenv(x.Name, x.Value)
+	}
+	return s
 }
 
 // SLURM's variables in every task that srun starts, and the PMIx variable

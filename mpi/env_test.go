@@ -79,17 +79,48 @@ func TestCheckLaunch(t *testing.T) {
 	}
 }
 
-func TestYieldWhenIdle(t *testing.T) {
+func TestMPISettings(t *testing.T) {
+	names := func(s []Setting) string {
+		var b []string
+		for _, x := range s {
+			b = append(b, x.Name+"="+x.Value)
+		}
+		return strings.Join(b, " ")
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"no launcher", nil, YieldEnv + "=1"},
+		{"one node", map[string]string{"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}, YieldEnv + "=1"},
+		{"user's yield kept", map[string]string{YieldEnv: "0"}, ""},
+		{"across nodes", map[string]string{"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"},
+			YieldEnv + "=0 " + DynamicRulesEnv + "=1 " + AllreduceAlgorithmEnv + "=4"},
+		{"across nodes, user's algorithm kept", map[string]string{"OMPI_COMM_WORLD_SIZE": "3", "OMPI_COMM_WORLD_LOCAL_SIZE": "1",
+			AllreduceAlgorithmEnv: "3"}, YieldEnv + "=0"},
+		{"across nodes, user's rules kept", map[string]string{"OMPI_COMM_WORLD_SIZE": "3", "OMPI_COMM_WORLD_LOCAL_SIZE": "1",
+			DynamicRulesEnv: "0", YieldEnv: "1"}, ""},
+		{"garbage sizes: one node", map[string]string{"OMPI_COMM_WORLD_SIZE": "x", "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}, YieldEnv + "=1"},
+	} {
+		lookup := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
+		if got := names(MPISettings(lookup)); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestApplySettingsKeepsTheUsersChoice(t *testing.T) {
 	t.Setenv(YieldEnv, "")
 	os.Unsetenv(YieldEnv)
-	yieldWhenIdle()
-	if got := os.Getenv(YieldEnv); got != "1" {
-		t.Errorf("%s = %q after yieldWhenIdle, want 1", YieldEnv, got)
+	t.Setenv("OMPI_COMM_WORLD_SIZE", "")
+	os.Unsetenv("OMPI_COMM_WORLD_SIZE")
+	if s := applySettings(); len(s) != 1 || os.Getenv(YieldEnv) != "1" {
+		t.Errorf("applied %v, %s = %q; want it set to 1", s, YieldEnv, os.Getenv(YieldEnv))
 	}
 	t.Setenv(YieldEnv, "0") // the user's choice stands
-	yieldWhenIdle()
-	if got := os.Getenv(YieldEnv); got != "0" {
-		t.Errorf("%s = %q, want the user's 0 kept", YieldEnv, got)
+	if s := applySettings(); len(s) != 0 || os.Getenv(YieldEnv) != "0" {
+		t.Errorf("applied %v, %s = %q; want the user's 0 kept", s, YieldEnv, os.Getenv(YieldEnv))
 	}
 }
 

@@ -340,6 +340,16 @@ var state struct {
 	sync.Mutex
 	up   atomic.Bool // Init succeeded and Finalize has not run (read lock-free by every call)
 	done bool        // Finalize ran (or Init refused and finalised)
+	// settings are the parameters Init set before MPI_Init (MPISettings).
+	settings []Setting
+}
+
+// Settings returns the Open MPI parameters that Init set in this process's
+// environment before MPI_Init, where the user had not (MPISettings).
+func Settings() []Setting {
+	state.Lock()
+	defer state.Unlock()
+	return append([]Setting(nil), state.settings...)
 }
 
 // Init initialises MPI with MPI_THREAD_MULTIPLE (MPI_Init_thread), unless
@@ -368,7 +378,7 @@ func Init() error {
 		if err := CheckSrun(os.Getenv, Library); err != nil {
 			return err
 		}
-		yieldWhenIdle()
+		state.settings = applySettings()
 		// Not gompi.Start: it ends the process (log.Fatalf) when MPI
 		// refuses MPI_THREAD_MULTIPLE. Start sets up nothing else (gompi's
 		// world communicator is the constant MPI_COMM_WORLD), so gompi's

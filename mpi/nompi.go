@@ -26,6 +26,9 @@ func Init() error {
 // Initialized reports whether MPI is running: never, without MPI support.
 func Initialized() bool { return false }
 
+// Settings returns nothing: without MPI, Init sets no parameter.
+func Settings() []Setting { return nil }
+
 // Finalize does nothing without MPI support.
 func Finalize() error { return nil }
 

@@ -74,3 +74,37 @@ func (l *loop) agree() (err error) {
 	}
 	return config.CheckAgreement(all)
 }
+
+// acrossNodesFusion is the fusion threshold of a job over MPI that spans
+// nodes, where the user kept the default (see acrossNodesPath).
+const acrossNodesFusion = 64 << 20
+
+// dataPath is how the loop hands data to the transport: the fusion
+// threshold, the transport's chunk, the fusion buffer's piece and the
+// largest tensor fused (the loop's fields chunk, fuseChunk and
+// planner.MaxFused; 0 means none).
+type dataPath struct {
+	fusion           int64
+	chunk, fuseChunk int
+	maxFused         int64
+}
+
+// acrossNodesPath returns the data path of a job over MPI whose ranks span
+// nodes (crossSize > 1), and true; or false where the defaults stand. On
+// one node the defaults keep every call's bytes in cache (small fusion
+// buffer, chunks, pieces). Across a link slower than memory each MPI call
+// pays the link's round trips and Open MPI's rendezvous several times, so
+// few, large calls win: one call per fused response, every tensor fused,
+// and a fusion buffer of 64 MiB where the user kept the default threshold
+// (measured on the emulated cluster, docs/BENCHMARKS.md, "Across nodes").
+// The Init options, applied after, still override each.
+func acrossNodesPath(cfg config.Config, transport string, crossSize int) (dataPath, bool) {
+	if transport != transportMPI || crossSize < 2 {
+		return dataPath{}, false
+	}
+	p := dataPath{fusion: cfg.FusionThreshold}
+	if cfg.FusionThreshold == config.DefaultFusionThreshold {
+		p.fusion = acrossNodesFusion
+	}
+	return p, true
+}

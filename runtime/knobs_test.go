@@ -226,3 +226,22 @@ func TestUnimplementedKnobWarning(t *testing.T) {
 		})
 	}
 }
+
+func TestAcrossNodesPath(t *testing.T) {
+	def := config.Default()
+	if _, ok := acrossNodesPath(def, transportMPI, 1); ok {
+		t.Error("one node: the defaults must stand")
+	}
+	if _, ok := acrossNodesPath(def, transportEmbedded, 3); ok {
+		t.Error("the embedded transport keeps its defaults across nodes")
+	}
+	p, ok := acrossNodesPath(def, transportMPI, 2)
+	if !ok || p != (dataPath{fusion: acrossNodesFusion}) {
+		t.Errorf("MPI across 2 nodes: %+v %v; want one call per fused response, every tensor fused, 64 MiB", p, ok)
+	}
+	mine := def
+	mine.FusionThreshold = 1 << 20
+	if p, _ := acrossNodesPath(mine, transportMPI, 2); p.fusion != 1<<20 {
+		t.Errorf("the user's threshold %d became %d", mine.FusionThreshold, p.fusion)
+	}
+}

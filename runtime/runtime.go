@@ -237,6 +237,18 @@ func (r *Runtime) Init(opts ...Option) error {
 	if err != nil {
 		return r.initFailed(com, owns, err)
 	}
+	if p, ok := acrossNodesPath(cfg, transport, r.crossSize); ok { // knobs.go
+		r.cfg.FusionThreshold, l.cfg.FusionThreshold = p.fusion, p.fusion
+		l.chunk, l.fuseChunk, l.planner.MaxFused = p.chunk, p.fuseChunk, p.maxFused
+		if rank == 0 {
+			log.Info().Int64("fusion_threshold", p.fusion).Msg("the job spans nodes over MPI: one MPI call per fused response, every tensor fused")
+		}
+	}
+	if transport == transportMPI && rank == 0 {
+		for _, s := range mpicomm.Settings() {
+			log.Info().Str("variable", s.Name).Str("value", s.Value).Msg("set before MPI_Init: " + s.Why)
+		}
+	}
 	if o.chunk != nil {
 		l.chunk = max(*o.chunk, 0)
 	}

@@ -197,3 +197,8 @@ func (m *mpiComm) Close() error {
 	m.closed = true
 	return mpiErr(m.c.Free())
 }
+
+// Settings returns the Open MPI parameters that MPI's initialisation set
+// in this process's environment where the user had not (mpi.MPISettings),
+// for the runtime's log.
+func Settings() []mpi.Setting { return mpi.Settings() }
