@@ -143,6 +143,7 @@ func BuildPlan(s Spec) (Plan, error) {
 			// As horovodrun: TCP for MPI between nodes (NCCL still uses
 			// InfiniBand/RoCE).
 			argv = append(argv, "-mca", "pml", "ob1", "-mca", "btl", "^openib")
+			argv = append(argv, acrossNodesMCA(env, s.MPIArgs)...)
 		}
 		if ssh := sshArgs(s); ssh != "" {
 			argv = append(argv, "-mca", "plm_rsh_args", ssh)
@@ -347,4 +348,34 @@ func SplitArgs(s string) ([]string, error) {
 		out = append(out, cur.String())
 	}
 	return out, nil
+}
+
+// acrossNodesMCA returns the Open MPI parameters the launcher sets for a
+// job across hosts, as its workers would set them before MPI_Init
+// (mpi.MPISettings, which documents why): no yielding in the progress
+// loop, and the ring allreduce. Each is left out where the user's
+// environment (OMPI_MCA_NAME) or --mpi-args already name it; the two of
+// the algorithm go together.
+func acrossNodesMCA(env, mpiArgs []string) []string {
+	chosen := func(name string) bool {
+		for _, kv := range env {
+			if strings.HasPrefix(kv, "OMPI_MCA_"+name+"=") {
+				return true
+			}
+		}
+		for _, a := range mpiArgs {
+			if a == name {
+				return true
+			}
+		}
+		return false
+	}
+	var out []string
+	if !chosen("mpi_yield_when_idle") {
+		out = append(out, "-mca", "mpi_yield_when_idle", "0")
+	}
+	if !chosen("coll_tuned_use_dynamic_rules") && !chosen("coll_tuned_allreduce_algorithm") {
+		out = append(out, "-mca", "coll_tuned_use_dynamic_rules", "1", "-mca", "coll_tuned_allreduce_algorithm", "4")
+	}
+	return out
 }

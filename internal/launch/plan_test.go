@@ -92,7 +92,9 @@ func TestBuildPlanArgv(t *testing.T) {
 			s.OutputFilename, s.MPIArgs = "/logs", []string{"--mca", "btl_tcp_if_exclude", "lo"}
 			s.Environ = append(s.Environ, "OMPI_MCA_foo=1", "CUDA_VISIBLE_DEVICES=0", "BASH_FUNC_x%%=() {}", "NCCL_DEBUG=INFO")
 		}, cat([]string{"mpirun", "--tag-output", "-np", "3", "-H", "h1:2,h2:2", "--bind-to", "none", "--map-by", "slot",
-			"-mca", "pml", "ob1", "-mca", "btl", "^openib", "-mca", "plm_rsh_args", "-p 1022 -i /k/id",
+			"-mca", "pml", "ob1", "-mca", "btl", "^openib",
+			"-mca", "mpi_yield_when_idle", "0", "-mca", "coll_tuned_use_dynamic_rules", "1", "-mca", "coll_tuned_allreduce_algorithm", "4",
+			"-mca", "plm_rsh_args", "-p 1022 -i /k/id",
 			"-mca", "btl_tcp_if_include", "eth0,eth1", "-x", "NCCL_SOCKET_IFNAME=eth0,eth1", "--output-filename", "/logs"},
 			forwarded("NCCL_DEBUG"), []string{"--mca", "btl_tcp_if_exclude", "lo", "./train", "--epochs", "3"})},
 		{"mpich", func(s *Spec) { s.Flavor, s.NP, s.Hosts = MPICH, 3, []Host{{"h1", 2}, {"h2", 1}} },
@@ -282,6 +284,23 @@ func TestShellQuoteAndSplitArgs(t *testing.T) {
 	for _, bad := range []string{`"open`, `'open`} {
 		if _, err := SplitArgs(bad); err == nil {
 			t.Errorf("SplitArgs(%q) accepted an unterminated quote", bad)
+		}
+	}
+}
+
+func TestAcrossNodesMCAKeepsTheUsersChoice(t *testing.T) {
+	all := "-mca mpi_yield_when_idle 0 -mca coll_tuned_use_dynamic_rules 1 -mca coll_tuned_allreduce_algorithm 4"
+	for _, tc := range []struct {
+		env, args []string
+		want      string
+	}{
+		{nil, nil, all},
+		{[]string{"OMPI_MCA_mpi_yield_when_idle=1"}, nil, "-mca coll_tuned_use_dynamic_rules 1 -mca coll_tuned_allreduce_algorithm 4"},
+		{nil, []string{"--mca", "coll_tuned_allreduce_algorithm", "3"}, "-mca mpi_yield_when_idle 0"},
+		{[]string{"OMPI_MCA_coll_tuned_use_dynamic_rules=0"}, []string{"--mca", "mpi_yield_when_idle", "1"}, ""},
+	} {
+		if got := strings.Join(acrossNodesMCA(tc.env, tc.args), " "); got != tc.want {
+			t.Errorf("env %v args %v: %q, want %q", tc.env, tc.args, got, tc.want)
 		}
 	}
 }
