@@ -20,7 +20,8 @@ help:
 	@echo '                    end-to-end runs, the multi-process tests under mpirun and gohorovodrun'
 	@echo 'make test-mpi       only the multi-process tests (scripts/mpitest.sh; NPS, TRANSPORTS)'
 	@echo 'make test-mpich     the MPI tests linked against MPICH (needs mpich installed)'
-	@echo 'make bench          the tensor benchmarks, hvdbench and the synthetic benchmark'
+	@echo 'make bench          the tensor benchmarks, hvdbench, the synthetic benchmark and, as root,'
+	@echo '                    nodebench across an emulated cluster'
 	@echo 'make demo           train MNIST on NP processes through gohorovodrun (NP=2)'
 	@echo 'make clean          remove bin/'
 
@@ -115,6 +116,13 @@ bench: deps build
 	$(GO) test -run '^$$' -bench . -benchmem ./tensor/
 	bin/hvdbench -np 2
 	$(if $(TAGS),bash scripts/mpirun.sh $(NP),) bin/synthetic
+	@# Across nodes: an emulated cluster of network namespaces (root only).
+	@if [ "$$(id -u)" -eq 0 ]; then \
+	  bin/nodebench -nodes 2,3 -rate 1gbit -cases 64MiB,resnet50 && \
+	  bin/nodebench -nodes 2 -rate 100mbit -cases 4KiBx1000,4MB -paths embedded,mpirun,gloo -iters 5 && \
+	  bin/nodebench -nodes 2 -rate 10gbit -cases 64MiB -paths embedded,mpirun,raw-mpi-ring,gloo && \
+	  bin/nodebench -nodes 2 -ranks-per-node 2 -rate 1gbit -cases 64MiB -paths embedded,embedded-hier; \
+	else echo "bench: nodebench needs root (network namespaces): skipped"; fi
 
 # The demo trains an MLP on the real MNIST digits, data parallel on NP
 # processes through the launcher (examples/mnist: rank 0 prints loss, test

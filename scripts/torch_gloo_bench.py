@@ -8,8 +8,12 @@ steps of the slowest rank per step):
   resnet50-25MiB  the same gradients packed into buckets of at most 25 MiB, one
                   allreduce per bucket (as torch DDP does by default)
   64MiB           one 64 MiB float32 tensor
+  4MiB            one 4 MiB float32 tensor
+  4KiBx1000       1000 tensors of 4 KiB, one allreduce each
 
 Usage: torch_gloo_bench.py --np 2 --shapes examples/synthetic/shapes/resnet50_shapes.txt
+Across nodes (cmd/nodebench), one process per rank, each started on its node:
+  torch_gloo_bench.py --np 3 --rank R --master HOST:PORT --shapes ... [--cases 64MiB,resnet50]
 """
 import argparse
 import os
@@ -44,18 +48,22 @@ def buckets(sizes, cap_bytes):
     return out
 
 
-def worker(rank, np_, port, sizes, iters, warmup, queue):
+def worker(rank, np_, master, sizes, iters, warmup, queue, only=None):
     import torch
     import torch.distributed as dist
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // np_))
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=np_)
-    cases = {
-        "resnet50": [torch.ones(n) for n in sizes],
-        "resnet50-25MiB": [torch.ones(n) for n in buckets(sizes, 25 << 20)],
-        "64MiB": [torch.ones(16 << 20)],
+    dist.init_process_group("gloo", init_method=f"tcp://{master}", rank=rank, world_size=np_)
+    makers = {
+        "resnet50": lambda: [torch.ones(n) for n in sizes],
+        "resnet50-25MiB": lambda: [torch.ones(n) for n in buckets(sizes, 25 << 20)],
+        "64MiB": lambda: [torch.ones(16 << 20)],
+        "4MiB": lambda: [torch.ones(1 << 20)],
+        "4KiBx1000": lambda: [torch.ones(1024) for _ in range(1000)],
     }
+    names = only or ["resnet50", "resnet50-25MiB", "64MiB"]
     result = {}
-    for name, ts in cases.items():
+    for name in names:
+        ts = makers[name]()
         times = []
         for i in range(warmup + iters):
             dist.barrier()
@@ -69,9 +77,10 @@ def worker(rank, np_, port, sizes, iters, warmup, queue):
         tt = torch.tensor(times, dtype=torch.float64)
         dist.all_reduce(tt, op=dist.ReduceOp.MAX)
         result[name] = (statistics.median(tt.tolist()), sum(4 * t.numel() for t in ts))
-    if rank == 0:
+    if rank == 0 and queue is not None:
         queue.put(result)
     dist.destroy_process_group()
+    return result
 
 
 def main():
@@ -81,21 +90,34 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--port", type=int, default=29517)
+    ap.add_argument("--rank", type=int, default=-1, help="run this one rank here (across nodes)")
+    ap.add_argument("--master", default="", help="HOST:PORT of rank 0, with --rank")
+    ap.add_argument("--cases", default="", help="comma-separated cases (default resnet50,resnet50-25MiB,64MiB)")
     a = ap.parse_args()
-    import torch.multiprocessing as mp
     sizes = shapes_of(a.shapes)
+    only = [c for c in a.cases.split(",") if c] or None
+    if a.rank >= 0:
+        res = worker(a.rank, a.np, a.master, sizes, a.iters, a.warmup, None, only)
+        if a.rank == 0:
+            report(res, a.np)
+        return
+    import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(r, a.np, a.port, sizes, a.iters, a.warmup, q)) for r in range(a.np)]
+    procs = [ctx.Process(target=worker, args=(r, a.np, f"127.0.0.1:{a.port}", sizes, a.iters, a.warmup, q, only)) for r in range(a.np)]
     for p in procs:
         p.start()
     res = q.get()
     for p in procs:
         p.join()
+    report(res, a.np)
+
+
+def report(res, np_):
     for name, (sec, nbytes) in res.items():
         algbw = nbytes / sec / 1e9
-        busbw = algbw * 2 * (a.np - 1) / a.np
-        print(f"transport=torch-gloo np={a.np} case={name} ms={sec * 1e3:.3f} algbw_GBps={algbw:.3f} busbw_GBps={busbw:.3f}")
+        busbw = algbw * 2 * (np_ - 1) / np_
+        print(f"transport=torch-gloo np={np_} case={name} bytes={nbytes} ms={sec * 1e3:.3f} algbw_GBps={algbw:.3f} busbw_GBps={busbw:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,9 @@ func worker(a workerArgs) error {
 		optimizerCase: resnet,
 		"64MiB":       {16 << 20},
 		"4KiBx1000":   slices.Repeat([]int{1024}, 1000),
+		// One tensor of exactly the bytes of 4KiBx1000: what fusion can at
+		// best make of them.
+		"4MB": {1024 * 1000},
 		// The same tensors as views of one flat buffer: the fused
 		// response is reduced in place, whole, with no copies.
 		"4KiBx1000" + flatSuffix: slices.Repeat([]int{1024}, 1000),
