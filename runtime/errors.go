@@ -109,7 +109,8 @@ func invalid(format string, args ...any) error {
 // stopped the job: its runtime failed (Message is its error, as that rank
 // reported it), its stall inspector shut the job down (Stall), it called
 // Shutdown (Shutdown; not a failure), or it froze (Frozen: it sent no
-// heartbeat for HOROVOD_HEARTBEAT_TIMEOUT_SECONDS; Host is its host).
+// heartbeat for HOROVOD_HEARTBEAT_TIMEOUT_SECONDS; Host is its host), and
+// its node went silent too (Unreachable: not even its kernel answered).
 // Pending and later calls return an error that wraps it (errors.As).
 type RankError struct {
 	Rank     int    // the rank that failed or stopped the job
@@ -118,6 +119,9 @@ type RankError struct {
 	Stall    bool   // rank 0's stall inspector shut the job down
 	Shutdown bool   // the rank called Shutdown
 	Frozen   bool   // the rank stopped making progress while alive
+	// Unreachable (with Frozen): nothing came from the rank's node at all,
+	// not even TCP acknowledgements: the node or its network went silent.
+	Unreachable bool
 }
 
 // Error names the rank and its cause.
@@ -125,6 +129,10 @@ func (e *RankError) Error() string {
 	switch {
 	case e.Shutdown:
 		return fmt.Sprintf("hvd: rank %d called Shutdown", e.Rank)
+	case e.Frozen && e.Unreachable && e.Host != "":
+		return fmt.Sprintf("hvd: rank %d: its node (host %s) went silent: %s", e.Rank, e.Host, e.Message)
+	case e.Frozen && e.Unreachable:
+		return fmt.Sprintf("hvd: rank %d: its node went silent: %s", e.Rank, e.Message)
 	case e.Frozen && e.Host != "":
 		return fmt.Sprintf("hvd: rank %d (host %s) froze: %s", e.Rank, e.Host, e.Message)
 	case e.Frozen:

@@ -251,3 +251,18 @@ func TestGroupCloseAfterFailedStep(t *testing.T) {
 		t.Fatal("Start after Close succeeded")
 	}
 }
+
+func TestRankErrorSaysWhatWentSilent(t *testing.T) {
+	for _, tc := range []struct {
+		e    RankError
+		want string
+	}{
+		{RankError{Rank: 2, Host: "n2", Frozen: true, Message: "m"}, "hvd: rank 2 (host n2) froze: m"},
+		{RankError{Rank: 2, Host: "n2", Frozen: true, Unreachable: true, Message: "m"}, "hvd: rank 2: its node (host n2) went silent: m"},
+		{RankError{Rank: 1, Frozen: true, Unreachable: true, Message: "m"}, "hvd: rank 1: its node went silent: m"},
+	} {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.e, got, tc.want)
+		}
+	}
+}

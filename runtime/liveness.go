@@ -109,9 +109,13 @@ func bcastBytes(com comm.Communicator, b []byte) ([]byte, error) {
 // without the rank, and a fixed one that has not ended by itself within
 // frozenGrace is ended.
 func (r *Runtime) frozen(f liveness.Frozen, timeout time.Duration, com comm.Communicator, transport string, elastic bool, log zerolog.Logger) {
-	e := &RankError{Rank: f.Rank, Host: f.Host, Frozen: true,
+	e := &RankError{Rank: f.Rank, Host: f.Host, Frozen: true, Unreachable: f.Unreachable,
 		Message: fmt.Sprintf("it sent no heartbeat for %.1f s (%s=%g): stopped, swapped out or wedged",
 			f.Silent.Seconds(), config.EnvHeartbeatTimeout, timeout.Seconds())}
+	if f.Unreachable {
+		e.Message = fmt.Sprintf("nothing came from it for %.1f s, not even TCP acknowledgements of the heartbeats (%s=%g): "+
+			"the node is down or its network is cut", f.Silent.Seconds(), config.EnvHeartbeatTimeout, timeout.Seconds())
+	}
 	log.Error().Int("frozen_rank", f.Rank).Str("frozen_host", f.Host).Dur("silent", f.Silent).Msg(e.Error())
 	if transport == transportMPI {
 		fmt.Fprintf(os.Stderr, "%v: rank %d is ending the job (exit status %d)\n", e, com.Rank(), frozenStatus)

@@ -13,6 +13,7 @@ func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReade
 // encodes back to the same bytes.
 func FuzzDecode(f *testing.F) {
 	f.Add(appendFrozen(nil, Frozen{Rank: 1, Host: "h", Silent: time.Second})[1:])
+	f.Add(appendFrozen(nil, Frozen{Rank: 2, Host: "n2", Silent: 31 * time.Second, Unreachable: true})[1:])
 	f.Add([]byte{0, 0, 0, 1, 2, 'h', 'x'})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if fr, err := readFrozen(bufioReader(b), 8); err == nil {

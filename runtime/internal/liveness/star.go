@@ -20,6 +20,22 @@ type Frozen struct {
 	Rank   int
 	Host   string        // its host, as it reported it ("" if unknown)
 	Silent time.Duration // how long it had been silent
+	// Unreachable says that its host sent nothing at all either: not even
+	// the kernel's TCP acknowledgements of our heartbeats came back
+	// (Unreachable decides), so its node or its network went silent,
+	// rather than the process alone. A stopped or wedged process's kernel
+	// still acknowledges what it is sent.
+	Unreachable bool
+}
+
+// Unreachable decides whether a rank silent for silent, whose connection's
+// last TCP acknowledgement came sinceAck ago (known: whether the kernel
+// could tell), is cut off rather than frozen: the heartbeats we sent it
+// every interval went unacknowledged for all but the last two intervals
+// of its silence. A frozen process's kernel acknowledges each within a
+// round trip.
+func Unreachable(silent, sinceAck, interval time.Duration, known bool) bool {
+	return known && sinceAck >= silent-2*interval
 }
 
 // Config configures one rank's member of the star.
@@ -299,6 +315,10 @@ func (s *Star) tick() {
 		var f Frozen
 		if len(silent) > 0 {
 			f = Frozen{Rank: silent[0].Rank, Host: s.hosts[silent[0].Rank], Silent: silent[0].For}
+			if c := s.conns[f.Rank]; c != nil {
+				ack, known := sinceAck(c)
+				f.Unreachable = Unreachable(f.Silent, ack, s.interval, known)
+			}
 		}
 		s.mu.Unlock()
 		msg := []byte{beat}
@@ -356,7 +376,7 @@ func readHello(br *bufio.Reader, size int) (int, string, error) {
 }
 
 // appendFrozen appends a frozen notice: the byte, the rank, the silence in
-// milliseconds, the host.
+// milliseconds, a flags byte (1: unreachable), the host.
 func appendFrozen(b []byte, f Frozen) []byte {
 	host := f.Host
 	if len(host) > 255 {
@@ -365,13 +385,17 @@ func appendFrozen(b []byte, f Frozen) []byte {
 	b = append(b, frozen)
 	b = binary.BigEndian.AppendUint32(b, uint32(f.Rank))
 	b = binary.BigEndian.AppendUint32(b, uint32(min(f.Silent.Milliseconds(), 1<<32-1)))
-	b = append(b, byte(len(host)))
+	var flags byte
+	if f.Unreachable {
+		flags = 1
+	}
+	b = append(b, flags, byte(len(host)))
 	return append(b, host...)
 }
 
 // readFrozen reads a frozen notice after its first byte.
 func readFrozen(br *bufio.Reader, size int) (Frozen, error) {
-	var h [9]byte
+	var h [10]byte
 	if _, err := io.ReadFull(br, h[:]); err != nil {
 		return Frozen{}, err
 	}
@@ -379,9 +403,13 @@ func readFrozen(br *bufio.Reader, size int) (Frozen, error) {
 	if r < 0 || r >= size {
 		return Frozen{}, fmt.Errorf("rank %d of %d", r, size)
 	}
-	host := make([]byte, h[8])
+	if h[8] > 1 {
+		return Frozen{}, fmt.Errorf("flags %#x", h[8])
+	}
+	host := make([]byte, h[9])
 	if _, err := io.ReadFull(br, host); err != nil {
 		return Frozen{}, err
 	}
-	return Frozen{Rank: r, Host: string(host), Silent: time.Duration(binary.BigEndian.Uint32(h[4:8])) * time.Millisecond}, nil
+	return Frozen{Rank: r, Host: string(host), Silent: time.Duration(binary.BigEndian.Uint32(h[4:8])) * time.Millisecond,
+		Unreachable: h[8] == 1}, nil
 }

@@ -3,6 +3,7 @@ package liveness
 import (
 	"fmt"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -77,6 +78,9 @@ func TestFrozenMemberNamedOnEveryRank(t *testing.T) {
 					continue
 				}
 				f := wait(t, got[r], r, 10*timeout)
+				if f.Unreachable {
+					t.Errorf("rank %d was told the paused rank's host is unreachable; its kernel still acknowledges", r)
+				}
 				if f.Rank != frozen || f.Silent < timeout {
 					t.Errorf("rank %d was told %+v, want rank %d silent for more than %v", r, f, frozen, timeout)
 				}
@@ -154,7 +158,15 @@ func TestStartRejectsBadConfig(t *testing.T) {
 }
 
 func TestFrozenNoticeRoundTrip(t *testing.T) {
-	f := Frozen{Rank: 3, Host: "node-7", Silent: 1234 * time.Millisecond}
+	for _, f := range []Frozen{
+		{Rank: 3, Host: "node-7", Silent: 1234 * time.Millisecond},
+		{Rank: 2, Host: "node-2", Silent: 31 * time.Second, Unreachable: true},
+	} {
+		testFrozenRoundTrip(t, f)
+	}
+}
+
+func testFrozenRoundTrip(t *testing.T, f Frozen) {
 	b := appendFrozen(nil, f)
 	if b[0] != frozen {
 		t.Fatalf("notice starts with %q", b[0])
@@ -163,7 +175,62 @@ func TestFrozenNoticeRoundTrip(t *testing.T) {
 	if err != nil || got != f {
 		t.Fatalf("round trip = %+v, %v; want %+v", got, err, f)
 	}
-	if _, err := readFrozen(bufioReader(b[1:]), 3); err == nil {
-		t.Error("a notice naming rank 3 of 3 was accepted")
+	if _, err := readFrozen(bufioReader(b[1:]), f.Rank); err == nil {
+		t.Errorf("a notice naming rank %d of %d was accepted", f.Rank, f.Rank)
+	}
+}
+
+// TestUnreachable: a rank whose kernel stopped acknowledging our beats as
+// long as it stopped beating is cut off; one whose kernel still
+// acknowledges them froze; where TCP_INFO cannot tell, it froze.
+func TestUnreachable(t *testing.T) {
+	iv := time.Second
+	for _, tc := range []struct {
+		silent, ack time.Duration
+		known, want bool
+	}{
+		{31 * time.Second, 31 * time.Second, true, true},
+		{31 * time.Second, 29500 * time.Millisecond, true, true}, // our last beats went out after it fell silent
+		{31 * time.Second, 200 * time.Millisecond, true, false},  // the kernel acks: the process is stopped
+		{31 * time.Second, 20 * time.Second, true, false},
+		{31 * time.Second, 31 * time.Second, false, false},
+	} {
+		if got := Unreachable(tc.silent, tc.ack, iv, tc.known); got != tc.want {
+			t.Errorf("silent %v, last ack %v ago (known %v): %v, want %v", tc.silent, tc.ack, tc.known, got, tc.want)
+		}
+	}
+}
+
+// TestSinceAckOnALiveConnection: on loopback the peer's kernel acknowledges
+// at once, whether or not the peer's process reads.
+func TestSinceAckOnALiveConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	peer, err := ln.Accept() // and never read: a stopped process
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	c.Write([]byte{beat})
+	time.Sleep(300 * time.Millisecond)
+	c.Write([]byte{beat})
+	time.Sleep(50 * time.Millisecond)
+	ack, known := sinceAck(c)
+	if runtime.GOOS != "linux" {
+		if known {
+			t.Errorf("sinceAck known off Linux")
+		}
+		return
+	}
+	if !known || ack > 200*time.Millisecond {
+		t.Errorf("sinceAck = %v, %v; want a recent acknowledgement", ack, known)
 	}
 }

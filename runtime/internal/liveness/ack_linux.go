@@ -1,0 +1,32 @@
+//go:build linux
+
+package liveness
+
+import (
+	"net"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// sinceAck returns how long ago the kernel last received a TCP
+// acknowledgement on c (TCP_INFO's tcpi_last_ack_recv), and whether it
+// could tell.
+func sinceAck(c net.Conn) (time.Duration, bool) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return 0, false
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var info *unix.TCPInfo
+	var gerr error
+	if err := raw.Control(func(fd uintptr) {
+		info, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil || gerr != nil {
+		return 0, false
+	}
+	return time.Duration(info.Last_ack_recv) * time.Millisecond, true
+}
