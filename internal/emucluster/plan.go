@@ -231,24 +231,31 @@ type Match struct {
 // (rounded to the nearest 1/65536), none where that rounds to zero. Keys
 // on the low bits (not a range of ids) spread the drops evenly along a
 // flow whose ids count up by one: the set taken is the ids whose
-// bit-reversal is below p·65536, cut into dyadic blocks, one key each.
+// bit-reversal is above 65535 - p·65536, cut into dyadic blocks, one key
+// each. Id 0 is never taken: the kernel sends some packets, a listener's
+// SYN-ACK among them, with id 0 every time, and a loss that took it would
+// take them all.
 func LossMatches(p float64) []Match {
 	if checkLoss(p) != nil {
 		return nil
 	}
 	t := uint32(math.Round(p * 65536))
+	if t == 0 {
+		return nil
+	}
+	v := 65535 - t // reversed ids above v are taken
 	var out []Match
-	// Bit k (from the top, k = 1..16) of t set: the block of reversed
-	// values whose top k-1 bits equal t's and whose k-th bit is 0. In the
-	// id itself those are its low k bits.
+	// y > v exactly where, at the first bit (from the top) in which they
+	// differ, y has 1 and v has 0: for each 0 bit k of v (k = 1..16), the
+	// block of y that share v's top k-1 bits and have bit k set. In the id
+	// itself those are its low k bits, reversed.
 	for k := 1; k <= 16; k++ {
-		if t&(1<<(16-k)) == 0 {
+		if v&(1<<(16-k)) != 0 {
 			continue
 		}
-		prefix := t >> (16 - k) &^ 1 // t's top k bits, the k-th cleared
-		// Reverse the k-bit prefix into the id's low k bits.
-		v := bits.Reverse16(uint16(prefix << (16 - k)))
-		out = append(out, Match{Value: v, Mask: uint16(1<<k - 1)})
+		prefix := v>>(16-k) | 1 // v's top k bits, the k-th set
+		id := bits.Reverse16(uint16(prefix << (16 - k)))
+		out = append(out, Match{Value: id, Mask: uint16(1<<k - 1)})
 	}
 	return out
 }

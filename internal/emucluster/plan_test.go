@@ -36,6 +36,9 @@ func TestLossMatchesTakeTheShareEvenly(t *testing.T) {
 		if taken != want {
 			t.Errorf("p=%v: %d ids taken, want %d", p, taken, want)
 		}
+		if hit[0] {
+			t.Errorf("p=%v: id 0 is taken; every SYN-ACK would be lost", p)
+		}
 		if p <= 0.25 && longest > 1 {
 			t.Errorf("p=%v: %d consecutive ids taken; drops should be spread", p, longest)
 		}

@@ -320,6 +320,7 @@ func newConn(m *mesh, peer int, nc net.Conn, shm *shmLink) *conn {
 		c.SetNoDelay(true)
 		c.SetReadBuffer(sockBuf)
 		c.SetWriteBuffer(sockBuf)
+		lowerRTOFloor(c)
 	case *net.UnixConn:
 		c.SetReadBuffer(sockBuf)
 		c.SetWriteBuffer(sockBuf)

@@ -47,6 +47,10 @@ const DefaultConnectTimeout = 60 * time.Second
 // that a silent stranger cannot hold an accepting goroutine for long.
 const handshakeTimeout = 10 * time.Second
 
+// minRTO is the floor of the retransmission timeout of every TCP
+// connection, where the kernel lets it be set (lowerRTOFloor).
+const minRTO = 5 * time.Millisecond
+
 // sockBuf is the kernel socket buffer size asked for on every connection
 // (the kernel may grant less).
 const sockBuf = 4 << 20

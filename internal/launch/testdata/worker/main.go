@@ -119,6 +119,11 @@ func main() {
 		os.Exit(rdzvServer(os.Args[2], os.Args[3], os.Args[4]))
 	case "train":
 		os.Exit(train(os.Args[2]))
+	case "train-steps":
+		steps, _ := strconv.Atoi(os.Args[2])
+		pause, _ := time.ParseDuration(os.Args[3])
+		elems, _ := strconv.Atoi(os.Args[4])
+		os.Exit(trainSteps(steps, pause, elems))
 	case "rdzv":
 		os.Exit(joinRendezvous(rank))
 	case "rdzv-hang":
@@ -262,6 +267,47 @@ func train(dir string) int {
 	}
 	fmt.Fprintf(os.Stderr, "worker %d: still training after two minutes\n", r)
 	return 6
+}
+
+// trainSteps makes steps allreduces (Average) of elems float32s, pausing
+// between them, checks every element of every result, and prints
+// "trained N steps" on rank 0: a job that must finish, and finish right,
+// across a network that misbehaves.
+func trainSteps(steps int, pause time.Duration, elems int) int {
+	if err := hvd.Init(); err != nil {
+		fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
+		return 4
+	}
+	defer hvd.Shutdown()
+	r, n := hvd.Rank(), hvd.Size()
+	grad := make([]float32, elems)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for step := 0; step < steps; step++ {
+		for i := range grad {
+			grad[i] = float32(r + step + i%7)
+		}
+		out, err := hvd.Allreduce(ctx, tensor.FromFloat32(grad), "grad", hvd.Average)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "worker %d: step %d: %v\n", r, step, err)
+			return 3
+		}
+		got := out.Float32s()
+		for i, v := range got {
+			if want := float32(n-1)/2 + float32(step+i%7); v != want {
+				fmt.Fprintf(os.Stderr, "worker %d: step %d: element %d is %v, want %v\n", r, step, i, v, want)
+				return 5
+			}
+		}
+		if step == 5 {
+			fmt.Printf("training %d pid %d\n", r, os.Getpid())
+		}
+		time.Sleep(pause)
+	}
+	if r == 0 {
+		fmt.Printf("trained %d steps\n", steps)
+	}
+	return 0
 }
 
 // joinRendezvous joins the job's rendezvous as the environment says and

@@ -1,0 +1,262 @@
+//go:build linux
+
+package launch_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gohorovod/gohorovod/internal/emucluster"
+)
+
+// The faults a network has, on an emulated cluster (internal/emucluster:
+// each node a network namespace with its own address and hostname, joined
+// by a bridge, every link shaped to 1 Gbit/s): a node whose link goes
+// silent (every packet dropped, no reset), a link that flaps for less than
+// the heartbeat timeout, and packet loss. Each runs on the embedded
+// transport (one gohorovodrun --nnodes per node) and under mpirun
+// (gohorovodrun -H over the cluster's ssh stand-in).
+
+// faultTimeout is the heartbeat timeout of these jobs, short to keep the
+// tests short: a silent node must be named within it plus silentSlack.
+const (
+	faultTimeout = 6 * time.Second
+	silentSlack  = 10 * time.Second
+)
+
+// emuCluster makes an emulated cluster of n nodes for the test, or skips
+// it with the reason; the test's end removes it, killing what still runs
+// on it (after the test has checked that nothing does).
+func emuCluster(t *testing.T, n int) *emucluster.Cluster {
+	t.Helper()
+	c, err := emucluster.New(emucluster.Options{Nodes: n, Rate: 1e9, Name: fmt.Sprintf("nf%d", os.Getpid()%100000)})
+	if errors.Is(err, emucluster.ErrUnsupported) {
+		t.Skip("emulated cluster: ", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// nodeEnv is the environment of a process on a node of c: this one's,
+// less whatever would place it in another job, plus env.
+func nodeEnv(env ...string) []string {
+	return append(withoutEnv(os.Environ(), "GOHOROVOD_SECRET", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
+		"PET_MASTER_ADDR", "PET_MASTER_PORT", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID", "SLURM_JOB_NODELIST",
+		"OMPI_MCA_orte_default_hostfile", "HOROVOD_HEARTBEAT_TIMEOUT_SECONDS"), env...)
+}
+
+// startNodes starts one gohorovodrun --nnodes launcher per node of c, each
+// running worker with args.
+func startNodes(t *testing.T, c *emucluster.Cluster, launcher string, env []string, perNode int, worker ...string) []*nodeRun {
+	t.Helper()
+	n := len(c.Nodes())
+	runs := make([]*nodeRun, n)
+	for i := 0; i < n; i++ {
+		argv := append([]string{launcher, "--nnodes", strconv.Itoa(n), "--node-rank", strconv.Itoa(i),
+			"--nproc-per-node", strconv.Itoa(perNode), "--master-addr", c.Nodes()[0].Host, "--master-port", "29470"}, worker...)
+		cmd := c.Command(i, argv...)
+		cmd.Env = env
+		runs[i] = startRun(t, cmd)
+	}
+	return runs
+}
+
+// pidsIn lists the processes still running in node i's namespace.
+func pidsIn(c *emucluster.Cluster, i int) string {
+	out, _ := exec.Command("ip", "netns", "pids", c.Nodes()[i].NS).Output()
+	return strings.TrimSpace(string(out))
+}
+
+// waitGone waits up to d for node i of c to run nothing.
+func waitGone(t *testing.T, c *emucluster.Cluster, i int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for pidsIn(c, i) != "" {
+		if time.Now().After(deadline) {
+			pids := pidsIn(c, i)
+			var cmds []string
+			for _, p := range strings.Fields(pids) {
+				b, _ := os.ReadFile("/proc/" + p + "/cmdline")
+				cmds = append(cmds, p+": "+strings.ReplaceAll(string(b), "\x00", " "))
+			}
+			t.Fatalf("node %d still runs, %v after the job ended:\n%s", i, d, strings.Join(cmds, "\n"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestE2ENetworkSilentNodeEmbedded: 3 nodes on the embedded transport;
+// node 2's link goes silent mid-training (no reset: its peers see nothing
+// at all). The heartbeats find it, every other node's launcher ends the
+// job naming rank 2 and its node as gone silent (not as a frozen process)
+// within the heartbeat timeout plus 10 s, and nothing is left running on
+// them; node 2, cut off, ends its own part too.
+func TestE2ENetworkSilentNodeEmbedded(t *testing.T) {
+	launcher, worker := build(t)
+	c := emuCluster(t, 3)
+	env := nodeEnv("GOHOROVOD_SECRET="+newHexSecret(t),
+		fmt.Sprintf("HOROVOD_HEARTBEAT_TIMEOUT_SECONDS=%d", int(faultTimeout.Seconds())))
+	runs := startNodes(t, c, launcher, env, 1, worker, "train", t.TempDir())
+	runs[0].waitFor(t, "node 0", "training 0", 60*time.Second)
+	if err := c.Silence(2); err != nil {
+		t.Fatal(err)
+	}
+	silenced := time.Now()
+	for i := 0; i < 2; i++ {
+		runs[i].wait(t, fmt.Sprintf("node %d", i), faultTimeout+silentSlack+20*time.Second)
+		took := time.Since(silenced)
+		all := runs[i].stdout.String() + runs[i].stderr.String()
+		t.Logf("node %d's launcher ended %.1f s after node 2 went silent (%v)", i, took.Seconds(), runs[i].err)
+		if runs[i].err == nil {
+			t.Errorf("node %d's launcher succeeded; want the job failed\n%s", i, all)
+		}
+		if !strings.Contains(all, "rank 2: its node (host "+c.Nodes()[2].Host+") went silent") {
+			t.Errorf("node %d does not say that rank 2's node went silent:\n%s", i, all)
+		}
+		if strings.Contains(all, "rank 2 (host") && strings.Contains(all, "froze") {
+			t.Errorf("node %d calls a silent node a frozen process:\n%s", i, all)
+		}
+		if took > faultTimeout+silentSlack {
+			t.Errorf("node %d ended %v after the silence, past the %v timeout plus %v", i, took, faultTimeout, silentSlack)
+		}
+		waitGone(t, c, i, 5*time.Second)
+	}
+	// Node 2 cannot be told; it finds rank 0 silent in turn and ends too.
+	runs[2].wait(t, "node 2 (cut off)", faultTimeout+silentSlack+30*time.Second)
+	t.Logf("node 2's launcher ended %.1f s after its link went silent (%v)", time.Since(silenced).Seconds(), runs[2].err)
+	if runs[2].err == nil {
+		t.Errorf("node 2's launcher succeeded")
+	}
+	waitGone(t, c, 2, 5*time.Second)
+}
+
+// TestE2ENetworkFlapEmbedded: node 1's link goes silent for half the
+// heartbeat timeout, then comes back; TCP retransmits what was lost and
+// the job finishes, every element of every step right.
+func TestE2ENetworkFlapEmbedded(t *testing.T) {
+	launcher, worker := build(t)
+	c := emuCluster(t, 2)
+	env := nodeEnv("GOHOROVOD_SECRET="+newHexSecret(t),
+		fmt.Sprintf("HOROVOD_HEARTBEAT_TIMEOUT_SECONDS=%d", int(faultTimeout.Seconds())))
+	runs := startNodes(t, c, launcher, env, 1, worker, "train-steps", "80", "50ms", "65536")
+	runs[0].waitFor(t, "node 0", "training 0", 60*time.Second)
+	if err := c.Silence(1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(faultTimeout / 2)
+	if err := c.Mend(1); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range runs {
+		r.wait(t, fmt.Sprintf("node %d", i), 90*time.Second)
+		if r.err != nil {
+			t.Errorf("node %d: %v after a flap of %v (timeout %v)\nstdout:\n%s\nstderr:\n%s", i, r.err, faultTimeout/2, faultTimeout, r.stdout.String(), r.stderr.String())
+		}
+	}
+	if !strings.Contains(runs[0].stdout.String(), "trained 80 steps") {
+		t.Errorf("rank 0 did not finish:\n%s", runs[0].stdout.String())
+	}
+}
+
+// TestE2ENetworkLossEmbedded: every link drops 2% of its packets each
+// way; the job still finishes with every element right.
+func TestE2ENetworkLossEmbedded(t *testing.T) {
+	launcher, worker := build(t)
+	c := emuCluster(t, 3)
+	for i := range c.Nodes() {
+		if err := c.SetLoss(i, 0.02); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := nodeEnv("GOHOROVOD_SECRET=" + newHexSecret(t))
+	start := time.Now()
+	runs := startNodes(t, c, launcher, env, 1, worker, "train-steps", "30", "0s", "1048576")
+	for i, r := range runs {
+		r.wait(t, fmt.Sprintf("node %d", i), 120*time.Second)
+		if r.err != nil {
+			t.Errorf("node %d: %v under 2%% loss\nstdout:\n%s\nstderr:\n%s", i, r.err, r.stdout.String(), r.stderr.String())
+		}
+	}
+	if !strings.Contains(runs[0].stdout.String(), "trained 30 steps") {
+		t.Errorf("rank 0 did not finish:\n%s", runs[0].stdout.String())
+	}
+	t.Logf("30 steps of 4 MiB across 3 nodes at 2%% loss: %.1f s", time.Since(start).Seconds())
+}
+
+// TestE2ENetworkSilentNodeMPI: the same silence under mpirun
+// (gohorovodrun -H across 3 nodes, through the cluster's ssh stand-in):
+// the heartbeats, not Open MPI's TCP timeouts (many minutes), end the job
+// within the heartbeat timeout plus 10 s, naming rank 2's node, and
+// nothing is left running on the nodes that can still be reached.
+func TestE2ENetworkSilentNodeMPI(t *testing.T) {
+	launcher, worker := build(t)
+	mpiWorker := filepath.Join(filepath.Dir(worker), "worker-mpi")
+	if _, err := os.Stat(mpiWorker); err != nil {
+		t.Skip("no MPI worker (mpicc or cgo missing)")
+	}
+	emu := buildEmucluster(t)
+	c := emuCluster(t, 3)
+	shim := t.TempDir()
+	if _, err := emucluster.WriteSSHShim(shim, c.Options().Name, emu); err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, n := range c.Nodes() {
+		hosts = append(hosts, n.Host+":1")
+	}
+	cmd := c.Command(0, launcher, "-np", "3", "-H", strings.Join(hosts, ","), mpiWorker, "train", t.TempDir())
+	cmd.Env = nodeEnv("PATH="+shim+":"+os.Getenv("PATH"),
+		fmt.Sprintf("HOROVOD_HEARTBEAT_TIMEOUT_SECONDS=%d", int(faultTimeout.Seconds())))
+	// Open MPI's daemon on the silent node keeps the output pipe open
+	// (nothing can reach it to end it, as over a real cut network: it goes
+	// when its link returns, or here when the cluster is removed): once
+	// the launcher has exited, stop reading.
+	cmd.WaitDelay = 2 * time.Second
+	run := startRun(t, cmd)
+	run.waitFor(t, "mpirun job", "training 0", 90*time.Second)
+	if err := c.Silence(2); err != nil {
+		t.Fatal(err)
+	}
+	silenced := time.Now()
+	run.wait(t, "the launcher", faultTimeout+silentSlack+20*time.Second)
+	took := time.Since(silenced)
+	all := run.stdout.String() + run.stderr.String()
+	t.Logf("the launcher ended %.1f s after node 2 went silent (%v)", took.Seconds(), run.err)
+	if run.err == nil {
+		t.Errorf("the launcher succeeded; want the job failed\n%s", all)
+	}
+	if !strings.Contains(all, "rank 2: its node (host "+c.Nodes()[2].Host+") went silent") {
+		t.Errorf("the job does not say that rank 2's node went silent:\n%s", all)
+	}
+	if took > faultTimeout+silentSlack {
+		t.Errorf("the job ended %v after the silence, past the %v timeout plus %v", took, faultTimeout, silentSlack)
+	}
+	for i := 0; i < 2; i++ {
+		waitGone(t, c, i, 10*time.Second)
+	}
+}
+
+// buildEmucluster builds the emucluster command (the ssh stand-in runs
+// it) beside the launcher.
+func buildEmucluster(t *testing.T) string {
+	t.Helper()
+	launcher, _ := build(t)
+	p := filepath.Join(filepath.Dir(launcher), "emucluster")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	if out, err := exec.Command("go", "build", "-o", p, "../../cmd/emucluster").CombinedOutput(); err != nil {
+		t.Fatalf("go build emucluster: %v\n%s", err, out)
+	}
+	return p
+}
