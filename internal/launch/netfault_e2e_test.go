@@ -260,3 +260,63 @@ func buildEmucluster(t *testing.T) string {
 	}
 	return p
 }
+
+// TestE2ENetworkSilentNodeElastic: an elastic job of 3 nodes (--nnodes
+// 2:3, one worker each) whose node 2 goes silent mid-training re-forms
+// without it and finishes, every sample of every epoch trained exactly
+// once; when node 2's link comes back after that, node 2 is refused
+// cleanly (its launcher ends, saying so), not merged into the new group.
+func TestE2ENetworkSilentNodeElastic(t *testing.T) {
+	launcher, worker := build(t)
+	c := emuCluster(t, 3)
+	env := nodeEnv("GOHOROVOD_SECRET="+newHexSecret(t),
+		fmt.Sprintf("HOROVOD_HEARTBEAT_TIMEOUT_SECONDS=%d", int(faultTimeout.Seconds())))
+	const n, epochs = 90, 8
+	runs := make([]*nodeRun, 3)
+	for i := range runs {
+		cmd := c.Command(i, launcher, "--nnodes", "2:3", "--node-rank", strconv.Itoa(i), "--nproc-per-node", "1",
+			"--master-addr", c.Nodes()[0].Host, "--master-port", "29471",
+			worker, "elastic", "-n", strconv.Itoa(n), "-epochs", strconv.Itoa(epochs), "-batch", "3", "-sleep", "200ms")
+		cmd.Env = env
+		runs[i] = startRun(t, cmd)
+	}
+	// Round 2 holds all three nodes (round 1, those that met first).
+	runs[0].waitFor(t, "node 0", "round=2 epoch=1 ", 90*time.Second)
+	if !strings.Contains(runs[0].stdout.String(), "round=2 epoch=1 pos=0 rank=0 size=3") {
+		t.Fatalf("round 2 is not of 3 workers:\n%s", runs[0].stdout.String())
+	}
+	if err := c.Silence(2); err != nil {
+		t.Fatal(err)
+	}
+	silenced := time.Now()
+	runs[0].waitFor(t, "node 0", "resume round=3 ", faultTimeout+silentSlack+30*time.Second)
+	t.Logf("re-formed without node 2 %.1f s after its link went silent", time.Since(silenced).Seconds())
+	if err := c.Mend(2); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // mended while the job goes on without it
+	if strings.Contains(runs[0].stdout.String(), "round=3 epoch=") && !strings.Contains(runs[0].stdout.String(), "size=2") {
+		t.Errorf("round 3 is not of the 2 remaining workers")
+	}
+	runs[0].wait(t, "node 0", 3*time.Minute)
+	runs[1].wait(t, "node 1", 30*time.Second)
+	runs[2].wait(t, "node 2", 60*time.Second)
+	if runs[0].err != nil || runs[1].err != nil {
+		t.Fatalf("node 0: %v, node 1: %v\nnode 0's stderr:\n%s\nnode 1's stderr:\n%s", runs[0].err, runs[1].err, runs[0].stderr.String(), runs[1].stderr.String())
+	}
+	if runs[2].err == nil {
+		t.Errorf("node 2, cut off and back, ended well; want it refused\n%s", runs[2].stderr.String())
+	}
+	t.Logf("node 2's last words: %s", lastLine(runs[2].stderr.String()))
+	for _, want := range []string{"node 2 (host "} {
+		if !strings.Contains(runs[0].stderr.String(), want) {
+			t.Errorf("node 0 did not log %q:\n%s", want, runs[0].stderr.String())
+		}
+	}
+	recs := parseRecords(t, runs[0].stdout.String()+runs[1].stdout.String()+runs[2].stdout.String())
+	sizes := checkCoverage(t, recs, n, epochs)
+	t.Logf("group size per kept step, by epoch: %v", sizes)
+	for i := range runs {
+		waitGone(t, c, i, 10*time.Second)
+	}
+}

@@ -49,6 +49,23 @@ type Nodes struct {
 	// Insecure is --insecure-secret: without GOHOROVOD_SECRET, the
 	// secret is derived from MasterAddr and MasterPort.
 	Insecure bool
+	// LinkSilence is how long a launcher's connection to another may go
+	// unanswered (nothing acknowledged, not even keep-alive probes) before
+	// that node counts as gone (LinkSilence; zero: the kernel's own, many
+	// minutes).
+	LinkSilence time.Duration
+}
+
+// LinkSilence is how long the launchers' connections wait for a silent
+// node, given the workers' heartbeat timeout hb: longer than hb, so that a
+// link that flaps for less than the heartbeats tolerate kills nothing, and
+// at least 10 s; plus 5 s, so that the workers' heartbeats name the silent
+// node first. Heartbeats off (hb 0): 60 s.
+func LinkSilence(hb time.Duration) time.Duration {
+	if hb <= 0 {
+		return 60 * time.Second
+	}
+	return max(hb, 10*time.Second) + 5*time.Second
 }
 
 // Master is "host:port" of the meeting.

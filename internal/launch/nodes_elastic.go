@@ -141,7 +141,7 @@ func (en *elasticNodes) meet(ctx context.Context, events chan<- elastic.Event) {
 // admit runs the handshake and the hello of a node's launcher, and
 // answers it with its name and the rendezvous port; nil when refused.
 func (en *elasticNodes) admit(c net.Conn) *memberNode {
-	nc, h, ok := acceptNode(c, en.key, en.l.Stderr)
+	nc, h, ok := acceptNode(c, en.key, en.n.LinkSilence, en.l.Stderr)
 	if !ok {
 		return nil
 	}

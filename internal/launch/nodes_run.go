@@ -82,8 +82,8 @@ type nodeConn struct {
 // hello: the secret's handshake (a refusal is logged to stderr), then the
 // hello within rendezvous.HandshakeTimeout. It closes c and reports false
 // when either fails.
-func acceptNode(c net.Conn, key []byte, stderr io.Writer) (*nodeConn, nodeHello, bool) {
-	setKeepAlive(c)
+func acceptNode(c net.Conn, key []byte, silence time.Duration, stderr io.Writer) (*nodeConn, nodeHello, bool) {
+	setKeepAlive(c, silence)
 	if err := secret.Handshake(c, key, secret.Acceptor, rendezvous.HandshakeTimeout); err != nil {
 		fmt.Fprintf(stderr, "gohorovodrun: refused a connection from %s: %v\n", c.RemoteAddr(), err)
 		c.Close()
@@ -117,11 +117,25 @@ func (n *nodeConn) recv() (nodeMsg, error) {
 	return m, err
 }
 
-func setKeepAlive(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
+// setKeepAlive makes c probe its peer after nodeKeepAlive of quiet, and
+// break once the peer has answered nothing for silence (keep-alive probes
+// unanswered, or data unacknowledged: TCP_USER_TIMEOUT where the system
+// has it), so that a node whose network went silent, which sends no reset,
+// is a node gone within silence rather than after the kernel's
+// retransmissions, many minutes.
+func setKeepAlive(c net.Conn, silence time.Duration) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	if silence <= 0 {
 		_ = tc.SetKeepAlive(true)
 		_ = tc.SetKeepAlivePeriod(nodeKeepAlive)
+		return
 	}
+	_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: nodeKeepAlive, Interval: time.Second,
+		Count: max(int((silence-nodeKeepAlive)/time.Second), 1)})
+	setUserTimeout(tc, silence)
 }
 
 // nodesTimeout is how long the launchers wait for each other.
@@ -250,7 +264,7 @@ func (l *Launcher) runMasterNode(ctx context.Context, o *Options, spec Spec, n N
 			acceptWG.Add(1)
 			go func() {
 				defer acceptWG.Done()
-				nc, h, ok := acceptNode(c, key, l.Stderr)
+				nc, h, ok := acceptNode(c, key, n.LinkSilence, l.Stderr)
 				if !ok {
 					return
 				}
@@ -566,6 +580,7 @@ func (l *Launcher) runNodesFrom(ctx context.Context, o *Options, n Nodes) error 
 	for _, w := range knobWarnings(o, spec.Config) {
 		fmt.Fprintln(l.Stderr, "gohorovodrun: "+w)
 	}
+	n.LinkSilence = LinkSilence(spec.Config.HeartbeatTimeout)
 	return l.runNodes(ctx, o, spec, n)
 }
 
@@ -601,7 +616,7 @@ func (l *Launcher) joinMaster(ctx context.Context, n Nodes, key []byte, host str
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	setKeepAlive(c)
+	setKeepAlive(c, n.LinkSilence)
 	nc := newNodeConn(c)
 	if err := nc.send(nodeMsg{Hello: &nodeHello{NodeRank: n.Rank, NNodes: n.N, PerNode: n.PerNode, Host: host}}); err != nil {
 		return nil, fmt.Errorf("node %d: sending its hello to node 0 at %s: %w", n.Rank, master, err)

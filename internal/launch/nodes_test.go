@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
@@ -218,5 +219,17 @@ func TestRunMPIJobHostfile(t *testing.T) {
 	f = newFixture(t, "OMPI_MCA_orte_default_hostfile="+filepath.Join(dir, "none"))
 	if err := f.l.Run(context.Background(), []string{"-np", "1", f.prog}); !IsUsage(err) || !strings.Contains(err.Error(), "OMPI_MCA_orte_default_hostfile") {
 		t.Errorf("missing hostfile: %v", err)
+	}
+}
+
+func TestLinkSilenceOutlastsTheHeartbeats(t *testing.T) {
+	for hb, want := range map[time.Duration]time.Duration{
+		0:                60 * time.Second,
+		6 * time.Second:  15 * time.Second,
+		30 * time.Second: 35 * time.Second,
+	} {
+		if got := LinkSilence(hb); got != want {
+			t.Errorf("heartbeat timeout %v: %v, want %v", hb, got, want)
+		}
 	}
 }

@@ -139,10 +139,54 @@ func (s *RoundServer) handle(c net.Conn) {
 			return
 		}
 		if q.Frozen != nil && s.OnFrozen != nil {
-			s.logf("rendezvous: %v reports %v frozen", p.member.Slot, *q.Frozen)
-			s.OnFrozen(*q.Frozen)
+			switch s.judgeReport(p.member.Slot, *q.Frozen) {
+			case reportStale:
+				// A worker the job re-formed without (its node went silent
+				// and came back): it must not stop the new round's
+				// members. It is removed, as a member left out of a
+				// round is.
+				s.logf("rendezvous: refused %v's report that %v froze: %v is no member of round %d (the job re-formed without it); removing it",
+					p.member.Slot, *q.Frozen, p.member.Slot, s.currentRound())
+				_ = p.send(toWorker{Removed: true})
+				s.leave(p)
+				p.conn.Close()
+				return
+			case reportPast:
+				s.logf("rendezvous: ignored %v's report that %v froze: it is no member of round %d", p.member.Slot, *q.Frozen, s.currentRound())
+			default:
+				s.logf("rendezvous: %v reports %v frozen", p.member.Slot, *q.Frozen)
+				s.OnFrozen(*q.Frozen)
+			}
 		}
 	}
+}
+
+// How a frozen report is taken (judgeReport).
+const (
+	reportTaken = iota // passed on to OnFrozen
+	reportStale        // from a worker that is no member of the current round
+	reportPast         // about a worker that is no member of the current round
+)
+
+// judgeReport decides what a report from the worker of slot from, that
+// the worker of slot about froze, is worth: only members of the current
+// round (joined or not yet) speak for it, and only about its members.
+func (s *RoundServer) judgeReport(from, about Slot) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.index[from]; !ok {
+		return reportStale
+	}
+	if _, ok := s.index[about]; !ok {
+		return reportPast
+	}
+	return reportTaken
+}
+
+func (s *RoundServer) currentRound() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.round
 }
 
 // admit places a joining worker: in the current round, or waiting for the

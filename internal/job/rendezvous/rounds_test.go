@@ -270,3 +270,55 @@ func TestJoinRoundCancelled(t *testing.T) {
 		t.Fatalf("got %v, want a deadline error", g.err)
 	}
 }
+
+// TestFrozenReportsOfAFormerMember: after the job re-forms without C (its
+// node went silent), C's report that A froze, sent when its link came
+// back, stops nobody: C is removed, its session closed. A member's report
+// about C, no longer a member, is ignored; about B, passed on.
+func TestFrozenReportsOfAFormerMember(t *testing.T) {
+	secret := []byte("0123456789abcdef")
+	s, addr, _ := roundServer(t, secret)
+	var mu sync.Mutex
+	var frozen []Slot
+	s.OnFrozen = func(sl Slot) { mu.Lock(); frozen = append(frozen, sl); mu.Unlock() }
+	a, b, c := Slot{Host: "a", LocalRank: 0}, Slot{Host: "b", LocalRank: 0}, Slot{Host: "c", LocalRank: 0}
+	if err := s.StartRound(1, []Slot{a, b, c}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ra, rb, rc := joinRound(ctx, addr, secret, a, 0), joinRound(ctx, addr, secret, b, 0), joinRound(ctx, addr, secret, c, 0)
+	sa, _, sc := get(t, ra), get(t, rb), get(t, rc)
+	if sa.err != nil || sc.err != nil {
+		t.Fatal(sa.err, sc.err)
+	}
+	if err := s.StartRound(2, []Slot{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.se.ReportFrozen(a); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sc.se.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the former member's session stays open after its stale report")
+	}
+	if err := sa.se.ReportFrozen(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := sa.se.ReportFrozen(b); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := slices.Clone(frozen)
+		mu.Unlock()
+		if len(got) > 0 || time.Now().After(deadline) {
+			if len(got) != 1 || got[0] != b {
+				t.Fatalf("OnFrozen was told %v; want only b (a member's report about a member)", got)
+			}
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
