@@ -37,6 +37,7 @@ type opts struct {
 	nodes            int
 	port             int
 	verbose          bool
+	extra            []string // more hvdbench flags
 }
 
 func main() {
@@ -52,10 +53,11 @@ func main() {
 	bin := flag.String("bin", "bin", "directory of gohorovodrun, hvdbench and emucluster (make build)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "limit of one path's run")
 	verbose := flag.Bool("v", false, "print each run's output")
+	extra := flag.String("worker-args", "", "more hvdbench worker flags for our runtime's paths, space-separated (e.g. \"-fusion 134217728\")")
 	flag.Parse()
 
 	o := opts{bin: *bin, cases: split(*casesFlag), paths: split(*pathsFlag), iters: *iters, warmup: *warmup,
-		rounds: *rounds, perNode: *perNode, timeout: *timeout, verbose: *verbose}
+		rounds: *rounds, perNode: *perNode, timeout: *timeout, verbose: *verbose, extra: strings.Fields(*extra)}
 	for _, c := range o.cases {
 		if _, ok := caseBytes[c]; !ok {
 			fail(fmt.Errorf("unknown case %q", c))
@@ -242,7 +244,7 @@ func workerArgs(o opts, hier bool) []string {
 	if hier {
 		a = append(a, "-hierarchical")
 	}
-	return a
+	return append(a, o.extra...)
 }
 
 // env is what every process on a node gets: this environment without the

@@ -141,8 +141,10 @@ func TestE2ENetworkSilentNodeEmbedded(t *testing.T) {
 }
 
 // TestE2ENetworkFlapEmbedded: node 1's link goes silent for half the
-// heartbeat timeout, then comes back; TCP retransmits what was lost and
-// the job finishes, every element of every step right.
+// heartbeat timeout, then comes back; TCP retransmits what was lost (the
+// heartbeat and data connections cap the retransmission timer at a
+// second, where the kernel allows) and the job finishes, every element of
+// every step right.
 func TestE2ENetworkFlapEmbedded(t *testing.T) {
 	launcher, worker := build(t)
 	c := emuCluster(t, 2)

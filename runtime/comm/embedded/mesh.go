@@ -51,6 +51,10 @@ const handshakeTimeout = 10 * time.Second
 // connection, where the kernel lets it be set (lowerRTOFloor).
 const minRTO = 5 * time.Millisecond
 
+// maxRTO is the ceiling of the retransmission timeout of every TCP
+// connection, where the kernel lets it be set (lowerRTOFloor).
+const maxRTO = time.Second
+
 // sockBuf is the kernel socket buffer size asked for on every connection
 // (the kernel may grant less).
 const sockBuf = 4 << 20

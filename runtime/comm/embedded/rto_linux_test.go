@@ -46,4 +46,10 @@ func TestLowerRTOFloor(t *testing.T) {
 	if time.Duration(after)*time.Microsecond > minRTO+10*time.Millisecond || after >= before {
 		t.Errorf("the floor went from %d µs to %d µs; want about %v", before, after, minRTO)
 	}
+	var ceiling int
+	var gerr error
+	raw.Control(func(fd uintptr) { ceiling, gerr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, tcpRTOMaxMS) })
+	if gerr == nil && time.Duration(ceiling)*time.Millisecond != maxRTO {
+		t.Errorf("the ceiling is %d ms; want %v", ceiling, maxRTO)
+	}
 }

@@ -30,3 +30,23 @@ func sinceAck(c net.Conn) (time.Duration, bool) {
 	}
 	return time.Duration(info.Last_ack_recv) * time.Millisecond, true
 }
+
+// capRTO sets c's retransmission timeout ceiling to one second where the
+// kernel has TCP_RTO_MAX_MS (Linux 6.15 on; elsewhere the default, 120 s,
+// stands): once a link that went quiet for less than the heartbeat timeout
+// comes back, the beats queued behind the lost ones arrive within a second,
+// not after the doubling retransmission timer's next expiry, which could
+// fall past the timeout.
+func capRTO(c net.Conn) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return
+	}
+	raw.Control(func(fd uintptr) {
+		_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, 44 /* TCP_RTO_MAX_MS */, 1000)
+	})
+}

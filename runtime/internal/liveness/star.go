@@ -216,6 +216,7 @@ func (s *Star) member(c net.Conn) {
 		return
 	}
 	s.conns[r], s.hosts[r] = c, host
+	capRTO(c)
 	s.tr.Track(r, time.Now())
 	s.mu.Unlock()
 	s.read(br, r)
@@ -243,6 +244,7 @@ func (s *Star) dial(addrs []string) {
 						return
 					}
 					s.conns[0] = c
+					capRTO(c)
 					s.tr.Track(0, time.Now())
 					s.mu.Unlock()
 					s.read(bufio.NewReader(c), 0)
