@@ -8,7 +8,7 @@ steps of the slowest rank per step):
   resnet50-25MiB  the same gradients packed into buckets of at most 25 MiB, one
                   allreduce per bucket (as torch DDP does by default)
   64MiB           one 64 MiB float32 tensor
-  4MiB            one 4 MiB float32 tensor
+  4MB             one tensor of 4,096,000 bytes (the bytes of 4KiBx1000)
   4KiBx1000       1000 tensors of 4 KiB, one allreduce each
 
 Usage: torch_gloo_bench.py --np 2 --shapes examples/synthetic/shapes/resnet50_shapes.txt
@@ -57,7 +57,7 @@ def worker(rank, np_, master, sizes, iters, warmup, queue, only=None):
         "resnet50": lambda: [torch.ones(n) for n in sizes],
         "resnet50-25MiB": lambda: [torch.ones(n) for n in buckets(sizes, 25 << 20)],
         "64MiB": lambda: [torch.ones(16 << 20)],
-        "4MiB": lambda: [torch.ones(1 << 20)],
+        "4MB": lambda: [torch.ones(1024 * 1000)],
         "4KiBx1000": lambda: [torch.ones(1024) for _ in range(1000)],
     }
     names = only or ["resnet50", "resnet50-25MiB", "64MiB"]
