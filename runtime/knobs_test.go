@@ -237,7 +237,7 @@ func TestAcrossNodesPath(t *testing.T) {
 	}
 	p, ok := acrossNodesPath(def, transportMPI, 2)
 	if !ok || p != (dataPath{fusion: acrossNodesFusion}) {
-		t.Errorf("MPI across 2 nodes: %+v %v; want one call per fused response, every tensor fused, 64 MiB", p, ok)
+		t.Errorf("MPI across 2 nodes: %+v %v; want one call per fused response, every tensor fused, 128 MiB", p, ok)
 	}
 	mine := def
 	mine.FusionThreshold = 1 << 20
