@@ -90,7 +90,10 @@ type dataPath struct {
 }
 
 // acrossNodesPath returns the data path of a job over MPI whose ranks span
-// nodes (crossSize > 1), and true; or false where the defaults stand. On
+// nodes (more than one: countNodes), and true; or false where the defaults
+// stand. Every rank decides alike: the node count is the job's, not this
+// rank's cross group's, which is smaller on a node with more ranks than
+// another. On
 // one node the defaults keep every call's bytes in cache (small fusion
 // buffer, chunks, pieces). Across a link slower than memory each MPI call
 // pays the link's round trips and Open MPI's rendezvous several times, so
@@ -99,8 +102,8 @@ type dataPath struct {
 // kept the default threshold, so that a model's gradients go in one call
 // (measured on the emulated cluster, docs/BENCHMARKS.md, "Across nodes").
 // The Init options, applied after, still override each.
-func acrossNodesPath(cfg config.Config, transport string, crossSize int) (dataPath, bool) {
-	if transport != transportMPI || crossSize < 2 {
+func acrossNodesPath(cfg config.Config, transport string, nodes int) (dataPath, bool) {
+	if transport != transportMPI || nodes < 2 {
 		return dataPath{}, false
 	}
 	p := dataPath{fusion: cfg.FusionThreshold}
@@ -108,4 +111,14 @@ func acrossNodesPath(cfg config.Config, transport string, crossSize int) (dataPa
 		p.fusion = acrossNodesFusion
 	}
 	return p, true
+}
+
+// countNodes returns how many nodes the job's ranks are on, given each
+// rank's node (Runtime.nodes: its node's lowest rank).
+func countNodes(nodes []int) int {
+	seen := map[int]bool{}
+	for _, n := range nodes {
+		seen[n] = true
+	}
+	return len(seen)
 }

@@ -245,3 +245,19 @@ func TestAcrossNodesPath(t *testing.T) {
 		t.Errorf("the user's threshold %d became %d", mine.FusionThreshold, p.fusion)
 	}
 }
+
+func TestCountNodesOnUnevenNodes(t *testing.T) {
+	for _, tc := range []struct {
+		nodes []int
+		want  int
+	}{
+		{nil, 0}, {[]int{0}, 1}, {[]int{0, 0, 0}, 1},
+		// -H a:2,b:1: local rank 1 of node a has a cross group of one rank,
+		// yet the job spans two nodes on every rank.
+		{[]int{0, 0, 2}, 2}, {[]int{0, 1, 0, 1}, 2}, {[]int{0, 1, 2}, 3},
+	} {
+		if got := countNodes(tc.nodes); got != tc.want {
+			t.Errorf("%v: %d nodes, want %d", tc.nodes, got, tc.want)
+		}
+	}
+}

@@ -237,7 +237,7 @@ func (r *Runtime) Init(opts ...Option) error {
 	if err != nil {
 		return r.initFailed(com, owns, err)
 	}
-	if p, ok := acrossNodesPath(cfg, transport, r.crossSize); ok { // knobs.go
+	if p, ok := acrossNodesPath(cfg, transport, countNodes(nodes)); ok { // knobs.go
 		r.cfg.FusionThreshold, l.cfg.FusionThreshold = p.fusion, p.fusion
 		l.chunk, l.fuseChunk, l.planner.MaxFused = p.chunk, p.fuseChunk, p.maxFused
 		if rank == 0 {
