@@ -168,7 +168,7 @@ func runConfig(o opts, nodes int, rate int64, loss float64) error {
 	defer c.Close()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	defer func() { signal.Stop(sigs); close(sigs) }() // ends the goroutine below
 	go func() {
 		if _, ok := <-sigs; ok {
 			c.Close()

@@ -118,12 +118,12 @@ func (o Options) nodes() []Node {
 // Plan returns the commands (each an argv) that make the cluster o
 // describes, in order, and the nodes it will have. It runs nothing.
 func Plan(o Options) ([][]string, []Node, error) {
+	if o.Name == "" {
+		return nil, nil, errors.New("emucluster: Plan needs a name")
+	}
 	o, err := o.validate(0)
 	if err != nil {
 		return nil, nil, err
-	}
-	if o.Name == "emu0" {
-		return nil, nil, errors.New("emucluster: Plan needs a name")
 	}
 	nodes := o.nodes()
 	sw := switchNS(o.Name)

@@ -132,6 +132,7 @@ func TestOptionsRefuseBadInput(t *testing.T) {
 		{Nodes: 2, Loss: 0.7, Name: "x"},
 		{Nodes: 2, Name: "a name"},
 		{Nodes: 2, Name: "muchtoolongname"},
+		{Nodes: 2},
 	} {
 		if _, _, err := Plan(o); err == nil {
 			t.Errorf("%+v: no error", o)
