@@ -15,6 +15,10 @@ type failureScanner struct {
 	host   string
 	pid    int
 	seen   bool
+	// aborted: mpirun said it is aborting the job ("Per user-direction, the
+	// job has been aborted."), before it names the rank, which it may never
+	// get to where a node cannot be reached.
+	aborted bool
 	// words holds, per rank, the most telling line of its own stderr so
 	// far (see lastWords), to show with the failing rank's report.
 	words map[int]lastWords
@@ -102,6 +106,10 @@ var (
 	ompiTagged = regexp.MustCompile(`^\[\d+,(\d+)\]<stderr>:(.*)$`)
 )
 
+// ompiAborted is Open MPI's line when a rank exited non-zero and mpirun
+// aborts the rest of the job.
+const ompiAborted = "the job has been aborted"
+
 func newFailureScanner() *failureScanner { return &failureScanner{rank: -1, code: -1} }
 
 // Line feeds one line of mpirun's stderr. The first rank reported wins.
@@ -109,6 +117,10 @@ func (f *failureScanner) Line(s string) {
 	if m := ompiTagged.FindStringSubmatch(s); m != nil {
 		r, _ := strconv.Atoi(m[1])
 		f.note(r, m[2])
+		return
+	}
+	if strings.Contains(s, ompiAborted) {
+		f.aborted = true
 		return
 	}
 	if m := ompiName.FindStringSubmatch(s); m != nil && f.rank < 0 {

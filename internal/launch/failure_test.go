@@ -170,3 +170,24 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 }
+
+// TestFailureScannerSeesTheAbort: Open MPI's banner that it aborts the job
+// counts as the failure being reported (so that the launcher gives mpirun
+// FailureGrace to end), without naming a rank that it has not named.
+func TestFailureScannerSeesTheAbort(t *testing.T) {
+	f := newFailureScanner()
+	f.Line("[1,0]<stderr>:hvd: rank 2: its node (host n2) went silent: ...")
+	if f.aborted || f.seen {
+		t.Fatal("a rank's own line is not mpirun's abort")
+	}
+	for _, l := range []string{
+		"--------------------------------------------------------------------------",
+		"Primary job  terminated normally, but 1 process returned",
+		"a non-zero exit code. Per user-direction, the job has been aborted.",
+	} {
+		f.Line(l)
+	}
+	if !f.aborted || f.seen || f.rank != -1 {
+		t.Errorf("after the banner: aborted %v, seen %v, rank %d; want aborted, no rank named", f.aborted, f.seen, f.rank)
+	}
+}

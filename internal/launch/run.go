@@ -430,9 +430,12 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 	scan := newFailureScanner()
 	reported := make(chan struct{})
 	cmd.Stderr = &lineTap{w: l.Stderr, onLine: func(line string) {
-		was := scan.seen
+		// A rank's failure reported, or mpirun aborting the job: from
+		// then on mpirun has FailureGrace to end (it may wait on a node
+		// that cannot be reached, whose network went silent).
+		was := scan.seen || scan.aborted
 		scan.Line(line)
-		if scan.seen && !was {
+		if (scan.seen || scan.aborted) && !was {
 			close(reported)
 		}
 	}}
