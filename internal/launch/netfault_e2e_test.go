@@ -50,9 +50,7 @@ func emuCluster(t *testing.T, n int) *emucluster.Cluster {
 // nodeEnv is the environment of a process on a node of c: this one's,
 // less whatever would place it in another job, plus env.
 func nodeEnv(env ...string) []string {
-	return append(withoutEnv(os.Environ(), "GOHOROVOD_SECRET", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
-		"PET_MASTER_ADDR", "PET_MASTER_PORT", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID", "SLURM_JOB_NODELIST",
-		"OMPI_MCA_orte_default_hostfile", "HOROVOD_HEARTBEAT_TIMEOUT_SECONDS"), env...)
+	return append(withoutEnv(os.Environ(), append(placementVars, "HOROVOD_HEARTBEAT_TIMEOUT_SECONDS")...), env...)
 }
 
 // startNodes starts one gohorovodrun --nnodes launcher per node of c, each

@@ -29,6 +29,12 @@ type nodeRun struct {
 	took           time.Duration
 }
 
+// placementVars would place a node's launcher in another job: the tests'
+// own processes start without them.
+var placementVars = []string{"GOHOROVOD_SECRET", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
+	"PET_MASTER_ADDR", "PET_MASTER_PORT", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID", "SLURM_JOB_NODELIST",
+	"OMPI_MCA_orte_default_hostfile"}
+
 // startNode starts argv (in network namespace ns where not "") with env
 // added to this process's environment.
 func startNode(t *testing.T, ns string, env []string, argv ...string) *nodeRun {
@@ -37,9 +43,7 @@ func startNode(t *testing.T, ns string, env []string, argv ...string) *nodeRun {
 		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(withoutEnv(os.Environ(), "GOHOROVOD_SECRET", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
-		"PET_MASTER_ADDR", "PET_MASTER_PORT", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID", "SLURM_JOB_NODELIST",
-		"OMPI_MCA_orte_default_hostfile"), env...)
+	cmd.Env = append(withoutEnv(os.Environ(), placementVars...), env...)
 	return startRun(t, cmd)
 }
 

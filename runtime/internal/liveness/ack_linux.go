@@ -31,6 +31,9 @@ func sinceAck(c net.Conn) (time.Duration, bool) {
 	return time.Duration(info.Last_ack_recv) * time.Millisecond, true
 }
 
+// tcpRTOMaxMS is Linux's TCP_RTO_MAX_MS socket option (kernel 6.15 on).
+const tcpRTOMaxMS = 44
+
 // capRTO sets c's retransmission timeout ceiling to one second where the
 // kernel has TCP_RTO_MAX_MS (Linux 6.15 on; elsewhere the default, 120 s,
 // stands): once a link that went quiet for less than the heartbeat timeout
@@ -47,6 +50,6 @@ func capRTO(c net.Conn) {
 		return
 	}
 	raw.Control(func(fd uintptr) {
-		_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, 44 /* TCP_RTO_MAX_MS */, 1000)
+		_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, tcpRTOMaxMS, 1000)
 	})
 }
