@@ -143,7 +143,7 @@ func storeMeet(p origin.Placement) meetFunc {
 		}
 		defer st.Close()
 		if err := st.Set(storeKey(p.Job, p.Rank), []byte(me.Data)); err != nil {
-			return rendezvous.Assignment{}, storeHint(p, err)
+			return rendezvous.Assignment{}, storeHint(p, st.Protocol(), err)
 		}
 		keys := make([]string, p.Size)
 		for r := range keys {
@@ -153,7 +153,7 @@ func storeMeet(p origin.Placement) meetFunc {
 			if errors.Is(err, tcpstore.ErrTimeout) {
 				return rendezvous.Assignment{}, missingInStore(p, keys, err)
 			}
-			return rendezvous.Assignment{}, storeHint(p, err)
+			return rendezvous.Assignment{}, storeHint(p, st.Protocol(), err)
 		}
 		a := plan[p.Rank]
 		a.Members = make([]rendezvous.Member, p.Size)
@@ -169,12 +169,13 @@ func storeMeet(p origin.Placement) meetFunc {
 }
 
 // storeHint adds to an error of the store's connection what is the
-// likely cause: a torch 2 agent, whose TCPStore drops clients that do not
-// first send its validation message.
-func storeHint(p origin.Placement, err error) error {
+// likely cause: a store whose protocol is neither of those the client
+// probes for (torch 1.x's, torch 2's), which drops the connection.
+func storeHint(p origin.Placement, proto string, err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		return fmt.Errorf("%w: torchrun's TCPStore at %s closed the connection; gohorovod speaks torch 1.x's store protocol, "+
-			"not torch 2's: run torchrun with --rdzv_backend c10d (or --standalone), where gohorovod's rank 0 hosts the meeting", err, p.Master)
+		return fmt.Errorf("%w: torchrun's TCPStore at %s closed the connection (probed as %s's protocol); "+
+			"if this torch's store speaks another, run torchrun with --rdzv_backend c10d (or --standalone), where gohorovod's rank 0 hosts the meeting",
+			err, p.Master, proto)
 	}
 	return err
 }

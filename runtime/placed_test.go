@@ -62,8 +62,8 @@ func TestPlacedBy(t *testing.T) {
 	}
 }
 
-// A store that drops the connection at once, as torch 2's does for a
-// client that sends no validation message, gets an error that says so.
+// A store that drops every connection at once, as a store of a protocol
+// the client does not know might, gets an error that says what to do.
 func TestStoreMeetTorch2Hint(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

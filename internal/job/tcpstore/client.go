@@ -11,18 +11,6 @@ import (
 	"time"
 )
 
-// The query types of torch 1.x's TCPStore, in its numbering.
-const (
-	querySet        byte = 0
-	queryCompareSet byte = 1
-	queryGet        byte = 2
-	queryAdd        byte = 3
-	queryCheck      byte = 4
-	queryWait       byte = 5
-	queryNumKeys    byte = 6
-	queryDeleteKey  byte = 8
-)
-
 // The answers to CHECK and WAIT.
 const (
 	checkReady    byte = 0
@@ -47,16 +35,66 @@ type Client struct {
 	conn net.Conn
 	r    *bufio.Reader
 	addr string
+	d    dialect
 }
 
 // Dial connects to the server at addr ("host:port"), retrying until ctx
-// ends, since the server may start after the worker.
+// ends, since the server may start after the worker. It first probes the
+// server on connections of its own to learn whether it speaks torch 1.x's
+// protocol or torch 2's, then opens the connection as that server
+// expects (torch 2: VALIDATE, and PING where the server answers it).
 func Dial(ctx context.Context, addr string) (*Client, error) {
+	d, err := probe(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := dialRetry(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{conn: conn, r: bufio.NewReader(conn), addr: addr, d: d}
+	if err := c.open(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Protocol names the generation of torch's store the client found:
+// "torch 1.x", "torch 2" (VALIDATE) or "torch 2 (ping)".
+func (c *Client) Protocol() string { return c.d.name }
+
+// open sends the handshake of the client's dialect on its connection
+// and checks the echo of PING.
+func (c *Client) open() error {
+	nonce := pingNonce()
+	r := handshake(c.d, nonce)
+	if len(r) == 0 {
+		return nil
+	}
+	if err := c.send(r, time.Now().Add(probeTimeout)); err != nil {
+		return err
+	}
+	if !c.d.ping {
+		return nil
+	}
+	var b [4]byte
+	if _, err := io.ReadFull(c.r, b[:]); err != nil {
+		return fmt.Errorf("tcpstore %s: PING: %w", c.addr, err)
+	}
+	if got := binary.NativeEndian.Uint32(b[:]); got != nonce {
+		return fmt.Errorf("tcpstore %s: PING with nonce %#x was answered with %#x", c.addr, nonce, got)
+	}
+	return nil
+}
+
+// dialRetry connects to addr, retrying until ctx ends.
+func dialRetry(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	for {
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
-			return &Client{conn: c, r: bufio.NewReader(c), addr: addr}, nil
+			return c, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -96,14 +134,14 @@ func (c *Client) send(r request, deadline time.Time) error {
 
 // Set stores value under key.
 func (c *Client) Set(key string, value []byte) error {
-	return c.send(newRequest(querySet).str(keyPrefix+key).bytes(value), time.Now().Add(30*time.Second))
+	return c.send(newRequest(c.d.set).str(keyPrefix+key).bytes(value), time.Now().Add(30*time.Second))
 }
 
 // Add adds delta to the number stored under key (0 when absent) and
 // returns the sum.
 func (c *Client) Add(key string, delta int64) (int64, error) {
 	dl := time.Now().Add(30 * time.Second)
-	if err := c.send(newRequest(queryAdd).str(keyPrefix+key).u64(uint64(delta)), dl); err != nil {
+	if err := c.send(newRequest(c.d.add).str(keyPrefix+key).u64(uint64(delta)), dl); err != nil {
 		return 0, err
 	}
 	v, err := c.readU64()
@@ -112,7 +150,7 @@ func (c *Client) Add(key string, delta int64) (int64, error) {
 
 // Check reports whether every key is set, without waiting.
 func (c *Client) Check(keys ...string) (bool, error) {
-	r := newRequest(queryCheck).u64(uint64(len(keys)))
+	r := newRequest(c.d.check).u64(uint64(len(keys)))
 	for _, k := range keys {
 		r = r.str(keyPrefix + k)
 	}
@@ -136,7 +174,7 @@ func (c *Client) Check(keys ...string) (bool, error) {
 // ErrTimeout when ctx ends first. torch 1.x's servers cannot cancel a
 // wait, so the connection is closed then.
 func (c *Client) Wait(ctx context.Context, keys ...string) error {
-	r := newRequest(queryWait).u64(uint64(len(keys)))
+	r := newRequest(c.d.wait).u64(uint64(len(keys)))
 	for _, k := range keys {
 		r = r.str(keyPrefix + k)
 	}
@@ -167,7 +205,7 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := c.Wait(ctx, key); err != nil {
 		return nil, err
 	}
-	if err := c.send(newRequest(queryGet).str(keyPrefix+key), time.Now().Add(30*time.Second)); err != nil {
+	if err := c.send(newRequest(c.d.get).str(keyPrefix+key), time.Now().Add(30*time.Second)); err != nil {
 		return nil, err
 	}
 	return c.readBytes()
@@ -176,7 +214,7 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 // CompareSet sets key to desired when its value is expected (or when it
 // is absent and expected is empty), and returns the value it holds after.
 func (c *Client) CompareSet(key string, expected, desired []byte) ([]byte, error) {
-	if err := c.send(newRequest(queryCompareSet).str(keyPrefix+key).bytes(expected).bytes(desired), time.Now().Add(30*time.Second)); err != nil {
+	if err := c.send(newRequest(c.d.compareSet).str(keyPrefix+key).bytes(expected).bytes(desired), time.Now().Add(30*time.Second)); err != nil {
 		return nil, err
 	}
 	return c.readBytes()
@@ -184,7 +222,7 @@ func (c *Client) CompareSet(key string, expected, desired []byte) ([]byte, error
 
 // NumKeys is the number of keys the store holds.
 func (c *Client) NumKeys() (int64, error) {
-	if err := c.send(newRequest(queryNumKeys), time.Now().Add(30*time.Second)); err != nil {
+	if err := c.send(newRequest(c.d.numKeys), time.Now().Add(30*time.Second)); err != nil {
 		return 0, err
 	}
 	v, err := c.readU64()
@@ -193,7 +231,7 @@ func (c *Client) NumKeys() (int64, error) {
 
 // Delete removes key and reports whether it was there.
 func (c *Client) Delete(key string) (bool, error) {
-	if err := c.send(newRequest(queryDeleteKey).str(keyPrefix+key), time.Now().Add(30*time.Second)); err != nil {
+	if err := c.send(newRequest(c.d.deleteKey).str(keyPrefix+key), time.Now().Add(30*time.Second)); err != nil {
 		return false, err
 	}
 	v, err := c.readU64()

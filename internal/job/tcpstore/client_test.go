@@ -71,6 +71,15 @@ func torchStore(t *testing.T) (string, func(key string) string) {
 
 func TestAgainstTorch(t *testing.T) {
 	addr, pyGet := torchStore(t)
+	exercise(t, addr, torch1.name, pyGet)
+}
+
+// exercise runs every query against the server at addr, which must hold
+// py/hello = "from python" and speak the protocol named want; readBack
+// reads a key through the server's own side.
+func exercise(t *testing.T, addr, want string, readBack func(key string) string) {
+	t.Helper()
+	pyGet := readBack
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := Dial(ctx, addr)
@@ -78,6 +87,9 @@ func TestAgainstTorch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	if c.Protocol() != want {
+		t.Errorf("the probe found %q, want %q", c.Protocol(), want)
+	}
 
 	v, err := c.Get(ctx, "py/hello")
 	if err != nil || string(v) != "from python" {
@@ -204,4 +216,73 @@ func FuzzAnswers(f *testing.F) {
 		fakeServer(answer).Delete("k")
 		fakeServer(answer).NumKeys()
 	})
+}
+
+// A torch 2 server that answers PING (torch 2.4 and later) and one that
+// does not (a validating server before PING) are both found by the probe
+// and served in their numbering; no connection of the client ever opens
+// with anything but VALIDATE.
+func TestAgainstFakeTorch2(t *testing.T) {
+	for _, ping := range []bool{true, false} {
+		want := torch2.name
+		if ping {
+			want = torch2Ping.name
+		}
+		t.Run(want, func(t *testing.T) {
+			s := startFakeTorch2(t, ping)
+			exercise(t, s.addr(), want, s.value)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.refused != 0 || s.validated < 3 {
+				t.Errorf("the server refused %d connections and validated %d", s.refused, s.validated)
+			}
+		})
+	}
+}
+
+func TestPingEchoMismatch(t *testing.T) {
+	s := startFakeTorch2(t, true)
+	s.badEcho = true
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if c, err := Dial(ctx, s.addr()); err == nil || !strings.Contains(err.Error(), "PING with nonce") {
+		t.Errorf("a wrong echo of the nonce: %v", err)
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// A server that accepts and never answers is not a store: Dial ends at
+// the context's deadline with an error that says so.
+func TestProbeOfSilentServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	defer func() { l.Close(); <-done }()
+	go func() {
+		defer close(done)
+		var held []net.Conn
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := Dial(ctx, l.Addr().String()); err == nil || !strings.Contains(err.Error(), "no answer to the handshake") {
+		t.Errorf("Dial of a silent server: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Dial of a silent server took %v", d)
+	}
 }
