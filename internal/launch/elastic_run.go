@@ -17,6 +17,7 @@ import (
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/internal/job/secret"
 	"github.com/gohorovod/gohorovod/internal/launch/elastic"
+	"github.com/gohorovod/gohorovod/internal/sockdir"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -83,7 +84,7 @@ func (l *Launcher) runElasticWith(ctx context.Context, o *Options, spec Spec, ec
 	if spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
 		return err
 	}
-	defer os.RemoveAll(spec.SocketDir)
+	defer sockdir.Remove(spec.SocketDir)
 	if l.Guard != "" {
 		// The workers come and go, and watch the launcher themselves; the
 		// guard removes the job's directory if the launcher is killed.

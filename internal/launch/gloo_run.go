@@ -16,6 +16,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/internal/job/secret"
+	"github.com/gohorovod/gohorovod/internal/sockdir"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -69,7 +70,7 @@ func (l *Launcher) runGloo(ctx context.Context, o *Options, spec Spec) error {
 		if spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
 			return err
 		}
-		defer os.RemoveAll(spec.SocketDir)
+		defer sockdir.Remove(spec.SocketDir)
 	}
 	workers, err := BuildGlooPlan(spec)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gohorovod/gohorovod/internal/launch/elastic"
+	"github.com/gohorovod/gohorovod/internal/sockdir"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -322,7 +322,7 @@ func (l *Launcher) runElasticMember(ctx context.Context, o *Options, spec Spec, 
 	if spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
 		return err
 	}
-	defer os.RemoveAll(spec.SocketDir)
+	defer sockdir.Remove(spec.SocketDir)
 	base, _ := glooBase(spec)
 	var outMu, errMu sync.Mutex
 	procs := map[int]*exec.Cmd{}

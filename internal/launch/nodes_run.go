@@ -14,6 +14,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/internal/job/secret"
+	"github.com/gohorovod/gohorovod/internal/sockdir"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -226,7 +227,7 @@ func (l *Launcher) startNodeWorkers(ctx context.Context, o *Options, spec Spec, 
 	if spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
 		return err
 	}
-	defer os.RemoveAll(spec.SocketDir)
+	defer sockdir.Remove(spec.SocketDir)
 	workers, err := l.nodeWorkers(spec, n, labels, port, o.Verbose)
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/gohorovod/gohorovod/internal/sockdir"
 )
 
 // FailureGrace is how long mpirun has to end the job itself after the
@@ -95,9 +97,12 @@ const maxBaseLen = 64
 // local workers: only this user may enter it (mode 0700), its name is not
 // predictable, and the launcher (or its guard, when the launcher is
 // killed) removes it when the job ends, so that no socket file outlives
-// the job and nothing another local user creates can stop it.
+// the job and nothing another local user creates can stop it. It is
+// locked while the launcher lives, and making it removes the directories
+// that dead processes left there (package sockdir); remove it with
+// sockdir.Remove.
 func jobSocketDir(env []string) (string, error) {
-	dir, err := os.MkdirTemp(jobDirBase(env), "ghv-")
+	dir, err := sockdir.Make(jobDirBase(env))
 	if err != nil {
 		return "", fmt.Errorf("launch: a directory for the job's Unix sockets: %w", err)
 	}

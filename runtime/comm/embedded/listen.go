@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gohorovod/gohorovod/internal/sockdir"
 )
 
 // Peer is how to reach one rank.
@@ -102,7 +104,7 @@ func ListenPrivate(host, tcpAddr, dir string) (*Listeners, error) {
 	}
 	l, err := Listen(host, tcpAddr, own)
 	if err != nil {
-		os.Remove(own)
+		sockdir.Remove(own)
 		return nil, err
 	}
 	l.ownDir = own
@@ -113,6 +115,9 @@ func ListenPrivate(host, tcpAddr, dir string) (*Listeners, error) {
 // enter (mode 0700), with an unpredictable name ("ghv-" and random
 // digits), under $XDG_RUNTIME_DIR, else $TMPDIR, else /tmp: the first that
 // is an absolute path to a directory short enough for a socket's path.
+// The directory stays locked while this process lives; making it first
+// removes the directories there that dead processes left (package
+// sockdir).
 func PrivateDir() (string, error) {
 	base := "/tmp"
 	for _, k := range []string{"XDG_RUNTIME_DIR", "TMPDIR"} {
@@ -123,7 +128,7 @@ func PrivateDir() (string, error) {
 			}
 		}
 	}
-	dir, err := os.MkdirTemp(base, "ghv-")
+	dir, err := sockdir.Make(base)
 	if err != nil {
 		return "", fmt.Errorf("embedded: a directory for the Unix sockets: %w", err)
 	}
@@ -184,7 +189,7 @@ func (l *Listeners) Close() error {
 			err = errors.Join(err, l.unix.Close())
 		}
 		if l.ownDir != "" {
-			err = errors.Join(err, os.RemoveAll(l.ownDir))
+			err = errors.Join(err, sockdir.Remove(l.ownDir))
 		}
 		l.closeErr = err
 	})

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gohorovod/gohorovod/internal/sockdir"
 )
 
 // squat makes, at the name Listen will give its next Unix socket in dir,
@@ -94,5 +96,37 @@ func TestListenPrivateJobDir(t *testing.T) {
 	l.Close()
 	if _, err := os.Stat(own); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Close left the private directory %s", own)
+	}
+}
+
+// TestListenPrivateCleansDeadDirs: a private directory that a killed
+// process left (its lock file free, its socket still there) is removed
+// when the next process makes its own; one whose lock a live process
+// holds is kept.
+func TestListenPrivateCleansDeadDirs(t *testing.T) {
+	tmp := shortDir(t)
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	t.Setenv("TMPDIR", tmp)
+	dead := filepath.Join(tmp, "ghv-123")
+	if err := os.Mkdir(dead, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dead, sockdir.LockName), nil, 0o600)
+	squat(t, dead, 1)
+	live, err := ListenPrivate("local", "127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead process's directory %s is still there (%v)", dead, err)
+	}
+	next, err := ListenPrivate("local", "127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if _, err := os.Stat(live.Peer().Unix); err != nil {
+		t.Errorf("the next ListenPrivate removed a live socket: %v", err)
 	}
 }
