@@ -34,6 +34,7 @@ var layer = map[string]int{
 	"internal/job/rendezvous":     21,
 	"internal/job/tcpstore":       20,
 	"internal/sockdir":            20,
+	"internal/preempt":            20,
 	"internal/job/origin":         22,
 	"internal/elastichook":        22,
 	// The transports: the contract first, then each transport.
