@@ -65,6 +65,7 @@ var layer = map[string]int{
 	"optim/data":    60,
 	"optim/nn":      61,
 	"optim/elastic": 62,
+	"optim/preempt": 61,
 	// Programs and their helpers.
 	"internal/mlp":                      70,
 	"internal/elasticbench":             71,
