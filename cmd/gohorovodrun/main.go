@@ -24,7 +24,12 @@ func main() {
 	// launcher while it still owns a running job: writes fail instead, and
 	// the launcher goes on to stop and reap mpirun.
 	signal.Ignore(syscall.SIGPIPE)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGTERM, SIGUSR1 and SIGINT ask the job to stop: the first is passed
+	// on to the workers, which stop at a step boundary; a second one stops
+	// them at once (launch.Launcher.Signals).
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, launch.StopSignals...)
+	stop := func() { signal.Stop(sigs) }
 	defer stop()
 	l := launch.NewLauncher(launch.BuildInfo{
 		MPIBuiltIn: mpi.Built,
@@ -32,7 +37,8 @@ func main() {
 		MPIVersion: mpi.LibraryVersion,
 		GPU:        cuda.Describe,
 	})
-	err := l.Run(ctx, os.Args[1:])
+	l.Signals = sigs
+	err := l.Run(context.Background(), os.Args[1:])
 	if errors.Is(err, pflag.ErrHelp) {
 		os.Exit(0)
 	}

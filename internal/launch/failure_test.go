@@ -162,6 +162,7 @@ func TestExitCode(t *testing.T) {
 		{&WorkerError{Rank: 1, Code: 0}, 1},
 		{&WorkerError{Rank: 1, Code: 300}, 1},
 		{ErrInterrupted, 130},
+		{ErrPreempted, ExitPreempted},
 		{bytes.ErrTooLarge, 1},
 	}
 	for _, tt := range tests {

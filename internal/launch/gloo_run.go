@@ -252,6 +252,9 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 	}
 
 	multiHost := len(usedHosts(s.Hosts, s.NP)) > 1
+	pre := preemptionOf(ctx)
+	fwd := make(chan os.Signal, 1)
+	pre.setForward(func(sig os.Signal) { fwd <- sig })
 	var (
 		first       *WorkerError
 		rdzvErr     error
@@ -276,6 +279,13 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 			p.exited = true
 			if p.stdin != nil {
 				p.stdin.Close()
+			}
+			// A worker that stopped because it was told to is no failure,
+			// and while the job is being preempted the others are left
+			// to stop by themselves (a SIGTERM now would be their second
+			// signal): the grace period bounds that.
+			if pre.exited(exitStatus(e.err)) || pre.preempting() {
+				continue
 			}
 			if e.err != nil && first == nil && !stopping {
 				first = glooFailure(p, e.err, multiHost, words)
@@ -308,6 +318,10 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 				interrupted = true
 				stop()
 			}
+		case sig := <-fwd:
+			if !stopping {
+				l.forwardAll(procs, sig.(syscall.Signal))
+			}
 		case <-kill:
 			l.stopAll(procs, syscall.SIGKILL)
 			kill = nil
@@ -321,6 +335,8 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 	switch {
 	case interrupted:
 		return ErrInterrupted
+	case pre.preempting():
+		return pre.result(first)
 	case abortErr != nil:
 		return abortErr
 	case rdzvErr != nil:
@@ -349,6 +365,22 @@ func (l *Launcher) stopAll(procs []*glooProc, sig syscall.Signal) {
 				// continued, as systemd does it.
 				signalGroup(p.cmd.Process.Pid, syscall.SIGCONT)
 			}
+		}
+	}
+}
+
+// forwardAll passes a stop signal on, once, to the workers still running:
+// to a local worker's process group (it leads one), so that a wrapper's
+// program gets it too; to a remote worker's ssh.
+func (l *Launcher) forwardAll(procs []*glooProc, sig syscall.Signal) {
+	for _, p := range procs {
+		if p == nil || p.cmd == nil || p.exited {
+			continue
+		}
+		if p.w.Remote {
+			_ = p.cmd.Process.Signal(sig)
+		} else {
+			signalGroup(p.cmd.Process.Pid, sig)
 		}
 	}
 }

@@ -70,6 +70,17 @@ type Launcher struct {
 	// ProbeCMA reports whether cross-memory attach works between two
 	// processes here (see ProbeCMA); nil: it does not.
 	ProbeCMA func() error
+	// Signals delivers the signals that ask the job to stop (StopSignals,
+	// which gohorovodrun's main subscribes to): the first is passed on to
+	// the workers, which stop at their next step boundary and exit with
+	// ExitPreempted (optim/preempt), and the launcher waits for them; a
+	// second one, or PreemptGrace running out, stops them at once (as
+	// cancelling Run's context does). nil: signals are not watched.
+	Signals <-chan os.Signal
+	// PreemptGrace is how long the workers have to stop after the first
+	// signal, or after the first worker exited with ExitPreempted; 0: the
+	// workers' default grace period (optim/preempt) plus 5 s.
+	PreemptGrace time.Duration
 }
 
 // NewLauncher returns a Launcher over this process's streams, environment,
@@ -119,6 +130,8 @@ func ExitCode(err error) int {
 		return de.ExitCode
 	case errors.Is(err, ErrInterrupted):
 		return 130
+	case errors.Is(err, ErrPreempted):
+		return ExitPreempted
 	}
 	return 1
 }
@@ -142,6 +155,9 @@ func (l *Launcher) Run(ctx context.Context, args []string) error {
 	if o.Elastic() {
 		o.Gloo = true // elastic jobs run on the embedded transport (check refuses --mpi)
 	}
+	ctx, pre, stopWatch := l.watchSignals(ctx)
+	defer stopWatch()
+	ctx = context.WithValue(ctx, preemptionKey{}, pre)
 	nodes, multiNode, err := NodesFrom(o, config.Lookup(l.Environ), l.CPUs)
 	if err != nil {
 		return err
@@ -472,6 +488,11 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 		defer g.release()
 	}
 	procs := newJobProcs(cmd.Process.Pid, mark)
+	// A stop signal goes to mpirun as SIGUSR1, which Open MPI's mpirun
+	// passes on to every rank (on SIGTERM it would kill them).
+	pre := preemptionOf(ctx)
+	fwd := make(chan os.Signal, 1)
+	pre.setForward(func(sig os.Signal) { fwd <- sig })
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var (
@@ -507,6 +528,8 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 			// launcher stops what is left.
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			teardown = time.After(StopGrace)
+		case <-fwd:
+			_ = cmd.Process.Signal(syscall.SIGUSR1)
 		case <-failed:
 			failed = nil
 			if teardown == nil && kill == nil {
@@ -575,6 +598,12 @@ func (l *Launcher) execute(ctx context.Context, p Plan) error {
 	}
 	if err == nil || finished && tornDown && found == nil && !scan.seen {
 		return nil // every rank ended well; mpirun was stopped after them
+	}
+	if status := exitStatus(err); (pre.exited(status) || pre.preempting()) && found == nil {
+		// mpirun passes on the first non-zero status of a rank: every
+		// rank stopped at a step boundary (ExitPreempted), or was
+		// stopped by the signal passed on.
+		return pre.result(err)
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

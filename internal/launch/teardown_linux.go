@@ -22,8 +22,8 @@ type jobProcs struct {
 	// known are the processes seen as the job's, by pid, with their start
 	// time, so that a pid reused by another process is never signalled.
 	known map[int]*jobProc
-	// ended holds the ranks the last scan found ended with status 0 and
-	// not yet reaped.
+	// ended holds the ranks the last scan found ended with status 0 (or
+	// ExitPreempted) and not yet reaped.
 	ended map[int]bool
 }
 
@@ -241,7 +241,9 @@ func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 		if parent, ok := j.known[s.ppid]; s.ppid != j.root && (!ok || parent.rank >= 0 || byPID[s.ppid].start != parent.start) {
 			continue
 		}
-		if s.exit == 0 {
+		// A rank that was preempted (it stopped at a step boundary and
+		// exited with ExitPreempted) ended as it should.
+		if ws := syscall.WaitStatus(s.exit); s.exit == 0 || ws.Exited() && ws.ExitStatus() == ExitPreempted {
 			j.ended[p.rank] = true
 			continue
 		}

@@ -81,6 +81,9 @@ func (l *Launch) Exited(status int, now time.Time) {
 	}
 }
 
+// Signaled reports whether the launcher itself was told to stop.
+func (l *Launch) Signaled() bool { return l.signals > 0 }
+
 // Preempting reports whether the job is being stopped by preemption: a
 // signal was received, or a worker exited with ExitStatus. A worker's
 // exit with another status is then no failure of its own.

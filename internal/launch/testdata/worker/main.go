@@ -19,6 +19,9 @@
 //	               print "training R pid P" after the first steps; gives up
 //	               (exit 6) after two minutes so that a broken test leaves
 //	               nothing running for long
+//	preempt DIR    as train, but stops when told to (optim/preempt): every
+//	               rank writes DIR/<rank>.ckpt with the step it stopped after,
+//	               prints "rank R preempted after step S" and exits with 75
 //	sleepy SECS    hvd.Init with a deferred hvd.Shutdown; rank 1 sleeps SECS
 //	               in user code before its allreduce while the others wait
 //	               in theirs (exit 3 on ErrShutdown)
@@ -119,6 +122,8 @@ func main() {
 		os.Exit(rdzvServer(os.Args[2], os.Args[3], os.Args[4]))
 	case "train":
 		os.Exit(train(os.Args[2]))
+	case "preempt":
+		os.Exit(preemptible(os.Args[2]))
 	case "train-steps":
 		steps, _ := strconv.Atoi(os.Args[2])
 		pause, _ := time.ParseDuration(os.Args[3])

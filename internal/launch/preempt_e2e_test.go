@@ -1,0 +1,178 @@
+package launch_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gohorovod/gohorovod/internal/launch"
+)
+
+// preemptJob is gohorovodrun running testdata/worker's preempt mode.
+type preemptJob struct {
+	trainingJob
+	np     int
+	stdout *syncBuffer
+}
+
+// startPreempt starts `gohorovodrun FLAGS WORKER preempt DIR` and returns
+// once every rank has trained a few steps.
+func startPreempt(t *testing.T, np int, worker string, flags ...string) *preemptJob {
+	t.Helper()
+	launcher, _ := binaries(t)
+	j := &preemptJob{trainingJob: trainingJob{dir: t.TempDir(), stderr: &syncBuffer{}, done: make(chan error, 1)}, np: np, stdout: &syncBuffer{}}
+	args := append(append([]string{"-np", strconv.Itoa(np)}, flags...), worker, "preempt", j.dir)
+	j.cmd = exec.Command(launcher, args...)
+	j.cmd.Stderr = j.stderr
+	out, err := j.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		j.cmd.Process.Kill()
+		killJob(t)
+	})
+	up := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for n := 0; sc.Scan(); {
+			fmt.Fprintln(j.stdout, sc.Text())
+			if strings.Contains(sc.Text(), "training ") {
+				if n++; n == np {
+					close(up)
+				}
+			}
+		}
+	}()
+	go func() { j.done <- j.cmd.Wait() }()
+	select {
+	case <-up:
+	case err := <-j.done:
+		t.Fatalf("gohorovodrun ended before training: %v\nstderr %s", err, j.stderr)
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the ranks were not training after 90 s\nstderr %s", j.stderr)
+	}
+	return j
+}
+
+// wait returns gohorovodrun's exit status, failing after d.
+func (j *preemptJob) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case err := <-j.done:
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &ee):
+			return ee.ExitCode()
+		}
+		t.Fatalf("gohorovodrun: %v", err)
+	case <-time.After(d):
+		t.Fatalf("gohorovodrun still running %v after the signal\nstderr %s", d, j.stderr)
+	}
+	return -1
+}
+
+// checkStoppedTogether checks that every rank checkpointed and stopped
+// after the same step.
+func (j *preemptJob) checkStoppedTogether(t *testing.T) {
+	t.Helper()
+	step := ""
+	for r := 0; r < j.np; r++ {
+		b, err := os.ReadFile(filepath.Join(j.dir, strconv.Itoa(r)+".ckpt"))
+		if err != nil {
+			t.Errorf("rank %d wrote no checkpoint: %v\nstdout %s\nstderr %s", r, err, j.stdout, j.stderr)
+			continue
+		}
+		if step == "" {
+			step = string(b)
+		}
+		if string(b) != step {
+			t.Errorf("rank %d checkpointed step %s, rank 0 step %s", r, b, step)
+		}
+		if want := fmt.Sprintf("rank %d preempted after step %s", r, b); !strings.Contains(j.stdout.String(), want) {
+			t.Errorf("no %q in the output:\n%s", want, j.stdout)
+		}
+	}
+	if left := waitJobGone(killDeadline); len(left) > 0 {
+		t.Errorf("left running: %v", left)
+	}
+}
+
+// TestE2EPreempt: SIGTERM (SIGINT) to gohorovodrun, or SIGUSR1 to one
+// worker (as SLURM's --signal sends it), on the embedded transport and
+// under mpirun: every rank stops after the same step, checkpoints, and
+// gohorovodrun exits with launch.ExitPreempted.
+func TestE2EPreempt(t *testing.T) {
+	_, worker := binaries(t)
+	mpi := filepath.Join(binDir, "worker-mpi")
+	cases := []struct {
+		name     string
+		np       int
+		mpi      bool
+		flags    []string
+		toWorker bool // signal rank 1, else the launcher
+		sig      syscall.Signal
+	}{
+		{"gloo/launcher SIGTERM", 2, false, []string{"--gloo"}, false, syscall.SIGTERM},
+		{"gloo/launcher SIGINT", 3, false, []string{"--gloo"}, false, syscall.SIGINT},
+		{"gloo/worker SIGUSR1", 2, false, []string{"--gloo"}, true, syscall.SIGUSR1},
+		{"mpirun/launcher SIGTERM", 2, true, nil, false, syscall.SIGTERM},
+		{"mpirun/worker SIGUSR1", 3, true, []string{"--mpi-args=--oversubscribe"}, true, syscall.SIGUSR1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := worker
+			if c.mpi {
+				if _, err := os.Stat(mpi); err != nil {
+					t.Skip("no MPI-built worker (no mpicc or cgo here)")
+				}
+				w = mpi
+			}
+			j := startPreempt(t, c.np, w, c.flags...)
+			pid := j.cmd.Process.Pid
+			if c.toWorker {
+				pid = j.rankPID(t, 1)
+			}
+			if err := syscall.Kill(pid, c.sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := j.wait(t, 60*time.Second); code != launch.ExitPreempted {
+				t.Errorf("gohorovodrun exited with %d, want %d (preempted)\nstdout %s\nstderr %s", code, launch.ExitPreempted, j.stdout, j.stderr)
+			}
+			j.checkStoppedTogether(t)
+		})
+	}
+}
+
+// TestE2EPreemptSecondSignal: a second SIGTERM to gohorovodrun stops the
+// job at once, as an interrupt (130), and leaves nothing running.
+func TestE2EPreemptSecondSignal(t *testing.T) {
+	_, worker := binaries(t)
+	j := startPreempt(t, 2, worker, "--gloo")
+	// The workers sleep in their steps: hold them in a step by stopping
+	// rank 1, so that the first signal cannot be acted on.
+	r1 := j.rankPID(t, 1)
+	syscall.Kill(r1, syscall.SIGSTOP)
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGTERM)
+	if code := j.wait(t, 60*time.Second); code != 130 {
+		t.Errorf("gohorovodrun exited with %d after a second SIGTERM, want 130\nstderr %s", code, j.stderr)
+	}
+	if left := waitJobGone(killDeadline); len(left) > 0 {
+		t.Errorf("left running: %v", left)
+	}
+}
