@@ -217,7 +217,10 @@ func (e *elasticJob) loop(ctx context.Context, events chan elastic.Event) error 
 		done        bool
 		interrupted bool
 		kill        <-chan time.Time
+		pre         = preemptionOf(ctx)
+		fwd         = make(chan os.Signal, 1)
 	)
+	pre.setForward(func(sig os.Signal) { fwd <- sig })
 	for !done || len(e.procs) > 0 {
 		var ev elastic.Event
 		select {
@@ -226,6 +229,12 @@ func (e *elasticJob) loop(ctx context.Context, events chan elastic.Event) error 
 			x.p.exited = true
 			if e.procs[x.p.slot] == x.p {
 				delete(e.procs, x.p.slot)
+			}
+			if !x.p.stopping && pre.exited(exitStatus(x.err)) || pre.preempting() {
+				// Preempted: the job ends; the driver starts no
+				// worker again, and the others stop by themselves.
+				done = true
+				continue
 			}
 			if x.p.stopping || done {
 				continue // a worker the driver let go: its status does not count
@@ -259,6 +268,16 @@ func (e *elasticJob) loop(ctx context.Context, events chan elastic.Event) error 
 			}
 			ctx = context.Background() // seen once
 			continue
+		case sig := <-fwd:
+			if !done {
+				done = true
+				for _, p := range e.procs {
+					if !p.exited {
+						e.forward(p, sig.(syscall.Signal))
+					}
+				}
+			}
+			continue
 		case <-kill:
 			e.stopAll(syscall.SIGKILL)
 			kill = nil
@@ -280,6 +299,9 @@ func (e *elasticJob) loop(ctx context.Context, events chan elastic.Event) error 
 	}
 	if interrupted {
 		return ErrInterrupted
+	}
+	if pre.preempting() {
+		return pre.result(nil)
 	}
 	if result != nil {
 		return &ElasticError{Err: result, Resets: e.drv.Resets()}
@@ -523,6 +545,19 @@ func (e *elasticJob) signal(p *elasticProc, sig syscall.Signal) {
 		return
 	}
 	if err := p.cmd.Process.Signal(sig); err == nil && !p.w.Remote {
+		signalGroup(p.cmd.Process.Pid, sig)
+	}
+}
+
+// forward passes a stop signal on to a worker, once: to a local worker's
+// process group, to a remote one's ssh, or through its node's launcher.
+func (e *elasticJob) forward(p *elasticProc, sig syscall.Signal) {
+	switch {
+	case p.cmd == nil:
+		e.nodes.signal(p, sig)
+	case p.w.Remote:
+		_ = p.cmd.Process.Signal(sig)
+	default:
 		signalGroup(p.cmd.Process.Pid, sig)
 	}
 }

@@ -58,8 +58,10 @@ type nodeMsg struct {
 	// Refused: node 0 does not take this node (a wrong rank, a duplicate,
 	// a different job size); the node ends with this text.
 	Refused string `json:",omitempty"`
-	// Done: the node's workers all ended well.
-	Done bool `json:",omitempty"`
+	// Done: the node's workers all ended well; Preempted with it: they
+	// stopped when told to (ExitPreempted).
+	Done      bool `json:",omitempty"`
+	Preempted bool `json:",omitempty"`
 	// Run and Exited: an elastic job's workers on another node, started
 	// or signalled on node 0's word, and their ends.
 	Run    *nodeWorkerRun  `json:",omitempty"`
@@ -402,11 +404,14 @@ func (l *Launcher) runMasterNode(ctx context.Context, o *Options, spec Spec, n N
 	result := make(chan error, 1)
 	go func() { result <- l.startNodeWorkers(ctx, o, spec, n, labels, port, srv, abort) }()
 	var own error
-	ownDone := false
+	ownDone, preempted := false, false
 	for remaining := n.N - 1; !ownDone || (remaining > 0 && nodeFail == nil); {
 		select {
 		case own = <-result:
 			ownDone = true
+			if errors.Is(own, ErrPreempted) {
+				own, preempted = nil, true
+			}
 			if own != nil && nodeFail == nil && !errors.Is(own, ErrInterrupted) {
 				// A node's failure may be what made these workers fail.
 				select {
@@ -432,6 +437,7 @@ func (l *Launcher) runMasterNode(ctx context.Context, o *Options, spec Spec, n N
 		case e := <-events:
 			if e.msg.Done && e.err == nil {
 				done[e.rank] = true
+				preempted = preempted || e.msg.Preempted
 				remaining--
 				continue
 			}
@@ -453,6 +459,9 @@ func (l *Launcher) runMasterNode(ctx context.Context, o *Options, spec Spec, n N
 	}
 	if nodeFail != nil {
 		return nodeFail
+	}
+	if preempted {
+		return ErrPreempted
 	}
 	return nil
 }
@@ -519,6 +528,10 @@ func (l *Launcher) runOtherNode(ctx context.Context, o *Options, spec Spec, n No
 		ends <- e
 	}()
 	own := l.startNodeWorkers(ctx, o, spec, n, labels, start.RendezvousPort, nil, abort)
+	preempted := errors.Is(own, ErrPreempted)
+	if preempted {
+		own = nil
+	}
 	var ne *NodeError
 	if errors.As(own, &ne) {
 		return own // stopped on node 0's word, or for its loss
@@ -545,7 +558,7 @@ func (l *Launcher) runOtherNode(ctx context.Context, o *Options, spec Spec, n No
 		}
 		return &NodeError{NodeRank: n.Rank, Host: labels[n.Rank], Err: own}
 	}
-	if err := nc.send(nodeMsg{Done: true}); err != nil {
+	if err := nc.send(nodeMsg{Done: true, Preempted: preempted}); err != nil {
 		return &NodeError{NodeRank: 0, Host: labels[0], Err: fmt.Errorf("lost its launcher before this node could report its end (%v)", err)}
 	}
 	// Node 0 closes the meeting once every node is done, or tells of a
@@ -554,6 +567,9 @@ func (l *Launcher) runOtherNode(ctx context.Context, o *Options, spec Spec, n No
 	case e := <-ends:
 		if e.failed != nil {
 			return e.failed
+		}
+		if preempted {
+			return ErrPreempted
 		}
 		return nil
 	case <-ctx.Done():

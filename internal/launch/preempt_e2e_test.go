@@ -131,6 +131,8 @@ func TestE2EPreempt(t *testing.T) {
 		{"gloo/worker SIGUSR1", 2, false, []string{"--gloo"}, true, syscall.SIGUSR1},
 		{"mpirun/launcher SIGTERM", 2, true, nil, false, syscall.SIGTERM},
 		{"mpirun/worker SIGUSR1", 3, true, []string{"--mpi-args=--oversubscribe"}, true, syscall.SIGUSR1},
+		{"elastic/launcher SIGTERM", 2, false, []string{"--min-np", "1", "--max-np", "2", "-H", "localhost:2"}, false, syscall.SIGTERM},
+		{"elastic/worker SIGUSR1", 2, false, []string{"--min-np", "1", "--max-np", "2", "-H", "localhost:2"}, true, syscall.SIGUSR1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -175,4 +177,43 @@ func TestE2EPreemptSecondSignal(t *testing.T) {
 	if left := waitJobGone(killDeadline); len(left) > 0 {
 		t.Errorf("left running: %v", left)
 	}
+}
+
+// TestE2ENodesPreempt: a job of two node launchers (--nnodes 2, on this
+// machine); SIGTERM to node 1's launcher alone: its workers are told, all
+// four ranks agree to stop after the same step, and both launchers exit
+// with ExitPreempted.
+func TestE2ENodesPreempt(t *testing.T) {
+	launcher, worker := build(t)
+	secret := "GOHOROVOD_SECRET=" + newHexSecret(t)
+	port := freePort(t)
+	dir := t.TempDir()
+	pod := func(rank int) []string {
+		return []string{secret, "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "WORLD_SIZE=2", "RANK=" + strconv.Itoa(rank)}
+	}
+	var nodes []*nodeRun
+	for r := 1; r >= 0; r-- {
+		nodes = append(nodes, startNode(t, "", pod(r), launcher, "--nnodes", "2", "--node-rank", strconv.Itoa(r),
+			"--nproc-per-node", "2", worker, "preempt", dir))
+	}
+	n1, n0 := nodes[0], nodes[1]
+	for deadline := time.Now().Add(90 * time.Second); strings.Count(n0.stdout.String()+n1.stdout.String(), "training ") < 4; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the four ranks were not training after 90 s\nnode 0:\n%s\n%s\nnode 1:\n%s\n%s", n0.stdout.String(), n0.stderr.String(), n1.stdout.String(), n1.stderr.String())
+		}
+	}
+	if err := n1.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	n1.wait(t, "node 1", 60*time.Second)
+	n0.wait(t, "node 0", 60*time.Second)
+	for i, r := range []*nodeRun{n0, n1} {
+		var ee *exec.ExitError
+		if !errors.As(r.err, &ee) || ee.ExitCode() != launch.ExitPreempted {
+			t.Errorf("node %d's launcher: %v, want exit status %d\nstdout:\n%s\nstderr:\n%s", i, r.err, launch.ExitPreempted, r.stdout.String(), r.stderr.String())
+		}
+	}
+	j := &preemptJob{trainingJob: trainingJob{dir: dir}, np: 4, stdout: &syncBuffer{}}
+	fmt.Fprint(j.stdout, n0.stdout.String()+n1.stdout.String())
+	j.checkStoppedTogether(t)
 }
