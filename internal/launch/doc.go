@@ -46,6 +46,14 @@
 // Unix sockets live in a directory the launcher makes for the job
 // (jobSocketDir, GOHOROVOD_GLOO_SOCKET_DIR) and removes when it ends.
 //
+// Being told to stop (Launcher.Signals: SIGTERM, SIGUSR1, SIGINT) is the
+// pure machine of internal/preempt at its edge (preempt.go): every run
+// path passes the first signal on to its workers (mpirun as SIGUSR1) and
+// waits for them to stop at a step boundary; workers that exit with
+// ExitPreempted are no failure, and the launcher then exits with it too
+// (ErrPreempted). A second signal, or the grace period, cancels the job's
+// context: the usual stop.
+//
 // Elastic mode (--min-np, --max-np or --host-discovery-script; Options.
 // Elastic) runs on the embedded transport too: runElastic feeds the pure
 // driver of internal/launch/elastic the discovery script's output (every

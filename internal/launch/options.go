@@ -46,6 +46,9 @@ type Options struct {
 	SSHIdentity    string
 	NICs           []string
 	StartTimeout   float64 // seconds; 0 means the default
+	// PreemptGrace is how long, in seconds, the workers have to stop
+	// after a stop signal (--preempt-grace); 0: Launcher.PreemptGrace.
+	PreemptGrace float64
 	// Gloo selects the embedded transport (--gloo), MPI forces mpirun
 	// (--mpi); neither: mpirun when it is on PATH, else the embedded one.
 	Gloo, MPI bool
@@ -159,6 +162,7 @@ func newFlagSet(o *Options, out io.Writer) *pflag.FlagSet {
 	fs.StringVarP(&o.SSHIdentity, "ssh-identity-file", "i", "", "ssh identity (private key) `FILE`")
 	fs.StringSliceVar(&o.NICs, "network-interface", nil, "network interface `NAME` for MPI and NCCL traffic (repeat the flag, or give NAME,NAME)")
 	fs.Float64Var(&o.StartTimeout, "start-timeout", 0, "`SECONDS` allowed for the checks before launch (default $HOROVOD_START_TIMEOUT or 30)")
+	fs.Float64Var(&o.PreemptGrace, "preempt-grace", 0, "`SECONDS` the workers have, after SIGTERM, SIGUSR1 or SIGINT is passed on to them, to stop at a step boundary before they are stopped (default 30; at least the workers' own grace)")
 	fs.BoolVar(&o.Gloo, "gloo", false, "run the workers on the embedded transport, without MPI (the default when mpirun is not on PATH)")
 	fs.BoolVar(&o.MPI, "mpi", false, "run the workers under mpirun (the default when it is on PATH)")
 	fs.Float64Var(&o.GlooTimeoutSeconds, "gloo-timeout-seconds", d.GlooTimeout.Seconds(), "with --gloo: end the job when the workers have not all met `SECONDS` after the start")
@@ -298,6 +302,7 @@ func (o *Options) check() error {
 		{"stall-check-warning-time-seconds", o.StallWarningSeconds},
 		{"stall-check-shutdown-time-seconds", o.StallShutdownSeconds},
 		{"start-timeout", o.StartTimeout},
+		{"preempt-grace", o.PreemptGrace},
 		{"ssh-port", float64(o.SSHPort)},
 		{"gloo-timeout-seconds", o.GlooTimeoutSeconds},
 		{"min-np", float64(o.MinNP)},

@@ -55,16 +55,17 @@ func preemptionOf(ctx context.Context) *preemption {
 	return p
 }
 
-// watchSignals starts a job's preemption over l.Signals: the returned
+// watchSignals starts a job's preemption over l.Signals, with the
+// workers given grace to stop (0: the default): the returned
 // context ends on a second signal or when the grace period runs out; stop
 // ends the watching.
-func (l *Launcher) watchSignals(ctx context.Context) (context.Context, *preemption, func()) {
+func (l *Launcher) watchSignals(ctx context.Context, grace time.Duration) (context.Context, *preemption, func()) {
 	if l.Signals == nil {
 		return ctx, nil, func() {}
 	}
 	jctx, cancel := context.WithCancel(ctx)
 	p := &preemption{stderr: l.Stderr, cancel: cancel, done: make(chan struct{})}
-	p.m.Grace = l.PreemptGrace
+	p.m.Grace = grace
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -155,7 +155,11 @@ func (l *Launcher) Run(ctx context.Context, args []string) error {
 	if o.Elastic() {
 		o.Gloo = true // elastic jobs run on the embedded transport (check refuses --mpi)
 	}
-	ctx, pre, stopWatch := l.watchSignals(ctx)
+	grace := l.PreemptGrace
+	if o.PreemptGrace > 0 {
+		grace = seconds(o.PreemptGrace)
+	}
+	ctx, pre, stopWatch := l.watchSignals(ctx, grace)
 	defer stopWatch()
 	ctx = context.WithValue(ctx, preemptionKey{}, pre)
 	nodes, multiNode, err := NodesFrom(o, config.Lookup(l.Environ), l.CPUs)
