@@ -303,9 +303,14 @@ type Config struct {
 	// read case-insensitively.
 	Controller string
 	// CPUOperations is Horovod's choice of the library for host tensors:
-	// ControllerMPI, ControllerGloo or empty. gohorovodrun sets it with
-	// Controller, as horovodrun does; gohorovod's host collectives always
-	// run on the controller's transport. HOROVOD_CPU_OPERATIONS.
+	// ControllerMPI, ControllerGloo or empty. Under MPI, ControllerGloo
+	// carries them over the embedded transport's TCP ring while MPI
+	// places the ranks and keeps the per-cycle agreement, ControllerMPI
+	// keeps them on MPI, and empty keeps MPI on one node and, across
+	// nodes, measures both at Init and keeps the faster (rank 0 logs the
+	// times). On the embedded transport it has no effect (gohorovodrun
+	// --gloo sets it with Controller, as horovodrun does).
+	// HOROVOD_CPU_OPERATIONS.
 	CPUOperations string
 	// RendezvousAddr and RendezvousPort locate the job's rendezvous server
 	// (the launcher's address and port). HOROVOD_GLOO_RENDEZVOUS_ADDR and
