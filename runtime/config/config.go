@@ -96,9 +96,10 @@ const TimelineDynamic = "DYNAMIC"
 // Defaults. They are Horovod's, except DefaultFusionThreshold.
 const (
 	// DefaultFusionThreshold is the largest fused response in bytes.
-	// Horovod's is 128 MiB; on one node such a buffer falls out of cache
-	// (see shared/reference/environment.md). 4 MiB was chosen by a sweep
-	// of ResNet-50's gradients with cmd/hvdbench; since the runtime fuses
+	// Horovod's is 128 MiB; on one node such a buffer falls out of the
+	// caches. 4 MiB was chosen by a sweep of ResNet-50's gradients with
+	// cmd/hvdbench (across nodes over MPI the runtime raises it to 128
+	// MiB, where the link and not the cache sets the pace); since the runtime fuses
 	// only small tensors and copies a fused response through the buffer in
 	// cache-sized pieces, neighbouring sizes do no better
 	// (docs/BENCHMARKS.md).
