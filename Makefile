@@ -65,7 +65,11 @@ test-fast: vet
 test-mpi: deps
 	bash scripts/mpitest.sh
 
-test: deps clusterdeps vet test-unit test-mpi test-adapters
+# The SLURM daemons that clusterdeps starts are stopped again at the end,
+# whether the tests pass or not.
+test: deps clusterdeps
+	@status=0; $(MAKE) --no-print-directory vet test-unit test-mpi test-adapters || status=$$?; \
+	  bash scripts/slurm.sh stop >/dev/null 2>&1 || true; exit $$status
 
 # The cluster tests' own needs: torchrun (python3-torch) and a one-node SLURM
 # cluster, installed and started as root (scripts/clusterdeps.sh).

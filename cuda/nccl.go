@@ -193,17 +193,41 @@ func (c *Comm) checkRank(op, what string, r int) error {
 	return nil
 }
 
+// ncclCall describes one call's arguments for prepare.
+type ncclCall struct {
+	name  string // NCCL's name for the call, for errors
+	count int
+	bufs  []uintptr // the device buffers that must be set when count > 0
+	dt    tensor.DType
+	op    *tensor.ReduceOp // the reduction, or nil
+	role  string           // "root" or "peer" when the call names a rank
+	rank  int
+}
+
+// prepare checks a call's arguments and returns NCCL's data type and, for a
+// reduction, its operation.
+func (c *Comm) prepare(k ncclCall) (t, o int, err error) {
+	if err = c.check(k.name, k.count, k.bufs...); err != nil {
+		return 0, 0, err
+	}
+	if k.role != "" {
+		if err = c.checkRank(k.name, k.role, k.rank); err != nil {
+			return 0, 0, err
+		}
+	}
+	if t, err = c.dtype(k.dt); err != nil {
+		return 0, 0, err
+	}
+	if k.op != nil {
+		o, err = reduction(k.dt, *k.op)
+	}
+	return t, o, err
+}
+
 // AllReduce reduces count elements of send across ranks into recv (which
 // may equal send) on stream s.
 func (c *Comm) AllReduce(send, recv uintptr, count int, dt tensor.DType, op tensor.ReduceOp, s *Stream) error {
-	if err := c.check("ncclAllReduce", count, send, recv); err != nil {
-		return err
-	}
-	t, err := c.dtype(dt)
-	if err != nil {
-		return err
-	}
-	o, err := reduction(dt, op)
+	t, o, err := c.prepare(ncclCall{name: "ncclAllReduce", count: count, bufs: []uintptr{send, recv}, dt: dt, op: &op})
 	if err != nil {
 		return err
 	}
@@ -213,18 +237,12 @@ func (c *Comm) AllReduce(send, recv uintptr, count int, dt tensor.DType, op tens
 
 // Broadcast copies count elements of root's send into every rank's recv.
 func (c *Comm) Broadcast(send, recv uintptr, count int, dt tensor.DType, root int, s *Stream) error {
-	if err := c.check("ncclBroadcast", count, recv); err != nil {
-		return err
-	}
-	if err := c.checkRank("ncclBroadcast", "root", root); err != nil {
+	t, _, err := c.prepare(ncclCall{name: "ncclBroadcast", count: count, bufs: []uintptr{recv}, dt: dt, role: "root", rank: root})
+	if err != nil {
 		return err
 	}
 	if c.rank == root && count > 0 && send == 0 {
 		return fmt.Errorf("cuda: ncclBroadcast of %d elements from root with send address 0", count)
-	}
-	t, err := c.dtype(dt)
-	if err != nil {
-		return err
 	}
 	return ncclErr(c.n.api, c.h, c.n.api.broadcast(send, recv, count, t, root, c.h, s.Handle()),
 		"ncclBroadcast(%d %v, root %d) on rank %d", count, dt, root, c.rank)
@@ -232,17 +250,7 @@ func (c *Comm) Broadcast(send, recv uintptr, count int, dt tensor.DType, root in
 
 // Reduce reduces count elements of send across ranks into root's recv.
 func (c *Comm) Reduce(send, recv uintptr, count int, dt tensor.DType, op tensor.ReduceOp, root int, s *Stream) error {
-	if err := c.check("ncclReduce", count, send); err != nil {
-		return err
-	}
-	if err := c.checkRank("ncclReduce", "root", root); err != nil {
-		return err
-	}
-	t, err := c.dtype(dt)
-	if err != nil {
-		return err
-	}
-	o, err := reduction(dt, op)
+	t, o, err := c.prepare(ncclCall{name: "ncclReduce", count: count, bufs: []uintptr{send}, dt: dt, op: &op, role: "root", rank: root})
 	if err != nil {
 		return err
 	}
@@ -253,10 +261,7 @@ func (c *Comm) Reduce(send, recv uintptr, count int, dt tensor.DType, op tensor.
 // AllGather concatenates every rank's sendCount elements, in rank order,
 // into recv (which holds sendCount*Size elements).
 func (c *Comm) AllGather(send, recv uintptr, sendCount int, dt tensor.DType, s *Stream) error {
-	if err := c.check("ncclAllGather", sendCount, send, recv); err != nil {
-		return err
-	}
-	t, err := c.dtype(dt)
+	t, _, err := c.prepare(ncclCall{name: "ncclAllGather", count: sendCount, bufs: []uintptr{send, recv}, dt: dt})
 	if err != nil {
 		return err
 	}
@@ -267,14 +272,7 @@ func (c *Comm) AllGather(send, recv uintptr, sendCount int, dt tensor.DType, s *
 // ReduceScatter reduces send (recvCount*Size elements) across ranks and
 // leaves block Rank of the result in recv (recvCount elements).
 func (c *Comm) ReduceScatter(send, recv uintptr, recvCount int, dt tensor.DType, op tensor.ReduceOp, s *Stream) error {
-	if err := c.check("ncclReduceScatter", recvCount, send, recv); err != nil {
-		return err
-	}
-	t, err := c.dtype(dt)
-	if err != nil {
-		return err
-	}
-	o, err := reduction(dt, op)
+	t, o, err := c.prepare(ncclCall{name: "ncclReduceScatter", count: recvCount, bufs: []uintptr{send, recv}, dt: dt, op: &op})
 	if err != nil {
 		return err
 	}
@@ -286,13 +284,7 @@ func (c *Comm) ReduceScatter(send, recv uintptr, recvCount int, dt tensor.DType,
 // receives between ranks must be issued inside one Group, or they can
 // deadlock.
 func (c *Comm) Send(buf uintptr, count int, dt tensor.DType, peer int, s *Stream) error {
-	if err := c.check("ncclSend", count, buf); err != nil {
-		return err
-	}
-	if err := c.checkRank("ncclSend", "peer", peer); err != nil {
-		return err
-	}
-	t, err := c.dtype(dt)
+	t, _, err := c.prepare(ncclCall{name: "ncclSend", count: count, bufs: []uintptr{buf}, dt: dt, role: "peer", rank: peer})
 	if err != nil {
 		return err
 	}
@@ -302,13 +294,7 @@ func (c *Comm) Send(buf uintptr, count int, dt tensor.DType, peer int, s *Stream
 
 // Recv queues receiving count elements from peer into buf (see Send).
 func (c *Comm) Recv(buf uintptr, count int, dt tensor.DType, peer int, s *Stream) error {
-	if err := c.check("ncclRecv", count, buf); err != nil {
-		return err
-	}
-	if err := c.checkRank("ncclRecv", "peer", peer); err != nil {
-		return err
-	}
-	t, err := c.dtype(dt)
+	t, _, err := c.prepare(ncclCall{name: "ncclRecv", count: count, bufs: []uintptr{buf}, dt: dt, role: "peer", rank: peer})
 	if err != nil {
 		return err
 	}

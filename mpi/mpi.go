@@ -241,10 +241,10 @@ static int hv_iallreduce_i64_max(int64_t *buf, int n, MPI_Comm c, MPI_Request *r
 	return MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_INT64_T, MPI_MAX, c, req);
 }
 static int hv_test(MPI_Request *req, int *done) { return MPI_Test(req, done, MPI_STATUS_IGNORE); }
-// Linux lets a sleep of a normal thread overrun by its timer slack, 50 µs
-// by default: more than the patient wait's first sleeps (10, 20, 40 µs),
-// each of which then costs a peer waiting on this rank about 60 µs. The
-// first sleep on each thread sets the slack to 1 µs.
+// Linux lets a sleep of a normal thread overrun by its timer slack, whose
+// default is longer than the patient wait's first sleeps, so that each of
+// them would cost a peer waiting on this rank several times its length.
+// The first sleep on each thread sets the slack to 1 µs.
 static __thread int hv_slack_set;
 static void hv_sleep_ns(long ns) {
 #ifdef __linux__

@@ -16,10 +16,10 @@ type Patience struct {
 }
 
 // DefaultSpin is how long the runtime's patient waits test without pause.
-// A small allreduce whose ranks arrive together takes 20-50 µs through
-// MPI_Iallreduce on one machine, so a shorter spin sends a rank to sleep
-// just before its peer's data lands, and the sleeps' granularity is then
-// added to every agreement (docs/BENCHMARKS.md: 20 against 200 µs).
+// A small allreduce whose ranks arrive together completes within this
+// through MPI_Iallreduce on one machine, so a shorter spin sends a rank to
+// sleep just before its peer's data lands, and the sleeps' granularity is
+// then added to every agreement (docs/BENCHMARKS.md compares spins).
 const DefaultSpin = 200 * time.Microsecond
 
 // DefaultPatience is the runtime's schedule for the per-cycle agreement

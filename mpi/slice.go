@@ -24,8 +24,9 @@ var (
 // longer than a sysmon tick loses its P: sysmon wakes another thread to
 // take it, that thread finds nothing to do and sleeps again, and the call's
 // return must win a P back. On a machine with a core per rank those threads
-// take the core from the ranks' MPI progress: a 4 MiB MPI_Allreduce from Go
-// measured 1.5x the same call from C, with eight context switches a call.
+// take the core from the ranks' MPI progress, and a large MPI_Allreduce
+// from Go ran well behind the same call from C, with several context
+// switches a call (docs/BENCHMARKS.md has the measurement).
 func yieldSlice() {
 	now := int64(time.Since(sliceEpoch))
 	if now-sliceStart.Load() < sliceNS {

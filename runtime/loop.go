@@ -126,14 +126,13 @@ func newLoop(r *Runtime, com comm.Communicator, q *queue) (*loop, error) {
 // defaultChunkBytes is the largest buffer handed to one transport
 // collective: larger tensors are reduced in chunks of this size, so that
 // the transport's per-call temporaries stay in cache. Chosen by a sweep
-// with cmd/hvdbench (docs/BENCHMARKS.md): 1 and 4 MiB chunks were as fast,
-// larger ones and a single call slower.
+// with cmd/hvdbench (docs/BENCHMARKS.md has the figures).
 const defaultChunkBytes = 4 << 20
 
 // defaultFusionChunkBytes is how much of a fused response is copied into
 // the fusion buffer, reduced and copied out at a time, so that the bytes
-// are still in cache (L2 is 1 MiB a core here) when the transport reads
-// them and when they are copied back. Chosen by a sweep with cmd/hvdbench
+// are still in the core's cache when the transport reads them and when
+// they are copied back. Chosen by a sweep with cmd/hvdbench
 // over many small tensors, which the C yardstick's fused mode agrees with
 // (docs/BENCHMARKS.md).
 const defaultFusionChunkBytes = 256 << 10
@@ -141,9 +140,8 @@ const defaultFusionChunkBytes = 256 << 10
 // defaultMaxFusedBytes is the largest tensor copied into the fusion buffer;
 // larger ones are reduced in place, which saves two copies that cost more
 // than the transport call they would share. Chosen by a sweep with
-// cmd/hvdbench over ResNet-50's gradients (docs/BENCHMARKS.md): sizes from
-// 16 to 256 KiB were close, larger ones slower, and fusing every tensor up
-// to the threshold slowest.
+// cmd/hvdbench over ResNet-50's gradients (docs/BENCHMARKS.md has the
+// figures).
 const defaultMaxFusedBytes = 64 << 10
 
 func (l *loop) run() {

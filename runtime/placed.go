@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/rs/zerolog"
+
 	"github.com/gohorovod/gohorovod/internal/job/origin"
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/internal/job/tcpstore"
@@ -85,7 +87,7 @@ func openPlaced(cfg config.Config, p origin.Placement, lookup func(string) (stri
 	case p.Store:
 		meet = storeMeet(p)
 	case p.Rank == 0:
-		if hosted, err = hostRendezvous(p, secret); err != nil {
+		if hosted, err = hostRendezvous(p, secret, consoleLogger(os.Stderr, cfg, 0)); err != nil {
 			return nil, err
 		}
 	}
@@ -104,8 +106,9 @@ func openPlaced(cfg config.Config, p origin.Placement, lookup func(string) (stri
 }
 
 // hostRendezvous serves the job's rendezvous on every address of this
-// host at p.Master's port, expecting p.Slots.
-func hostRendezvous(p origin.Placement, secret []byte) (*rendezvous.Server, error) {
+// host at p.Master's port, expecting p.Slots; what the server reports
+// goes to log.
+func hostRendezvous(p origin.Placement, secret []byte, log zerolog.Logger) (*rendezvous.Server, error) {
 	_, port, _ := net.SplitHostPort(p.Master)
 	srv, err := rendezvous.NewServer(secret, p.Slots)
 	if err != nil {
@@ -118,7 +121,7 @@ func hostRendezvous(p origin.Placement, secret []byte) (*rendezvous.Server, erro
 			"(choose another port: %s under srun, MASTER_PORT under torch's variables)", p.Engine, p.Master, err, origin.EnvRendezvousPort)
 	}
 	srv.Logf = func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "hvd: rendezvous: "+format+"\n", args...)
+		log.Warn().Msgf("rendezvous: "+format, args...)
 	}
 	go srv.Serve(l)
 	return srv, nil

@@ -225,6 +225,14 @@ func (r *Runtime) Init(opts ...Option) error {
 	r.crossRank, r.crossSize = cross.Rank(), cross.Size()
 	local.Close()
 	cross.Close()
+	onRing := false
+	if transport == transportMPI {
+		c, ring, err := openHostData(com, cfg, nodes, log) // tcpdata.go
+		if err != nil {
+			return r.initFailed(com, owns, err)
+		}
+		com, onRing = c, ring
+	}
 
 	r.cfg, r.log, r.com, r.ownsComm, r.keepMPI, r.transport = cfg, log, com, owns, o.keepMPI, transport
 	r.rank, r.size = rank, size
@@ -237,7 +245,7 @@ func (r *Runtime) Init(opts ...Option) error {
 	if err != nil {
 		return r.initFailed(com, owns, err)
 	}
-	if p, ok := acrossNodesPath(cfg, transport, countNodes(nodes)); ok { // knobs.go
+	if p, ok := acrossNodesPath(cfg, transport, countNodes(nodes)); ok && !onRing { // knobs.go
 		r.cfg.FusionThreshold, l.cfg.FusionThreshold = p.fusion, p.fusion
 		l.chunk, l.fuseChunk, l.planner.MaxFused = p.chunk, p.fuseChunk, p.maxFused
 		if rank == 0 {

@@ -231,6 +231,13 @@ func TestMPIAllreduceFusionCache(t *testing.T) {
 
 func TestMPICollectives(t *testing.T) {
 	r, _ := mpiRuntime(t, false)
+	checkCollectives(t, r)
+}
+
+// checkCollectives runs allgather, broadcast, alltoall, reducescatter,
+// barrier and (at power-of-two sizes) Adasum on r and checks the results.
+func checkCollectives(t *testing.T, r *Runtime) {
+	t.Helper()
 	rank := r.Rank()
 	size := r.Size()
 	ctx := mpiCtx(t)

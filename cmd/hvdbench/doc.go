@@ -1,5 +1,6 @@
 // Command hvdbench measures the runtime's allreduce against the raw-MPI
-// yardstick (../shared/bench/allreduce_baseline.c) in one run.
+// yardstick (cmd/hvdbench/yardstick/baseline.c: plain MPI_Allreduce of the
+// same tensors, whole, one call per tensor, or fused) in one run.
 //
 // Started by hand (not under mpirun) it orchestrates: it builds the
 // yardstick with mpicc into bin/, runs it (on the tensor sets the cases

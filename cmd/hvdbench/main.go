@@ -11,7 +11,7 @@ import (
 func main() {
 	isWorker := flag.Bool("worker", false, "run as an MPI rank (set by the orchestrator)")
 	np := flag.Int("np", 2, "ranks")
-	benchDir := flag.String("bench-dir", "../shared/bench", "directory of allreduce_baseline.c and the shapes files")
+	benchDir := flag.String("bench-dir", "examples/synthetic/shapes", "directory of the shapes files (resnet50_shapes.txt)")
 	iters := flag.Int("iters", 20, "timed steps per case")
 	warmup := flag.Int("warmup", 3, "untimed steps per case")
 	thresholds := flag.String("fusion", "", "comma-separated fusion thresholds in bytes (default: the configured default)")

@@ -122,6 +122,10 @@ func runEnv(out io.Writer, env []string, name string, args ...string) ([]byte, e
 	return buf.Bytes(), err
 }
 
+// yardstickSource is the raw-MPI yardstick's C source, relative to the
+// repository's root, where hvdbench runs.
+const yardstickSource = "cmd/hvdbench/yardstick/baseline.c"
+
 // orchestrate builds and runs the yardstick and the worker, then prints the
 // ratios.
 func orchestrate(a orchArgs) error {
@@ -129,7 +133,7 @@ func orchestrate(a orchArgs) error {
 		return err
 	}
 	base := filepath.Join("bin", "allreduce_baseline")
-	if _, err := run(os.Stderr, "mpicc", "-O2", "-o", base, filepath.Join(a.benchDir, "allreduce_baseline.c")); err != nil {
+	if _, err := run(os.Stderr, "mpicc", "-O2", "-o", base, yardstickSource); err != nil {
 		return fmt.Errorf("building the yardstick: %w", err)
 	}
 	tmp, err := os.MkdirTemp("", "hvdbench")

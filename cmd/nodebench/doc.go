@@ -8,7 +8,11 @@
 //	              PyTorchJob start it)
 //	mpirun        our runtime under mpirun, started by gohorovodrun -H over
 //	              the cluster's ssh stand-in (the launcher's and the
-//	              workers' Open MPI settings included)
+//	              workers' Open MPI settings included), host collectives
+//	              on whichever of MPI and the TCP ring Init measured faster
+//	mpirun-mpi    the same with HOROVOD_CPU_OPERATIONS=mpi: tensors on MPI
+//	mpirun-tcp    the same with HOROVOD_CPU_OPERATIONS=gloo: tensors on the
+//	              embedded transport's TCP ring, MPI for the rest
 //	raw-mpi       the C yardstick (cmd/nodebench/yardstick/allreduce.c):
 //	              MPI_Allreduce of the case's bytes in one buffer, Open MPI's
 //	              defaults

@@ -46,7 +46,7 @@ func main() {
 	lossFlag := flag.Float64("loss", 0, "share of packets each link drops each way")
 	perNode := flag.Int("ranks-per-node", 1, "ranks on each node")
 	casesFlag := flag.String("cases", "64MiB,resnet50", "cases: 64MiB, resnet50, 4KiBx1000, 4MB")
-	pathsFlag := flag.String("paths", "embedded,mpirun,raw-mpi,raw-mpi-ring,gloo", "paths: embedded, mpirun, raw-mpi, raw-mpi-ring, gloo, embedded-hier")
+	pathsFlag := flag.String("paths", "embedded,mpirun,raw-mpi,raw-mpi-ring,gloo", "paths: embedded, mpirun, mpirun-mpi, mpirun-tcp, raw-mpi, raw-mpi-ring, gloo, embedded-hier")
 	iters := flag.Int("iters", 10, "timed iterations per case")
 	warmup := flag.Int("warmup", 2, "untimed iterations per case")
 	rounds := flag.Int("rounds", 3, "interleaved rounds (every path once per round)")
@@ -231,7 +231,9 @@ func indent(s string) string {
 var runners = map[string]func(*emucluster.Cluster, opts) (string, error){
 	"embedded":      func(c *emucluster.Cluster, o opts) (string, error) { return runEmbedded(c, o, false) },
 	"embedded-hier": func(c *emucluster.Cluster, o opts) (string, error) { return runEmbedded(c, o, true) },
-	"mpirun":        runMPIRuntime,
+	"mpirun":        func(c *emucluster.Cluster, o opts) (string, error) { return runMPIRuntime(c, o, "") },
+	"mpirun-mpi":    func(c *emucluster.Cluster, o opts) (string, error) { return runMPIRuntime(c, o, "mpi") },
+	"mpirun-tcp":    func(c *emucluster.Cluster, o opts) (string, error) { return runMPIRuntime(c, o, "gloo") },
 	"raw-mpi":       func(c *emucluster.Cluster, o opts) (string, error) { return runRawMPI(c, o, false) },
 	"raw-mpi-ring":  func(c *emucluster.Cluster, o opts) (string, error) { return runRawMPI(c, o, true) },
 	"gloo":          runGloo,
@@ -312,10 +314,17 @@ func one(c *emucluster.Cluster, o opts, argv []string, env []string) (string, er
 	return string(b), err
 }
 
-func runMPIRuntime(c *emucluster.Cluster, o opts) (string, error) {
+// runMPIRuntime runs the runtime under mpirun through gohorovodrun, with
+// HOROVOD_CPU_OPERATIONS=cpuOps when it is set: "mpi" keeps the tensors on
+// MPI, "gloo" puts them on the TCP ring, unset lets Init measure both.
+func runMPIRuntime(c *emucluster.Cluster, o opts, cpuOps string) (string, error) {
 	argv := append([]string{filepath.Join(o.bin, "gohorovodrun"), "-np", strconv.Itoa(o.nodes * o.perNode),
 		"-H", o.hostsArg}, workerArgs(o, false)...)
-	return one(c, o, argv, o.env())
+	var env []string
+	if cpuOps != "" {
+		env = append(env, "HOROVOD_CPU_OPERATIONS="+cpuOps)
+	}
+	return one(c, o, argv, o.env(env...))
 }
 
 func runRawMPI(c *emucluster.Cluster, o opts, ring bool) (string, error) {

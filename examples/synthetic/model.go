@@ -13,8 +13,8 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// The parameter shapes of the models that come with the benchmark (copies of
-// ../shared/bench/*_shapes.txt, torchvision's layouts).
+// The parameter shapes of the models that come with the benchmark
+// (torchvision's layouts, one "name<TAB>AxBxC" line per tensor).
 //
 //go:embed shapes/*_shapes.txt
 var shapeFiles embed.FS

@@ -33,13 +33,15 @@ func knobWarnings(o *Options, c config.Config) []string {
 // workers learn their placement from MPI or from this launcher's
 // rendezvous, one rank's placement exported to every worker would be wrong
 // for all but one, and a job never inherits another job's rendezvous or
-// key. HOROVOD_GLOO_TIMEOUT_SECONDS and HOROVOD_GLOO_IFACE are kept.
+// key. HOROVOD_GLOO_TIMEOUT_SECONDS and HOROVOD_GLOO_IFACE are kept, and
+// HOROVOD_CPU_OPERATIONS, which chooses how an MPI job's host tensors
+// travel (--gloo sets it itself).
 func withoutPlacement(c config.Config) config.Config {
 	c.Rank, c.Size = config.Unset, config.Unset
 	c.LocalRank, c.LocalSize = config.Unset, config.Unset
 	c.CrossRank, c.CrossSize = config.Unset, config.Unset
 	c.Hostname = ""
-	c.Controller, c.CPUOperations = "", ""
+	c.Controller = ""
 	c.RendezvousAddr, c.RendezvousPort = "", 0
 	c.GlooAddr, c.GlooSocketDir, c.Secret = "", "", ""
 	return c

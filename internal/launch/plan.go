@@ -2,6 +2,7 @@ package launch
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,6 +152,11 @@ func BuildPlan(s Spec) (Plan, error) {
 		if len(s.NICs) > 0 {
 			nics := strings.Join(s.NICs, ",")
 			argv = append(argv, "-mca", "btl_tcp_if_include", nics, "-x", "NCCL_SOCKET_IFNAME="+nics)
+			if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, config.EnvGlooIface+"=") }) {
+				// The runtime's TCP ring for host tensors
+				// (HOROVOD_CPU_OPERATIONS) listens there too.
+				argv = append(argv, "-x", config.EnvGlooIface+"="+s.NICs[0])
+			}
 		}
 		if s.OutputFilename != "" {
 			argv = append(argv, "--output-filename", s.OutputFilename)

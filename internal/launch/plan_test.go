@@ -95,7 +95,8 @@ func TestBuildPlanArgv(t *testing.T) {
 			"-mca", "pml", "ob1", "-mca", "btl", "^openib",
 			"-mca", "mpi_yield_when_idle", "0", "-mca", "coll_tuned_use_dynamic_rules", "1", "-mca", "coll_tuned_allreduce_algorithm", "4",
 			"-mca", "plm_rsh_args", "-p 1022 -i /k/id",
-			"-mca", "btl_tcp_if_include", "eth0,eth1", "-x", "NCCL_SOCKET_IFNAME=eth0,eth1", "--output-filename", "/logs"},
+			"-mca", "btl_tcp_if_include", "eth0,eth1", "-x", "NCCL_SOCKET_IFNAME=eth0,eth1", "-x", "HOROVOD_GLOO_IFACE=eth0",
+			"--output-filename", "/logs"},
 			forwarded("NCCL_DEBUG"), []string{"--mca", "btl_tcp_if_exclude", "lo", "./train", "--epochs", "3"})},
 		{"mpich", func(s *Spec) { s.Flavor, s.NP, s.Hosts = MPICH, 3, []Host{{"h1", 2}, {"h2", 1}} },
 			cat([]string{"mpirun", "-l", "-np", "3", "-hosts", "h1:2,h2:1", "-bind-to", "none", "-map-by", "slot"},
@@ -301,6 +302,39 @@ func TestAcrossNodesMCAKeepsTheUsersChoice(t *testing.T) {
 	} {
 		if got := strings.Join(acrossNodesMCA(tc.env, tc.args), " "); got != tc.want {
 			t.Errorf("env %v args %v: %q, want %q", tc.env, tc.args, got, tc.want)
+		}
+	}
+}
+
+// TestBuildPlanGlooIfaceFollowsNIC: --network-interface also names the
+// interface of the runtime's TCP ring for host tensors, unless the user
+// set HOROVOD_GLOO_IFACE.
+func TestBuildPlanGlooIfaceFollowsNIC(t *testing.T) {
+	for _, c := range []struct {
+		iface string // the launcher's HOROVOD_GLOO_IFACE
+		want  string
+	}{
+		{"", "HOROVOD_GLOO_IFACE=ib0"},
+		{"eth9", "HOROVOD_GLOO_IFACE"}, // exported from the environment as it is
+	} {
+		s := baseSpec()
+		s.Hosts, s.NICs = []Host{{"h1", 1}, {"h2", 1}}, []string{"ib0", "eth0"}
+		s.Config.GlooIface = c.iface
+		p, err := BuildPlan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i, a := range p.Argv {
+			if strings.HasPrefix(a, "HOROVOD_GLOO_IFACE") && p.Argv[i-1] == "-x" {
+				n++
+				if a != c.want {
+					t.Errorf("HOROVOD_GLOO_IFACE=%q: -x %s, want -x %s", c.iface, a, c.want)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("HOROVOD_GLOO_IFACE=%q: exported %d times in %v", c.iface, n, p.Argv)
 		}
 	}
 }

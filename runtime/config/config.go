@@ -96,9 +96,10 @@ const TimelineDynamic = "DYNAMIC"
 // Defaults. They are Horovod's, except DefaultFusionThreshold.
 const (
 	// DefaultFusionThreshold is the largest fused response in bytes.
-	// Horovod's is 128 MiB; on one node such a buffer falls out of cache
-	// (see shared/reference/environment.md). 4 MiB was chosen by a sweep
-	// of ResNet-50's gradients with cmd/hvdbench; since the runtime fuses
+	// Horovod's is 128 MiB; on one node such a buffer falls out of the
+	// caches. 4 MiB was chosen by a sweep of ResNet-50's gradients with
+	// cmd/hvdbench (across nodes over MPI the runtime raises it to 128
+	// MiB, where the link and not the cache sets the pace); since the runtime fuses
 	// only small tensors and copies a fused response through the buffer in
 	// cache-sized pieces, neighbouring sizes do no better
 	// (docs/BENCHMARKS.md).
@@ -303,9 +304,14 @@ type Config struct {
 	// read case-insensitively.
 	Controller string
 	// CPUOperations is Horovod's choice of the library for host tensors:
-	// ControllerMPI, ControllerGloo or empty. gohorovodrun sets it with
-	// Controller, as horovodrun does; gohorovod's host collectives always
-	// run on the controller's transport. HOROVOD_CPU_OPERATIONS.
+	// ControllerMPI, ControllerGloo or empty. Under MPI, ControllerGloo
+	// carries them over the embedded transport's TCP ring while MPI
+	// places the ranks and keeps the per-cycle agreement, ControllerMPI
+	// keeps them on MPI, and empty keeps MPI on one node and, across
+	// nodes, measures both at Init and keeps the faster (rank 0 logs the
+	// times). On the embedded transport it has no effect (gohorovodrun
+	// --gloo sets it with Controller, as horovodrun does).
+	// HOROVOD_CPU_OPERATIONS.
 	CPUOperations string
 	// RendezvousAddr and RendezvousPort locate the job's rendezvous server
 	// (the launcher's address and port). HOROVOD_GLOO_RENDEZVOUS_ADDR and

@@ -35,8 +35,9 @@
 // examples):
 //
 //	HOROVOD_CONTROLLER=gloo              selects the transport (HOROVOD_CPU_OPERATIONS=gloo is
-//	                                     set with it, as horovodrun does; gohorovod's host
-//	                                     collectives always use the controller's transport)
+//	                                     set with it, as horovodrun does; under MPI,
+//	                                     HOROVOD_CPU_OPERATIONS alone moves host tensors to
+//	                                     the embedded transport's TCP ring: see Config)
 //	HOROVOD_GLOO_RENDEZVOUS_ADDR=ADDR    required: the rendezvous server's host or IP
 //	HOROVOD_GLOO_RENDEZVOUS_PORT=PORT    required: its port
 //	GOHOROVOD_SECRET=HEX                 required: the job's key, hex, at least 16 bytes

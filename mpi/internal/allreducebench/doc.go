@@ -1,6 +1,6 @@
 // Command allreducebench times float32 sum allreduces through the mpi
 // binding, with and without the agreement check, the way the raw-MPI
-// yardstick ../shared/bench/allreduce_baseline.c does (barrier, time one call, max
+// yardstick cmd/hvdbench/yardstick/baseline.c does (barrier, time one call, max
 // over ranks per iteration, median over iterations), so that the two can be
 // run side by side and compared as a ratio:
 //
