@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,9 +50,19 @@ func startTraining(t *testing.T, np int) *trainingJob {
 // the wait for it is generous.
 func startJob(t *testing.T, np int, worker, mode, ready string) *trainingJob {
 	t.Helper()
+	return startJobWith(t, np, ready, nil, func(dir string) []string {
+		return []string{"-np", strconv.Itoa(np), worker, mode, dir}
+	})
+}
+
+// startJobWith starts gohorovodrun with the arguments args gives for the
+// job's directory, copies its standard output to tee (when not nil), and
+// returns once np lines of it contain ready.
+func startJobWith(t *testing.T, np int, ready string, tee io.Writer, args func(dir string) []string) *trainingJob {
+	t.Helper()
 	launcher, _ := binaries(t)
 	j := &trainingJob{dir: t.TempDir(), stderr: &syncBuffer{}, done: make(chan error, 1)}
-	j.cmd = exec.Command(launcher, "-np", strconv.Itoa(np), worker, mode, j.dir)
+	j.cmd = exec.Command(launcher, args(j.dir)...)
 	j.cmd.Stderr = j.stderr
 	stdout, err := j.cmd.StdoutPipe()
 	if err != nil {
@@ -69,6 +80,9 @@ func startJob(t *testing.T, np int, worker, mode, ready string) *trainingJob {
 		sc := bufio.NewScanner(stdout)
 		n := 0
 		for sc.Scan() {
+			if tee != nil {
+				fmt.Fprintln(tee, sc.Text())
+			}
 			if strings.Contains(sc.Text(), ready) {
 				if n++; n == np {
 					up <- n
@@ -80,9 +94,9 @@ func startJob(t *testing.T, np int, worker, mode, ready string) *trainingJob {
 	select {
 	case <-up:
 	case err := <-j.done:
-		t.Fatalf("gohorovodrun ended before training: %v\nstderr %s", err, j.stderr)
+		t.Fatalf("gohorovodrun ended before %s: %v\nstderr %s", ready, err, j.stderr)
 	case <-time.After(90 * time.Second):
-		t.Fatalf("the ranks were not %s after 90 s\nstderr %s", mode, j.stderr)
+		t.Fatalf("the ranks were not %s after 90 s\nstderr %s", ready, j.stderr)
 	}
 	return j
 }

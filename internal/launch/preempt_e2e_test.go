@@ -1,7 +1,6 @@
 package launch_test
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -23,47 +22,15 @@ type preemptJob struct {
 	stdout *syncBuffer
 }
 
-// startPreempt starts `gohorovodrun FLAGS WORKER preempt DIR` and returns
-// once every rank has trained a few steps.
+// startPreempt starts `gohorovodrun -np NP FLAGS WORKER preempt DIR` and
+// returns once every rank has trained a few steps.
 func startPreempt(t *testing.T, np int, worker string, flags ...string) *preemptJob {
 	t.Helper()
-	launcher, _ := binaries(t)
-	j := &preemptJob{trainingJob: trainingJob{dir: t.TempDir(), stderr: &syncBuffer{}, done: make(chan error, 1)}, np: np, stdout: &syncBuffer{}}
-	args := append(append([]string{"-np", strconv.Itoa(np)}, flags...), worker, "preempt", j.dir)
-	j.cmd = exec.Command(launcher, args...)
-	j.cmd.Stderr = j.stderr
-	out, err := j.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		j.cmd.Process.Kill()
-		killJob(t)
+	out := &syncBuffer{}
+	j := startJobWith(t, np, "training ", out, func(dir string) []string {
+		return append(append([]string{"-np", strconv.Itoa(np)}, flags...), worker, "preempt", dir)
 	})
-	up := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for n := 0; sc.Scan(); {
-			fmt.Fprintln(j.stdout, sc.Text())
-			if strings.Contains(sc.Text(), "training ") {
-				if n++; n == np {
-					close(up)
-				}
-			}
-		}
-	}()
-	go func() { j.done <- j.cmd.Wait() }()
-	select {
-	case <-up:
-	case err := <-j.done:
-		t.Fatalf("gohorovodrun ended before training: %v\nstderr %s", err, j.stderr)
-	case <-time.After(90 * time.Second):
-		t.Fatalf("the ranks were not training after 90 s\nstderr %s", j.stderr)
-	}
-	return j
+	return &preemptJob{trainingJob: *j, np: np, stdout: out}
 }
 
 // wait returns gohorovodrun's exit status, failing after d.

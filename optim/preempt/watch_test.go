@@ -146,32 +146,32 @@ func watchOne(t *testing.T, o Options) *Watcher {
 	return w
 }
 
-func TestSecondSignalEndsAtOnce(t *testing.T) {
-	e := newExits()
-	w := watchOne(t, Options{Signals: []os.Signal{}, Exit: e.exit})
-	w.Signal(syscall.SIGTERM)
-	w.Signal(syscall.SIGINT)
-	select {
-	case code := <-e.ch:
-		if code != 128+int(syscall.SIGINT) {
-			t.Errorf("exit status %d, want %d", code, 128+int(syscall.SIGINT))
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a second signal did not end the process")
+// A second signal, or the grace period running out, ends the process at
+// once with 128 + the signal's number.
+func TestEndsAtOnce(t *testing.T) {
+	cases := []struct {
+		name  string
+		grace time.Duration
+		sigs  []syscall.Signal
+		want  int
+	}{
+		{"a second signal", time.Minute, []syscall.Signal{syscall.SIGTERM, syscall.SIGINT}, 128 + int(syscall.SIGINT)},
+		{"the grace period", 50 * time.Millisecond, []syscall.Signal{syscall.SIGTERM}, 128 + int(syscall.SIGTERM)},
 	}
-}
-
-func TestGraceRunsOut(t *testing.T) {
-	e := newExits()
-	w := watchOne(t, Options{Signals: []os.Signal{}, Exit: e.exit, Grace: 50 * time.Millisecond})
-	w.Signal(syscall.SIGTERM)
-	select {
-	case code := <-e.ch:
-		if code != 128+int(syscall.SIGTERM) {
-			t.Errorf("exit status %d", code)
+	for _, c := range cases {
+		e := newExits()
+		w := watchOne(t, Options{Signals: []os.Signal{}, Exit: e.exit, Grace: c.grace})
+		for _, s := range c.sigs {
+			w.Signal(s)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the grace period ran out and the process was not ended")
+		select {
+		case code := <-e.ch:
+			if code != c.want {
+				t.Errorf("%s: exit status %d, want %d", c.name, code, c.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s did not end the process", c.name)
+		}
 	}
 }
 

@@ -248,14 +248,27 @@ func sleepy(d time.Duration) int {
 	return 0
 }
 
-func train(dir string) int {
+func train(dir string) int { return trainLoop(dir, 1<<12, nil) }
+
+// trainLoop is train's loop: hvd.Init, DIR/<rank>.pid, an allreduce step
+// after step. When start is given, it is called once after Init; its
+// after runs after every step and ends the loop with an exit status when
+// it says so (a nil after: exit at once with code).
+func trainLoop(dir string, elems int, start func(r int) (after func(step int) (code int, end bool), code int)) int {
 	if err := hvd.Init(); err != nil {
 		fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
 		return 4
 	}
 	r := hvd.Rank()
 	writePID(dir, r)
-	grad := make([]float32, 1<<12)
+	var after func(int) (int, bool)
+	if start != nil {
+		var code int
+		if after, code = start(r); after == nil {
+			return code
+		}
+	}
+	grad := make([]float32, elems)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for step := 0; ctx.Err() == nil; step++ {
@@ -268,6 +281,11 @@ func train(dir string) int {
 		}
 		if step == 10 {
 			fmt.Printf("training %d pid %d\n", r, os.Getpid())
+		}
+		if after != nil {
+			if code, end := after(step); end {
+				return code
+			}
 		}
 	}
 	fmt.Fprintf(os.Stderr, "worker %d: still training after two minutes\n", r)
