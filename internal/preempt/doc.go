@@ -11,8 +11,9 @@
 // (SIGINT). A Worker machine turns the first such signal into a request
 // that every rank agrees on at the next step boundary, so that all ranks
 // stop after the same step, checkpoint, and exit with ExitStatus; a
-// second signal, or the grace period running out, ends the process at
-// once. A Launch machine decides what gohorovodrun does: forward the
+// second signal (more than Echo after the first: SLURM signals the
+// launcher and the workers, and the launcher passes it on), or the grace
+// period running out, ends the process at once. A Launch machine decides what gohorovodrun does: forward the
 // first signal to the workers and wait for them, stop them at once on a
 // second signal or when the grace period runs out, and report the job as
 // preempted when its workers exited with ExitStatus.

@@ -50,9 +50,19 @@ type Worker struct {
 	stopped bool
 }
 
+// Echo is how soon after the first signal another one counts as the same
+// request delivered twice, not as a second request: SLURM signals every
+// process of a job, the launcher among them, and the launcher passes the
+// signal on.
+const Echo = time.Second
+
 // Signal records a signal received at now: the first asks for a stop
-// (Continue until the ranks agree), the second is Exit.
+// (Continue until the ranks agree); another within Echo of it is the same
+// request (Continue); a later one is Exit.
 func (w *Worker) Signal(now time.Time) Decision {
+	if w.signals > 0 && now.Sub(w.first) < Echo {
+		return Continue
+	}
 	w.signals++
 	if w.signals == 1 {
 		w.first = now

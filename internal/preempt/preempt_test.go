@@ -63,7 +63,10 @@ func TestWorkerSecondSignalAndGrace(t *testing.T) {
 	if w.Tick(t0.Add(DefaultGrace)) != Exit {
 		t.Error("Tick at the deadline does not end the process")
 	}
-	if w.Signal(t0.Add(time.Second)) != Exit {
+	if w.Signal(t0.Add(Echo/2)) != Continue {
+		t.Error("the same request delivered twice (by SLURM and by the launcher) ends the process")
+	}
+	if w.Signal(t0.Add(Echo)) != Exit {
 		t.Error("a second signal does not end the process")
 	}
 	g := Worker{Grace: 2 * time.Second}

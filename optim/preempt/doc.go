@@ -12,7 +12,9 @@
 // exits, and makes mpirun abort the others, while rank 0 still writes),
 // and returns ErrPreempted; the program then shuts the runtime down and
 // exits with ExitStatus (75), which gohorovodrun passes on as its own. A
-// second signal, or the grace period (Options.Grace, 25 s by default)
+// second signal (a signal within a second of the first is the same one
+// delivered twice: SLURM signals every process, gohorovodrun passes it
+// on), or the grace period (Options.Grace, 25 s by default)
 // running out before the stop is done, ends the process at once with
 // status 128+N, N being the signal's number.
 //

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	ipreempt "github.com/gohorovod/gohorovod/internal/preempt"
 	"github.com/gohorovod/gohorovod/optim"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 )
@@ -161,7 +162,10 @@ func TestEndsAtOnce(t *testing.T) {
 	for _, c := range cases {
 		e := newExits()
 		w := watchOne(t, Options{Signals: []os.Signal{}, Exit: e.exit, Grace: c.grace})
-		for _, s := range c.sigs {
+		for i, s := range c.sigs {
+			if i > 0 {
+				time.Sleep(ipreempt.Echo) // sooner, it is the first one echoed
+			}
 			w.Signal(s)
 		}
 		select {
