@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gohorovod/gohorovod/internal/launch"
+	"github.com/gohorovod/gohorovod/internal/preempt"
 )
 
 // preemptJob is gohorovodrun running testdata/worker's preempt mode.
@@ -136,7 +137,7 @@ func TestE2EPreemptSecondSignal(t *testing.T) {
 	r1 := j.rankPID(t, 1)
 	syscall.Kill(r1, syscall.SIGSTOP)
 	syscall.Kill(j.cmd.Process.Pid, syscall.SIGTERM)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(preempt.Echo + 100*time.Millisecond) // sooner, it is the same one
 	syscall.Kill(j.cmd.Process.Pid, syscall.SIGTERM)
 	if code := j.wait(t, 60*time.Second); code != 130 {
 		t.Errorf("gohorovodrun exited with %d after a second SIGTERM, want 130\nstderr %s", code, j.stderr)
@@ -183,4 +184,83 @@ func TestE2ENodesPreempt(t *testing.T) {
 	j := &preemptJob{trainingJob: trainingJob{dir: dir}, np: 4, stdout: &syncBuffer{}}
 	fmt.Fprint(j.stdout, n0.stdout.String()+n1.stdout.String())
 	j.checkStoppedTogether(t)
+}
+
+// TestE2ESlurmRequeue: `sbatch --requeue` of a preemptible job on the
+// one-node SLURM cluster, `scontrol requeue` mid-run: SLURM's SIGTERM
+// reaches gohorovodrun and the workers, every rank checkpoints the same
+// step and the job ends with 75; the requeued run (released at once
+// instead of after SLURM's requeue delay) resumes after that step and
+// finishes, running fewer steps than the whole.
+func TestE2ESlurmRequeue(t *testing.T) {
+	launcher, worker := build(t)
+	slurm(t)
+	const steps = 2000
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	job := fmt.Sprintf("%s --gloo -np 2 %s preempt %s %d", launcher, worker, dir, steps)
+	cmd := exec.Command("sbatch", "--parsable", "--requeue", "--open-mode=append", "-n", "2", "-o", out, "--wrap", job)
+	cmd.Env = slurmEnv(t)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch: %v\n%s", err, b)
+	}
+	id := strings.TrimSpace(string(b))
+	t.Cleanup(func() { exec.Command("scancel", id).Run() })
+	output := func() string { b, _ := os.ReadFile(out); return string(b) }
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(3 * time.Minute); !ok(); time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s: %s did not happen within 3 min\njob output:\n%s", id, what, output())
+			}
+		}
+	}
+	waitFor("training", func() bool { return strings.Count(output(), "training ") >= 2 })
+	if b, err := exec.Command("scontrol", "requeue", id).CombinedOutput(); err != nil {
+		t.Fatalf("scontrol requeue: %v\n%s", err, b)
+	}
+	waitFor("the preemption", func() bool { return strings.Count(output(), "preempted after step") >= 2 })
+	// SLURM holds a requeued job back for a while (BeginTime): release it.
+	released := false
+	waitFor("the release", func() bool {
+		released = released || exec.Command("scontrol", "update", "jobid="+id, "StartTime=now").Run() == nil
+		return released && jobState(id) != "PENDING"
+	})
+	waitFor("the end", func() bool { s := jobState(id); return s == "" || s == "COMPLETED" })
+	o := output()
+	if !strings.Contains(o, "gohorovodrun: "+launch.ErrPreempted.Error()) {
+		t.Errorf("the first run did not end as preempted:\n%s", o)
+	}
+	stopped := -1
+	for r := 0; r < 2; r++ {
+		var s int
+		if i := strings.Index(o, fmt.Sprintf("rank %d preempted after step ", r)); i < 0 {
+			t.Fatalf("rank %d was not preempted:\n%s", r, o)
+		} else {
+			fmt.Sscanf(o[i:], fmt.Sprintf("rank %d preempted after step %%d", r), &s)
+		}
+		if stopped >= 0 && s != stopped {
+			t.Errorf("rank %d stopped after step %d, rank 0 after %d", r, s, stopped)
+		}
+		stopped = s
+		for _, want := range []string{fmt.Sprintf("rank %d resumed from step %d", r, s), fmt.Sprintf("rank %d finished at step %d", r, steps-1)} {
+			if !strings.Contains(o, want) {
+				t.Errorf("no %q in the job's output:\n%s", want, o)
+			}
+		}
+	}
+	if stopped <= 0 || stopped >= steps-1 {
+		t.Errorf("the first run stopped after step %d of %d: the second run did not run fewer steps", stopped, steps)
+	}
+	if info, _ := exec.Command("scontrol", "show", "job", id).CombinedOutput(); !strings.Contains(string(info), "Restarts=1") {
+		t.Errorf("SLURM does not count one restart:\n%s", info)
+	}
+	t.Logf("job %s: first run stopped after step %d, the requeued run did steps %d to %d", id, stopped, stopped+1, steps-1)
+}
+
+// jobState is a SLURM job's state in squeue ("" once it has left).
+func jobState(id string) string {
+	b, _ := exec.Command("squeue", "-h", "-j", id, "-o", "%T").Output()
+	return strings.TrimSpace(string(b))
 }

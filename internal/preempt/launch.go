@@ -34,6 +34,7 @@ type Launch struct {
 	Grace time.Duration
 
 	signals   int
+	first     time.Time // of the first signal
 	since     time.Time
 	preempted int // workers that exited with ExitStatus
 	others    int // workers that exited otherwise (0 included)
@@ -48,10 +49,16 @@ func (l *Launch) grace() time.Duration {
 }
 
 // Signal records a signal to the launcher at now: the first is
-// forwarded, the second stops the job at once.
+// forwarded; another within Echo of it is the same request delivered
+// twice (SLURM signals the batch script's process group and every process
+// of the job); a later one stops the job at once.
 func (l *Launch) Signal(now time.Time) Action {
+	if l.signals > 0 && now.Sub(l.first) < Echo {
+		return Wait
+	}
 	l.signals++
 	if l.signals == 1 {
+		l.first = now
 		l.start(now)
 		return Forward
 	}

@@ -126,6 +126,9 @@ func TestLaunchDeadline(t *testing.T) {
 	if l.Tick(t0.Add(9*time.Second)) != Wait || l.Tick(t0.Add(10*time.Second)) != StopNow {
 		t.Error("the grace period is not kept")
 	}
+	if l.Signal(t0.Add(5*time.Second+Echo/2)) != Wait {
+		t.Error("the same signal delivered twice stops the job")
+	}
 	if l.Signal(t0.Add(6*time.Second)) != StopNow {
 		t.Error("a second signal does not stop the job")
 	}

@@ -19,9 +19,12 @@
 //	               print "training R pid P" after the first steps; gives up
 //	               (exit 6) after two minutes so that a broken test leaves
 //	               nothing running for long
-//	preempt DIR    as train, but stops when told to (optim/preempt): every
-//	               rank writes DIR/<rank>.ckpt with the step it stopped after,
-//	               prints "rank R preempted after step S" and exits with 75
+//	preempt DIR [STEPS]  as train, but stops when told to (optim/preempt):
+//	               every rank writes DIR/<rank>.ckpt with the step it stopped
+//	               after, prints "rank R preempted after step S" and exits
+//	               with 75; started again, it resumes after that step; with
+//	               STEPS, it ends after step STEPS-1 ("rank R finished at
+//	               step S", exit 0)
 //	sleepy SECS    hvd.Init with a deferred hvd.Shutdown; rank 1 sleeps SECS
 //	               in user code before its allreduce while the others wait
 //	               in theirs (exit 3 on ErrShutdown)
@@ -123,7 +126,11 @@ func main() {
 	case "train":
 		os.Exit(train(os.Args[2]))
 	case "preempt":
-		os.Exit(preemptible(os.Args[2]))
+		steps := 0
+		if len(os.Args) > 3 {
+			steps, _ = strconv.Atoi(os.Args[3])
+		}
+		os.Exit(preemptible(os.Args[2], steps))
 	case "train-steps":
 		steps, _ := strconv.Atoi(os.Args[2])
 		pause, _ := time.ParseDuration(os.Args[3])

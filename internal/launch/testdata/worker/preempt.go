@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gohorovod/gohorovod/optim"
@@ -15,9 +16,23 @@ import (
 // preemptible is train's loop, stopping when told to (optim/preempt): at
 // every step boundary it calls Check; when the ranks agree to stop, its
 // checkpoint writes DIR/<rank>.ckpt with the step, it prints "rank R
-// preempted after step S" and exits with preempt.ExitStatus.
-func preemptible(dir string) int {
+// preempted after step S" and exits with preempt.ExitStatus. A rank that
+// finds its checkpoint at start prints "rank R resumed from step S" and
+// goes on from the next step. With steps > 0, the ranks print "rank R
+// finished at step S" after step steps-1 and exit with 0.
+func preemptible(dir string, steps int) int {
 	return trainLoop(dir, 1<<10, func(r int) (func(int) (int, bool), int) {
+		ckpt := filepath.Join(dir, strconv.Itoa(r)+".ckpt")
+		from := 0
+		if b, err := os.ReadFile(ckpt); err == nil {
+			last, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "worker %d: checkpoint %s: %v\n", r, ckpt, err)
+				return nil, 5
+			}
+			fmt.Printf("rank %d resumed from step %d\n", r, last)
+			from = last + 1
+		}
 		coll, err := optim.FromRuntime(hvd.Default())
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "worker %d: %v\n", r, err)
@@ -28,15 +43,21 @@ func preemptible(dir string) int {
 			fmt.Fprintf(os.Stderr, "worker %d: %v\n", r, err)
 			return nil, 4
 		}
-		return func(step int) (int, bool) {
-			err := w.Check(func() error {
-				return os.WriteFile(filepath.Join(dir, strconv.Itoa(r)+".ckpt"), []byte(strconv.Itoa(step)), 0o644)
-			})
-			if err != nil {
+		end := func(code int) (int, bool) {
+			w.Close()
+			hvd.Shutdown()
+			return code, true
+		}
+		return func(local int) (int, bool) {
+			step := from + local
+			err := w.Check(func() error { return os.WriteFile(ckpt, []byte(strconv.Itoa(step)), 0o644) })
+			switch {
+			case err != nil:
 				fmt.Printf("rank %d preempted after step %d\n", r, step)
-				w.Close()
-				hvd.Shutdown()
-				return preempt.ExitCode(err), true
+				return end(preempt.ExitCode(err))
+			case steps > 0 && step >= steps-1:
+				fmt.Printf("rank %d finished at step %d\n", r, step)
+				return end(0)
 			}
 			time.Sleep(5 * time.Millisecond)
 			return 0, false
