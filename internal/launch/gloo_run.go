@@ -284,7 +284,13 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 			// and while the job is being preempted the others are left
 			// to stop by themselves (a SIGTERM now would be their second
 			// signal): the grace period bounds that.
-			if pre.exited(exitStatus(e.err)) || pre.preempting() {
+			if pre.exited(exitStatus(e.err)) {
+				continue
+			}
+			if pre.preempting() {
+				if e.err != nil && first == nil {
+					first = glooFailure(p, e.err, multiHost, words)
+				}
 				continue
 			}
 			if e.err != nil && first == nil && !stopping {

@@ -178,7 +178,8 @@ func (p *preemption) preempting() bool {
 // result turns a run path's result into the job's: ErrPreempted when its
 // workers were preempted, ErrInterrupted when the launcher was told to
 // stop and they were not (they did not stop at a step boundary: they were
-// killed), else err.
+// killed), else err, or, when err is nil, a failure if a worker failed
+// while the others stopped.
 func (p *preemption) result(err error) error {
 	if p == nil {
 		return err
@@ -190,6 +191,8 @@ func (p *preemption) result(err error) error {
 		return ErrPreempted
 	case p.m.Signaled():
 		return ErrInterrupted
+	case err == nil && p.m.Failed() > 0:
+		return errors.New("launch: a worker failed while the others stopped when told to (preempted)")
 	}
 	return err
 }

@@ -113,6 +113,10 @@ func (l *Launch) Tick(now time.Time) Action {
 	return Wait
 }
 
+// Failed is the number of workers that exited with a status other than 0
+// and ExitStatus.
+func (l *Launch) Failed() int { return l.failed }
+
 // Preempted reports whether the job, once every worker has exited, ended
 // by preemption: some worker exited with ExitStatus and none failed
 // otherwise.

@@ -103,6 +103,15 @@ func TestLaunch(t *testing.T) {
 		if l.Preempted() != c.preempted {
 			t.Errorf("%s: Preempted() = %v", c.name, l.Preempted())
 		}
+		failed := 0
+		for _, s := range c.exits {
+			if s != 0 && s != ExitStatus {
+				failed++
+			}
+		}
+		if l.Failed() != failed {
+			t.Errorf("%s: Failed() = %d, want %d", c.name, l.Failed(), failed)
+		}
 		if want := c.signals > 0 || c.preempted; l.Preempting() != want {
 			t.Errorf("%s: Preempting() = %v", c.name, l.Preempting())
 		}

@@ -1,0 +1,86 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The job's result from its workers' exits while it is being preempted.
+func TestPreemptionResult(t *testing.T) {
+	other := errors.New("rank 1 failed")
+	cases := []struct {
+		name   string
+		signal bool
+		exits  []int
+		err    error
+		want   error // nil: a failure that is neither
+	}{
+		{"every worker preempted", true, []int{75, 75}, nil, ErrPreempted},
+		{"the workers preempted by themselves", false, []int{75, 75}, nil, ErrPreempted},
+		{"killed by the signal passed on", true, []int{143, 143}, nil, ErrInterrupted},
+		{"one preempted, one failed, no signal", false, []int{75, 1}, nil, nil},
+		{"one preempted, one failed, its error", false, []int{75, 1}, other, other},
+	}
+	for _, c := range cases {
+		_, cancel := context.WithCancel(context.Background())
+		p := &preemption{stderr: io.Discard, cancel: cancel}
+		p.setForward(func(os.Signal) {})
+		if c.signal {
+			p.signal(syscall.SIGTERM)
+		}
+		for _, s := range c.exits {
+			p.exited(s)
+		}
+		got := p.result(c.err)
+		switch {
+		case c.want != nil && !errors.Is(got, c.want):
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		case c.want == nil && (got == nil || errors.Is(got, ErrPreempted) || errors.Is(got, ErrInterrupted)):
+			t.Errorf("%s: %v, want a failure", c.name, got)
+		}
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		cancel()
+	}
+	var none *preemption
+	if none.result(other) != other || none.preempting() || none.exited(75) {
+		t.Error("a nil preemption is not inert")
+	}
+}
+
+// A signal before the workers are started, and a second signal, stop the
+// job at once; the grace period does too.
+func TestPreemptionStops(t *testing.T) {
+	stopped := func(ctx context.Context) bool {
+		select {
+		case <-ctx.Done():
+			return true
+		case <-time.After(2 * time.Second):
+			return false
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &preemption{stderr: io.Discard, cancel: cancel}
+	p.signal(syscall.SIGTERM)
+	if !stopped(ctx) {
+		t.Error("a signal before any worker was started did not stop the job")
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	p = &preemption{stderr: io.Discard, cancel: cancel}
+	var fwd []os.Signal
+	p.setForward(func(s os.Signal) { fwd = append(fwd, s) })
+	p.m.Grace = 100 * time.Millisecond
+	p.signal(syscall.SIGUSR1)
+	if len(fwd) != 1 || fwd[0] != syscall.SIGUSR1 {
+		t.Errorf("forwarded %v, want SIGUSR1 once", fwd)
+	}
+	if !stopped(ctx) {
+		t.Error("the grace period ran out and the job was not stopped")
+	}
+}
