@@ -17,7 +17,8 @@ import (
 // told to stop (SIGTERM, SIGUSR1, SIGINT to the launcher, or to the
 // workers themselves), every worker stopped at the same step boundary
 // after its checkpoint and exited with this status (optim/preempt). It is
-// EX_TEMPFAIL of sysexits.h, distinct from a failure's status.
+// distinct from a failure's status, and from the 75 of a rank that ended
+// itself because another one froze.
 const ExitPreempted = ipreempt.ExitStatus
 
 // ErrPreempted is Run's result for a preempted job.

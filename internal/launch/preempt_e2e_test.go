@@ -189,7 +189,7 @@ func TestE2ENodesPreempt(t *testing.T) {
 // TestE2ESlurmRequeue: `sbatch --requeue` of a preemptible job on the
 // one-node SLURM cluster, `scontrol requeue` mid-run: SLURM's SIGTERM
 // reaches gohorovodrun and the workers, every rank checkpoints the same
-// step and the job ends with 75; the requeued run (released at once
+// step and the job ends with 99; the requeued run (released at once
 // instead of after SLURM's requeue delay) resumes after that step and
 // finishes, running fewer steps than the whole.
 func TestE2ESlurmRequeue(t *testing.T) {

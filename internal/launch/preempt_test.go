@@ -20,11 +20,11 @@ func TestPreemptionResult(t *testing.T) {
 		err    error
 		want   error // nil: a failure that is neither
 	}{
-		{"every worker preempted", true, []int{75, 75}, nil, ErrPreempted},
-		{"the workers preempted by themselves", false, []int{75, 75}, nil, ErrPreempted},
+		{"every worker preempted", true, []int{ExitPreempted, ExitPreempted}, nil, ErrPreempted},
+		{"the workers preempted by themselves", false, []int{ExitPreempted, ExitPreempted}, nil, ErrPreempted},
 		{"killed by the signal passed on", true, []int{143, 143}, nil, ErrInterrupted},
-		{"one preempted, one failed, no signal", false, []int{75, 1}, nil, nil},
-		{"one preempted, one failed, its error", false, []int{75, 1}, other, other},
+		{"one preempted, one failed, no signal", false, []int{ExitPreempted, 1}, nil, nil},
+		{"one preempted, one failed, its error", false, []int{ExitPreempted, 1}, other, other},
 	}
 	for _, c := range cases {
 		_, cancel := context.WithCancel(context.Background())
@@ -49,7 +49,7 @@ func TestPreemptionResult(t *testing.T) {
 		cancel()
 	}
 	var none *preemption
-	if none.result(other) != other || none.preempting() || none.exited(75) {
+	if none.result(other) != other || none.preempting() || none.exited(ExitPreempted) {
 		t.Error("a nil preemption is not inert")
 	}
 }

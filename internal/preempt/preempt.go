@@ -4,10 +4,11 @@ import "time"
 
 // ExitStatus is the exit status of a worker that stopped because it was
 // told to, at a step boundary, after its checkpoint; gohorovodrun exits
-// with it when its job was preempted. It is EX_TEMPFAIL of sysexits.h
-// ("try again later"), distinct from a failure's 1 and from the 128+N of
-// a process killed by signal N.
-const ExitStatus = 75
+// with it when its job was preempted. It is distinct from a failure's 1,
+// from the 75 of a rank that ends itself because another one froze
+// (runtime's heartbeat), from the codes of sysexits.h and from the 128+N
+// of a process killed by signal N.
+const ExitStatus = 99
 
 // DefaultGrace is how long a worker has, from the first signal, to reach
 // the next step boundary, agree, checkpoint and exit: under Kubernetes'

@@ -83,10 +83,10 @@ func TestLaunch(t *testing.T) {
 		exits     []int
 		preempted bool
 	}{
-		{"every worker preempted", 1, []int{75, 75, 75}, true},
-		{"preempted on their own (SLURM signalled the workers)", 0, []int{75, 75}, true},
-		{"some ended well before the others were preempted", 1, []int{0, 75}, true},
-		{"a worker failed", 1, []int{75, 1}, false},
+		{"every worker preempted", 1, []int{ExitStatus, ExitStatus, ExitStatus}, true},
+		{"preempted on their own (SLURM signalled the workers)", 0, []int{ExitStatus, ExitStatus}, true},
+		{"some ended well before the others were preempted", 1, []int{0, ExitStatus}, true},
+		{"a worker failed", 1, []int{ExitStatus, 1}, false},
 		{"workers killed by the forwarded signal (no preemption support)", 1, []int{138, 138}, false},
 		{"every worker ended well", 0, []int{0, 0}, false},
 	}

@@ -11,7 +11,7 @@
 // given to it, waits until every rank's hook has returned (so that no rank
 // exits, and makes mpirun abort the others, while rank 0 still writes),
 // and returns ErrPreempted; the program then shuts the runtime down and
-// exits with ExitStatus (75), which gohorovodrun passes on as its own. A
+// exits with ExitStatus (99), which gohorovodrun passes on as its own. A
 // second signal (a signal within a second of the first is the same one
 // delivered twice: SLURM signals every process, gohorovodrun passes it
 // on), or the grace period (Options.Grace, 25 s by default)

@@ -14,7 +14,7 @@ import (
 
 // Two ranks train; rank 1 is told to stop during step 3 (here by calling
 // Signal; in a job, by SIGTERM, SIGUSR1 or SIGINT). Both stop after step
-// 3, checkpoint, and would exit with status 75.
+// 3, checkpoint, and would exit with status 99.
 func Example() {
 	stopped := make([]int, 2)
 	err := hvd.RunLocal(2, func(r *hvd.Runtime, rank int) error {
@@ -43,5 +43,5 @@ func Example() {
 		return nil
 	})
 	fmt.Println(err, stopped, preempt.ExitCode(preempt.ErrPreempted))
-	// Output: <nil> [3 3] 75
+	// Output: <nil> [3 3] 99
 }

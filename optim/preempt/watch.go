@@ -18,9 +18,9 @@ import (
 
 // ExitStatus is the exit status of a worker that was preempted: it
 // stopped at a step boundary, with every other rank, after its
-// checkpoint. gohorovodrun exits with it too. It is EX_TEMPFAIL of
-// sysexits.h: distinct from a failure's 1 and from the 128+N of a process
-// killed by signal N.
+// checkpoint. gohorovodrun exits with it too. It is distinct from a
+// failure's 1, from the 75 of a rank that ended itself because another
+// froze, and from the 128+N of a process killed by signal N.
 const ExitStatus = ipreempt.ExitStatus
 
 // DefaultGrace is Options.Grace's default.

@@ -22,7 +22,7 @@
 //	preempt DIR [STEPS]  as train, but stops when told to (optim/preempt):
 //	               every rank writes DIR/<rank>.ckpt with the step it stopped
 //	               after, prints "rank R preempted after step S" and exits
-//	               with 75; started again, it resumes after that step; with
+//	               with 99; started again, it resumes after that step; with
 //	               STEPS, it ends after step STEPS-1 ("rank R finished at
 //	               step S", exit 0)
 //	sleepy SECS    hvd.Init with a deferred hvd.Shutdown; rank 1 sleeps SECS
