@@ -2,14 +2,17 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gohorovod/gohorovod/internal/job/origin"
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
+	"github.com/gohorovod/gohorovod/internal/job/tcpstore/tcpstoretest"
 	"github.com/gohorovod/gohorovod/mpi"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
@@ -87,5 +90,42 @@ func TestStoreMeetTorch2Hint(t *testing.T) {
 	_, err = storeMeet(p)(ctx, rendezvous.Member{Slot: p.Slots[0], Data: "{}"})
 	if err == nil || !strings.Contains(err.Error(), "--rdzv_backend c10d") {
 		t.Errorf("storeMeet against a store that hangs up: %v", err)
+	}
+}
+
+// Two workers meet through a store of torch 2's protocol (the libuv
+// server of a current torchrun's agent, which wants VALIDATE first and
+// answers PING): each publishes its data and reads the other's.
+func TestStoreMeetTorch2(t *testing.T) {
+	s, err := tcpstoretest.Start(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	slots := []rendezvous.Slot{{Host: "node0", LocalRank: 0}, {Host: "node0", LocalRank: 1}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := make([]rendezvous.Assignment, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := origin.Placement{Engine: origin.Torchrun, Rank: r, Size: 2, Master: s.Addr(), Store: true, Job: "j", Slots: slots}
+			got[r], errs[r] = storeMeet(p)(ctx, rendezvous.Member{Slot: slots[r], Data: fmt.Sprintf("rank %d", r)})
+		}()
+	}
+	wg.Wait()
+	for r := range 2 {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v", r, errs[r])
+		}
+		if len(got[r].Members) != 2 || got[r].Members[0].Data != "rank 0" || got[r].Members[1].Data != "rank 1" {
+			t.Errorf("rank %d met %+v", r, got[r].Members)
+		}
+	}
+	if _, refused := s.Counts(); refused != 0 {
+		t.Errorf("the store refused %d connections that did not open with VALIDATE", refused)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gohorovod/gohorovod/internal/job/tcpstore/tcpstoretest"
 )
 
 // torchPython is the Python that has torch: Debian's python3-torch
@@ -218,6 +220,16 @@ func FuzzAnswers(f *testing.F) {
 	})
 }
 
+// startTorch2 serves a store of torch 2's protocol for the test.
+func startTorch2(t *testing.T, ping bool) *tcpstoretest.Torch2 {
+	s, err := tcpstoretest.Start(ping)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
 // A torch 2 server that answers PING (torch 2.4 and later) and one that
 // does not (a validating server before PING) are both found by the probe
 // and served in their numbering; no connection of the client ever opens
@@ -229,23 +241,21 @@ func TestAgainstFakeTorch2(t *testing.T) {
 			want = torch2Ping.name
 		}
 		t.Run(want, func(t *testing.T) {
-			s := startFakeTorch2(t, ping)
-			exercise(t, s.addr(), want, s.value)
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.refused != 0 || s.validated < 3 {
-				t.Errorf("the server refused %d connections and validated %d", s.refused, s.validated)
+			s := startTorch2(t, ping)
+			exercise(t, s.Addr(), want, s.Value)
+			if validated, refused := s.Counts(); refused != 0 || validated < 3 {
+				t.Errorf("the server refused %d connections and validated %d", refused, validated)
 			}
 		})
 	}
 }
 
 func TestPingEchoMismatch(t *testing.T) {
-	s := startFakeTorch2(t, true)
-	s.badEcho = true
+	s := startTorch2(t, true)
+	s.BadEcho = true
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if c, err := Dial(ctx, s.addr()); err == nil || !strings.Contains(err.Error(), "PING with nonce") {
+	if c, err := Dial(ctx, s.Addr()); err == nil || !strings.Contains(err.Error(), "PING with nonce") {
 		t.Errorf("a wrong echo of the nonce: %v", err)
 		if c != nil {
 			c.Close()

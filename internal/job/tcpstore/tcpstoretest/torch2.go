@@ -1,4 +1,4 @@
-package tcpstore
+package tcpstoretest
 
 import (
 	"bufio"
@@ -7,58 +7,92 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"testing"
 )
 
-// fakeTorch2 is a TCPStore server written from torch 2's protocol: every
-// connection must open with VALIDATE and the magic number, or it is
-// closed; queries are numbered with VALIDATE as 0; PING (when ping is set)
-// echoes its nonce, and otherwise, like any unknown query, closes the
-// connection. Numbers are in the host's byte order, strings and vectors
-// are a uint64 length and the bytes.
-type fakeTorch2 struct {
-	ping bool
-	// badEcho, when set, makes PING answer the nonce plus one.
-	badEcho bool
+// torch 2's query numbers (TCPStoreBackend.hpp): VALIDATE first, every
+// other query one above its torch 1.x number.
+const (
+	qValidate   byte = 0
+	qSet        byte = 1
+	qCompareSet byte = 2
+	qGet        byte = 3
+	qAdd        byte = 4
+	qCheck      byte = 5
+	qWait       byte = 6
+	qNumKeys    byte = 7
+	qDeleteKey  byte = 8
+	qPing       byte = 13
+)
 
-	l    net.Listener
-	mu   sync.Mutex
-	cond *sync.Cond
-	kv   map[string][]byte
-	// validated counts connections that passed VALIDATE; refused those
-	// that were closed for not opening with it.
+// Magic is the number that follows VALIDATE.
+const Magic uint32 = 0x3C85F7CE
+
+// Torch2 is a TCPStore server written from torch 2's protocol: every
+// connection must open with VALIDATE and the magic number, or it is
+// closed; queries are numbered with VALIDATE as 0; PING (when the server
+// answers it) echoes its nonce, and otherwise, like any unknown query,
+// closes the connection. Numbers are in the host's byte order, strings
+// and vectors are a uint64 length and the bytes. It holds "/py/hello" =
+// "from python" from the start, as a key torch's own client set.
+type Torch2 struct {
+	ping bool
+	// BadEcho, when set before a client connects, makes PING answer the
+	// nonce plus one.
+	BadEcho bool
+
+	l                  net.Listener
+	mu                 sync.Mutex
+	cond               *sync.Cond
+	kv                 map[string][]byte
 	validated, refused int
 	closed             bool
+	conns              map[net.Conn]bool
 	wg                 sync.WaitGroup
 }
 
-func startFakeTorch2(t *testing.T, ping bool) *fakeTorch2 {
+// Start serves a Torch2 store on a free port of 127.0.0.1; ping: it
+// answers PING (torch 2.4 and later), else it closes a connection that
+// sends it (a validating server before PING).
+func Start(ping bool) (*Torch2, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	s := &fakeTorch2{ping: ping, l: l, kv: map[string][]byte{"/py/hello": []byte("from python")}}
+	s := &Torch2{ping: ping, l: l, kv: map[string][]byte{"/py/hello": []byte("from python")}, conns: map[net.Conn]bool{}}
 	s.cond = sync.NewCond(&s.mu)
 	s.wg.Add(1)
 	go s.serve()
-	t.Cleanup(s.close)
-	return s
+	return s, nil
 }
 
-func (s *fakeTorch2) addr() string { return s.l.Addr().String() }
+// Addr is the server's "host:port".
+func (s *Torch2) Addr() string { return s.l.Addr().String() }
 
-func (s *fakeTorch2) close() {
+// Counts returns the connections that opened with VALIDATE and the
+// magic number, and those closed for not doing so.
+func (s *Torch2) Counts() (validated, refused int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.validated, s.refused
+}
+
+// Close stops the server, ends its connections and waits for them.
+func (s *Torch2) Close() {
 	s.l.Close()
 	s.mu.Lock()
 	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	s.wg.Wait()
 }
 
-// value waits for a key, as torch's own store.get does, and reads it by
-// the name torch's own clients give it.
-func (s *fakeTorch2) value(key string) string {
+// Value waits for a key, as torch's own store.get does, and reads it by
+// the name torch's own clients give it ("/" and key); "" once the server
+// is closed.
+func (s *Torch2) Value(key string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for !s.closed {
@@ -70,31 +104,42 @@ func (s *fakeTorch2) value(key string) string {
 	return ""
 }
 
-func (s *fakeTorch2) serve() {
+func (s *Torch2) serve() {
 	defer s.wg.Done()
 	for {
 		c, err := s.l.Accept()
 		if err != nil {
 			return
 		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = true
 		s.wg.Add(1)
+		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			defer c.Close()
 			s.conn(bufio.NewReader(c), c)
+			c.Close()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
 		}()
 	}
 }
 
 // conn serves one connection until it ends or breaks the protocol.
-func (s *fakeTorch2) conn(r *bufio.Reader, w io.Writer) {
+func (s *Torch2) conn(r *bufio.Reader, w io.Writer) {
 	q, err := r.ReadByte()
 	var magic [4]byte
-	if err != nil || q != queryValidate {
+	if err != nil || q != qValidate {
 		s.count(&s.refused)
 		return
 	}
-	if _, err := io.ReadFull(r, magic[:]); err != nil || binary.NativeEndian.Uint32(magic[:]) != validationMagic {
+	if _, err := io.ReadFull(r, magic[:]); err != nil || binary.NativeEndian.Uint32(magic[:]) != Magic {
 		s.count(&s.refused)
 		return
 	}
@@ -107,27 +152,26 @@ func (s *fakeTorch2) conn(r *bufio.Reader, w io.Writer) {
 	}
 }
 
-func (s *fakeTorch2) count(n *int) {
+func (s *Torch2) count(n *int) {
 	s.mu.Lock()
 	*n++
 	s.mu.Unlock()
 }
 
 // query answers one query; false ends the connection.
-func (s *fakeTorch2) query(q byte, r *bufio.Reader, w io.Writer) bool {
-	d := torch2
+func (s *Torch2) query(q byte, r *bufio.Reader, w io.Writer) bool {
 	switch q {
-	case queryPing:
+	case qPing:
 		var n [4]byte
 		if !s.ping || readFull(r, n[:]) != nil {
 			return false
 		}
 		v := binary.NativeEndian.Uint32(n[:])
-		if s.badEcho {
+		if s.BadEcho {
 			v++
 		}
 		return write(w, binary.NativeEndian.AppendUint32(nil, v))
-	case d.set:
+	case qSet:
 		k, v := readStr(r), readStr(r)
 		if k == nil || v == nil {
 			return false
@@ -137,24 +181,24 @@ func (s *fakeTorch2) query(q byte, r *bufio.Reader, w io.Writer) bool {
 		s.cond.Broadcast()
 		s.mu.Unlock()
 		return true
-	case d.get:
+	case qGet:
 		k := readStr(r)
 		s.mu.Lock()
 		v, ok := s.kv[string(k)]
 		s.mu.Unlock()
-		return k != nil && ok && write(w, request(nil).bytes(v))
-	case d.add:
+		return k != nil && ok && write(w, vector(v))
+	case qAdd:
 		return s.addQuery(r, w)
-	case d.check, d.wait:
-		return s.keysQuery(q == d.wait, r, w)
-	case d.compareSet:
+	case qCheck, qWait:
+		return s.keysQuery(q == qWait, r, w)
+	case qCompareSet:
 		return s.compareSet(r, w)
-	case d.numKeys:
+	case qNumKeys:
 		s.mu.Lock()
 		n := len(s.kv)
 		s.mu.Unlock()
 		return write(w, binary.NativeEndian.AppendUint64(nil, uint64(n)))
-	case d.deleteKey:
+	case qDeleteKey:
 		k := readStr(r)
 		s.mu.Lock()
 		_, ok := s.kv[string(k)]
@@ -169,7 +213,7 @@ func (s *fakeTorch2) query(q byte, r *bufio.Reader, w io.Writer) bool {
 	return false
 }
 
-func (s *fakeTorch2) addQuery(r *bufio.Reader, w io.Writer) bool {
+func (s *Torch2) addQuery(r *bufio.Reader, w io.Writer) bool {
 	k := readStr(r)
 	var b [8]byte
 	if k == nil || readFull(r, b[:]) != nil {
@@ -185,7 +229,7 @@ func (s *fakeTorch2) addQuery(r *bufio.Reader, w io.Writer) bool {
 }
 
 // keysQuery answers CHECK at once, and WAIT once every key is set.
-func (s *fakeTorch2) keysQuery(wait bool, r *bufio.Reader, w io.Writer) bool {
+func (s *Torch2) keysQuery(wait bool, r *bufio.Reader, w io.Writer) bool {
 	var b [8]byte
 	if readFull(r, b[:]) != nil {
 		return false
@@ -218,7 +262,7 @@ func (s *fakeTorch2) keysQuery(wait bool, r *bufio.Reader, w io.Writer) bool {
 	}
 }
 
-func (s *fakeTorch2) compareSet(r *bufio.Reader, w io.Writer) bool {
+func (s *Torch2) compareSet(r *bufio.Reader, w io.Writer) bool {
 	k, expected, desired := readStr(r), readStr(r), readStr(r)
 	if k == nil || expected == nil || desired == nil {
 		return false
@@ -234,7 +278,7 @@ func (s *fakeTorch2) compareSet(r *bufio.Reader, w io.Writer) bool {
 		v = expected
 	}
 	s.mu.Unlock()
-	return write(w, request(nil).bytes(v))
+	return write(w, vector(v))
 }
 
 func readFull(r io.Reader, b []byte) error { _, err := io.ReadFull(r, b); return err }
@@ -257,3 +301,8 @@ func readStr(r io.Reader) []byte {
 }
 
 func write(w io.Writer, b []byte) bool { _, err := w.Write(b); return err == nil }
+
+// vector encodes a value: its length and its bytes.
+func vector(v []byte) []byte {
+	return append(binary.NativeEndian.AppendUint64(nil, uint64(len(v))), v...)
+}
