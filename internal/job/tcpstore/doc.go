@@ -20,7 +20,8 @@
 // torch 1.x server (which reads VALIDATE as a SET with an impossible key
 // length), close it; a second probe, VALIDATE then the number of keys in
 // torch 2's numbering, tells those two apart. Tests run against torch
-// 1.13's server and against a torch 2 server written from the protocol.
+// 1.13's server and against tcpstoretest's torch 2 server, written from
+// the protocol apart from this client.
 // Not covered: torch 2.0-2.2's servers, which renumbered DELETE without
 // asking for validation (and, briefly, prefixed every query with a magic
 // number); Delete would reach another query there.
