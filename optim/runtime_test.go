@@ -13,7 +13,6 @@ import (
 	"github.com/rs/zerolog"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -330,23 +329,7 @@ func TestRuntimeEquivalenceEmbedded(t *testing.T) {
 	}
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
-			group, err := embedded.NewLocalGroup(n, embedded.GroupOptions{Unix: n == 2})
-			if err != nil {
-				t.Skip("embedded transport unavailable here:", err)
-			}
-			cfg := config.Default()
-			cfg.CycleTime = time.Millisecond
-			rts := make([]*hvd.Runtime, n)
-			onRanks(t, n, func(rank int) error {
-				rts[rank] = new(hvd.Runtime)
-				return rts[rank].Init(hvd.WithCommunicator(group[rank]), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
-			})
-			defer func() {
-				onRanks(t, n, func(rank int) error { return rts[rank].Shutdown() })
-				for _, c := range group {
-					c.Close()
-				}
-			}()
+			rts := startEmbedded(t, n)
 			checkEquivalenceOn(t, rts, steps, want, 1e-12)
 			checkEquivalenceOn(t, rts, steps, want, 1e-12, FlatGradients(true))
 		})
