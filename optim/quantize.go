@@ -3,7 +3,6 @@ package optim
 import (
 	"errors"
 	"fmt"
-	"math"
 )
 
 // minMaxEps is the ε of MinMaxUInt8's scale, 255/(max−min+ε): it keeps a
@@ -31,7 +30,7 @@ func QuantizeMinMaxUint8(src []float32, dst []byte) (min, max float32, err error
 	}
 	min, max = src[0], src[0]
 	for i, v := range src {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+		if v-v != 0 { // NaN or ±Inf
 			return 0, 0, fmt.Errorf("%w: element %d is %v", ErrNotFinite, i, v)
 		}
 		if v < min {
@@ -44,8 +43,9 @@ func QuantizeMinMaxUint8(src []float32, dst []byte) (min, max float32, err error
 	scale := 255 / (float64(max) - float64(min) + minMaxEps)
 	lo := float64(min)
 	for i, v := range src {
-		q := math.Round((float64(v) - lo) * scale)
-		dst[i] = byte(math.Min(math.Max(q, 0), 255))
+		// (v−min)·scale lies in [0, 255·(max−min)/(max−min+ε)] ⊂ [0, 255]:
+		// adding ½ and truncating rounds it to nearest without a clamp.
+		dst[i] = byte((float64(v)-lo)*scale + 0.5)
 	}
 	return min, max, nil
 }
