@@ -348,8 +348,8 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 		cpu0, cpuKnown := cputime.Seconds()
 		tuning := r.Stats().Tuning // autotuning still moves the settings during this epoch
 		loss := optim.Metric{Name: "loss"}
-		var stepTime time.Duration // in Step: waiting for the reductions, then the update
-		var moved int              // bytes this rank allreduced in the epoch's steps (within its node too)
+		var stepTime time.Duration   // in Step: waiting for the reductions, then the update
+		var moved int                // bytes this rank allreduced in the epoch's steps (within its node too)
 		sent0 := r.Stats().SentBytes // the runtime's count of the bytes this rank sent
 		for b, idx := range batches {
 			opt.SetLR(sched.LR(float64(epoch) + float64(b+1)/float64(len(batches))))
