@@ -5,15 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"testing"
-	"time"
-
-	"github.com/rs/zerolog"
-
-	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
-	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
 // byteGradReference is ByteGrad written from its formulas for size
@@ -212,13 +204,7 @@ func TestByteGradReference(t *testing.T) {
 		for _, fb := range []bool{false, true} {
 			t.Run(fmt.Sprintf("np%d/feedback=%v", n, fb), func(t *testing.T) {
 				rts := startRuntimes(t, n)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				onRanks(t, n, func(rank int) error {
-					coll, err := FromRuntime(rts[rank])
-					if err != nil {
-						return err
-					}
+				onColls(t, rts, func(ctx context.Context, coll Collectives, rank int) error {
 					return byteGradRun(ctx, coll, rank, 3, fb, func() int64 { return rts[rank].Stats().SentBytes })
 				})
 			})
@@ -232,13 +218,7 @@ func TestByteGradEmbedded(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
 			rts := startEmbedded(t, n)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			onRanks(t, n, func(rank int) error {
-				coll, err := FromRuntime(rts[rank])
-				if err != nil {
-					return err
-				}
+			onColls(t, rts, func(ctx context.Context, coll Collectives, rank int) error {
 				return byteGradRun(ctx, coll, rank, 2, true, func() int64 { return rts[rank].Stats().SentBytes })
 			})
 		})
@@ -286,14 +266,7 @@ func TestByteGradErrorFeedback(t *testing.T) {
 // ran (nothing hangs), and the next step works.
 func TestByteGradNotFinite(t *testing.T) {
 	const n = 3
-	rts := startRuntimes(t, n)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	onRanks(t, n, func(rank int) error {
-		coll, err := FromRuntime(rts[rank])
-		if err != nil {
-			return err
-		}
+	onColls(t, startRuntimes(t, n), func(ctx context.Context, coll Collectives, rank int) error {
 		sgd, err := NewSGD(psgdParams(), SGDConfig{LR: 0.01})
 		if err != nil {
 			return err
@@ -339,39 +312,4 @@ func TestByteGradErrors(t *testing.T) {
 	if err := psgdStep(context.Background(), opt, 0, 0, nil); err == nil || !containsAll(err.Error(), "Alltoall") {
 		t.Fatalf("without alltoall: %v", err)
 	}
-}
-
-// startEmbedded runs n Runtimes over the embedded transport in this
-// process (Unix sockets at 2 ranks, TCP above), skipping where it cannot;
-// they stop at the test's end.
-func startEmbedded(t *testing.T, n int) []*hvd.Runtime {
-	t.Helper()
-	group, err := embedded.NewLocalGroup(n, embedded.GroupOptions{Unix: n == 2})
-	if err != nil {
-		t.Skip("embedded transport unavailable here:", err)
-	}
-	cfg := config.Default()
-	cfg.CycleTime = time.Millisecond
-	rts := make([]*hvd.Runtime, n)
-	onRanks(t, n, func(rank int) error {
-		rts[rank] = new(hvd.Runtime)
-		return rts[rank].Init(hvd.WithCommunicator(group[rank]), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
-	})
-	t.Cleanup(func() {
-		onRanks(t, n, func(rank int) error { return rts[rank].Shutdown() })
-		for _, c := range group {
-			c.Close()
-		}
-	})
-	return rts
-}
-
-// containsAll reports whether s contains every one of subs.
-func containsAll(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -154,15 +153,8 @@ func snapshotFloat64s(ps []Param) [][]float64 {
 func TestQAdamReference(t *testing.T) {
 	for _, n := range []int{2, 3, 4} {
 		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
-			rts := startRuntimes(t, n)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
 			got := make([][]float64, n)
-			onRanks(t, n, func(rank int) error {
-				coll, err := FromRuntime(rts[rank])
-				if err != nil {
-					return err
-				}
+			onColls(t, startRuntimes(t, n), func(ctx context.Context, coll Collectives, rank int) error {
 				p, err := qadamRun(ctx, coll, rank, 5)
 				got[rank] = flatten(p)
 				return err
@@ -179,15 +171,8 @@ func TestQAdamReference(t *testing.T) {
 // TestQAdamEmbedded is TestQAdamReference over the embedded transport.
 func TestQAdamEmbedded(t *testing.T) {
 	const n = 3
-	rts := startEmbedded(t, n)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	onRanks(t, n, func(rank int) error {
-		coll, err := FromRuntime(rts[rank])
-		if err != nil {
-			return err
-		}
-		_, err = qadamRun(ctx, coll, rank, 4)
+	onColls(t, startEmbedded(t, n), func(ctx context.Context, coll Collectives, rank int) error {
+		_, err := qadamRun(ctx, coll, rank, 4)
 		return err
 	})
 }
@@ -205,14 +190,7 @@ func flatten(vs [][]float64) []float64 {
 // bit.
 func TestQAdamWarmupIsAdam(t *testing.T) {
 	const n, steps = 3, 6
-	rts := startRuntimes(t, n)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	onRanks(t, n, func(rank int) error {
-		coll, err := FromRuntime(rts[rank])
-		if err != nil {
-			return err
-		}
+	onColls(t, startRuntimes(t, n), func(ctx context.Context, coll Collectives, rank int) error {
 		adam, err := NewAdam(psgdParams(), qadamConfig(0).AdamConfig)
 		if err != nil {
 			return err

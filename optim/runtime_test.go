@@ -18,7 +18,7 @@ import (
 )
 
 // startRuntimes runs n Runtimes over one in-memory group.
-func startRuntimes(t *testing.T, n int) []*hvd.Runtime {
+func startRuntimes(t testing.TB, n int) []*hvd.Runtime {
 	t.Helper()
 	cfg := config.Default()
 	cfg.CycleTime = time.Millisecond

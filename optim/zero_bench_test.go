@@ -4,12 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
-	"github.com/rs/zerolog"
-
-	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -46,7 +41,7 @@ func BenchmarkZeroStateBytes(b *testing.B) {
 	unsharded := stateBytes(whole.State())
 	for _, n := range []int{1, 2, 3, 4} {
 		b.Run(fmt.Sprint("np", n), func(b *testing.B) {
-			rts := startBenchRuntimes(b, n)
+			rts := startRuntimes(b, n)
 			zs := make([]*Zero, n)
 			eachRank(b, n, func(rank int) error {
 				coll, err := FromRuntime(rts[rank])
@@ -79,7 +74,7 @@ func BenchmarkByteGradBytes(b *testing.B) {
 	for _, n := range []int{2, 4} {
 		for _, algo := range []string{"allreduce", "bytegrad"} {
 			b.Run(fmt.Sprintf("np%d/%s", n, algo), func(b *testing.B) {
-				rts := startBenchRuntimes(b, n)
+				rts := startRuntimes(b, n)
 				opts := make([]*DistributedOptimizer, n)
 				eachRank(b, n, func(rank int) error {
 					coll, err := FromRuntime(rts[rank])
@@ -111,20 +106,6 @@ func BenchmarkByteGradBytes(b *testing.B) {
 			})
 		}
 	}
-}
-
-// startBenchRuntimes runs n Runtimes over one in-memory group, stopped at
-// the benchmark's end.
-func startBenchRuntimes(b *testing.B, n int) []*hvd.Runtime {
-	b.Helper()
-	cfg := config.Default()
-	cfg.CycleTime = time.Millisecond
-	rts, err := hvd.StartLocal(n, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { hvd.StopLocal(rts) })
-	return rts
 }
 
 // eachRank runs f on every rank at once and fails on the first error.

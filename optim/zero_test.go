@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -221,14 +220,7 @@ func TestZeroEquivalence(t *testing.T) {
 	for _, n := range []int{2, 3, 4} {
 		for _, stage := range []int{1, 2} {
 			t.Run(fmt.Sprintf("np%d/stage%d", n, stage), func(t *testing.T) {
-				rts := startRuntimes(t, n)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				onRanks(t, n, func(rank int) error {
-					coll, err := FromRuntime(rts[rank])
-					if err != nil {
-						return err
-					}
+				onColls(t, startRuntimes(t, n), func(ctx context.Context, coll Collectives, rank int) error {
 					for _, dt := range []tensor.DType{tensor.Float32, tensor.Float64} {
 						if err := zeroRun(ctx, coll, rank, stage, dt, true); err != nil {
 							return err
@@ -244,14 +236,7 @@ func TestZeroEquivalence(t *testing.T) {
 // TestZeroEmbedded is TestZeroEquivalence over the embedded transport.
 func TestZeroEmbedded(t *testing.T) {
 	const n = 3
-	rts := startEmbedded(t, n)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	onRanks(t, n, func(rank int) error {
-		coll, err := FromRuntime(rts[rank])
-		if err != nil {
-			return err
-		}
+	onColls(t, startEmbedded(t, n), func(ctx context.Context, coll Collectives, rank int) error {
 		for _, stage := range []int{1, 2} {
 			if err := zeroRun(ctx, coll, rank, stage, tensor.Float32, false); err != nil {
 				return err
@@ -303,14 +288,7 @@ func TestZeroReshard(t *testing.T) {
 	var full *State
 	var values [][]float64
 	func() {
-		rts := startRuntimes(t, 3)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		onRanks(t, 3, func(rank int) error {
-			coll, err := FromRuntime(rts[rank])
-			if err != nil {
-				return err
-			}
+		onColls(t, startRuntimes(t, 3), func(ctx context.Context, coll Collectives, rank int) error {
 			z, err := NewZero(zeroParams(tensor.Float32), coll, adam.make, ZeroConfig{Stage: 2})
 			if err != nil {
 				return err
@@ -333,14 +311,7 @@ func TestZeroReshard(t *testing.T) {
 	}
 	for _, n := range []int{2, 4} {
 		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
-			rts := startRuntimes(t, n)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			onRanks(t, n, func(rank int) error {
-				coll, err := FromRuntime(rts[rank])
-				if err != nil {
-					return err
-				}
+			onColls(t, startRuntimes(t, n), func(ctx context.Context, coll Collectives, rank int) error {
 				inner, err := adam.make(load(zeroParams(tensor.Float32)))
 				if err != nil {
 					return err
@@ -407,13 +378,7 @@ func TestZeroErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := otherOpt.State()
-	const n = 2
-	rts := startRuntimes(t, n)
-	onRanks(t, n, func(rank int) error {
-		c, err := FromRuntime(rts[rank])
-		if err != nil {
-			return err
-		}
+	onColls(t, startRuntimes(t, 2), func(_ context.Context, c Collectives, _ int) error {
 		z, err := NewZero(zeroParams(tensor.Float32), c, zeroInners[1].make, ZeroConfig{Stage: 1})
 		if err != nil {
 			return err
