@@ -70,7 +70,7 @@ func (o options) sgd(params []optim.Param) (optim.Optimizer, error) {
 // newQAdam returns QAdam (with --lr, --weight-decay and --qadam-warmup)
 // and its hook.
 func newQAdam(o options, params []optim.Param) (optim.Optimizer, optim.CommHook, error) {
-	q, err := optim.NewQAdam(params, optim.QAdamConfig{AdamConfig: optim.AdamConfig{LR: o.lr, WeightDecay: o.wd}, Warmup: o.qadamWarmup})
+	q, err := optim.NewQAdam(params, optim.QAdamConfig{AdamConfig: optim.AdamConfig{LR: o.lr, WeightDecay: o.wd, Eps: o.adamEps}, Warmup: o.qadamWarmup})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -93,8 +93,8 @@ func (o options) checkAlgorithm() error {
 		return errors.New("mnist: --algorithm and --zero do not combine with --powersgd-rank, --compression, --local-sgd-start, --elastic or --groups")
 	case o.errorFeedback && o.algorithm != "bytegrad":
 		return errors.New("mnist: --error-feedback is ByteGrad's (--algorithm bytegrad)")
-	case o.qadamWarmup < 1:
-		return errors.New("mnist: --qadam-warmup must be at least 1")
+	case o.qadamWarmup < 1 || o.adamEps <= 0:
+		return errors.New("mnist: --qadam-warmup must be at least 1 and --qadam-eps positive")
 	}
 	return nil
 }

@@ -66,6 +66,7 @@ func TestParseAlgorithm(t *testing.T) {
 		{[]string{"--algorithm", "bytegrad", "--error-feedback"}, true},
 		{[]string{"--algorithm", "qadam", "--qadam-warmup", "10"}, true},
 		{[]string{"--algorithm", "qadam", "--qadam-warmup", "0"}, false},
+		{[]string{"--algorithm", "qadam", "--qadam-eps", "0"}, false},
 		{[]string{"--algorithm", "decentralised"}, false},
 		{[]string{"--error-feedback"}, false},
 		{[]string{"--zero", "1"}, true},

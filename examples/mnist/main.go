@@ -57,6 +57,7 @@ type options struct {
 	algorithm     string
 	errorFeedback bool
 	qadamWarmup   int
+	adamEps       float64
 	zero          int
 }
 
@@ -89,6 +90,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.algorithm, "algorithm", "gradient_allreduce", "how the ranks combine their gradients: "+algorithmNames())
 	fs.BoolVar(&o.errorFeedback, "error-feedback", false, "with --algorithm bytegrad: keep what the 8-bit quantization lost and add it to the next step's")
 	fs.IntVar(&o.qadamWarmup, "qadam-warmup", 200, "with --algorithm qadam: steps of plain Adam on allreduced gradients before the second moment is frozen")
+	fs.Float64Var(&o.adamEps, "qadam-eps", 1e-5, "with --algorithm qadam: Adam's eps, added to the frozen second moment's root (Adam's 1e-8 lets the 8-bit momenta's error blow up the weights that the warm-up saw no gradient for)")
 	fs.IntVar(&o.zero, "zero", 0, "shard the optimizer state (ZeRO stage 1 or 2; 0: off), with --algorithm gradient_allreduce")
 	if err := fs.Parse(args); err != nil {
 		return o, err
