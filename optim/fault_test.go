@@ -101,7 +101,7 @@ func checkFaultEnds(t *testing.T, n int, rule fault.Rule, train func(coll Collec
 
 // TestAlgorithmsEndOnTransportFailure: ByteGrad (its alltoall or its
 // allgather failing), QAdam after its warm-up, and Zero (stage 1's
-// allgather, stage 2's reducescatter) return on every rank when rank 1's
+// allgather, stage 2's alltoall) return on every rank when rank 1's
 // transport fails mid-training, the others naming rank 1.
 func TestAlgorithmsEndOnTransportFailure(t *testing.T) {
 	const n = 3
@@ -133,7 +133,7 @@ func TestAlgorithmsEndOnTransportFailure(t *testing.T) {
 		{"bytegrad-allgather", fault.Rule{Kind: fault.Allgatherv, Call: 9, Abort: true}, byteGrad},
 		{"qadam", fault.Rule{Kind: fault.Alltoallv, Call: 4, Abort: true}, qadam},
 		{"zero1", fault.Rule{Kind: fault.Allgatherv, Call: 30, Abort: true}, zero(1)},
-		{"zero2", fault.Rule{Kind: fault.ReduceScatter, Call: 3, Abort: true}, zero(2)},
+		{"zero2", fault.Rule{Kind: fault.Alltoallv, Call: 9, Abort: true}, zero(2)},
 	} {
 		t.Run(c.name, func(t *testing.T) { checkFaultEnds(t, n, c.rule, c.train) })
 	}

@@ -15,8 +15,9 @@ import (
 type ZeroConfig struct {
 	// Stage is ZeRO's stage: 1 shards the optimizer state (the gradients
 	// are allreduced, each rank updates its range, the ranks allgather
-	// the new values); 2 also shards the gradients' reduction (a
-	// reducescatter leaves each rank the mean of its range only).
+	// the new values); 2 also shards the gradients' reduction (each rank
+	// receives, during backward, the others' gradients for its range
+	// only).
 	Stage int
 }
 
@@ -36,7 +37,9 @@ var ErrShapeChanged = errors.New("optim: Zero: a parameter's state has another s
 // elementwise one: SGD, Adam, AdamW, RMSprop, Adagrad) is made over views
 // of this rank's range only, so it holds about 1/Size of the state. Each
 // Step averages the gradients (stage 1: allreduce; stage 2:
-// reducescatter, each rank receiving its range's mean), steps the wrapped
+// each gradient's parts sent to their owners by an alltoall as soon as
+// backward reports it Ready, each rank receiving its range's mean: a
+// reduce-scatter overlapped with backward), steps the wrapped
 // optimizer on the range, then allgathers the ranges, so that every rank
 // ends with the parameters that the DistributedOptimizer over the
 // unsharded optimizer gives.
@@ -49,7 +52,7 @@ var ErrShapeChanged = errors.New("optim: Zero: a parameter's state has another s
 // unsharded optimizer).
 //
 // It needs a Collectives with Rank and Allgather (FromRuntime's), and
-// Reducescatter for stage 2; the parameters must share one dtype.
+// Alltoall for stage 2; the parameters must share one dtype.
 type Zero struct {
 	cfg        ZeroConfig
 	coll       Collectives
@@ -64,6 +67,9 @@ type Zero struct {
 	lo, hi int   // this rank's range
 	pieces []zeroPiece
 	inner  Optimizer
+	// flight holds, at stage 2, the reduction in flight of each
+	// parameter's gradient (started by Ready or Step), or nil.
+	flight []Waiter
 }
 
 // zeroPiece is the part of one parameter in a rank's range: elements
@@ -99,9 +105,9 @@ func NewZero(params []Param, coll Collectives, newInner func([]Param) (Optimizer
 	}
 	gc, ok := coll.(GatherCollectives)
 	rank, ok2 := rankOf(coll)
-	_, ok3 := coll.(ReducescatterCollectives)
+	_, ok3 := coll.(AlltoallCollectives)
 	if !ok || !ok2 || (cfg.Stage == 2 && !ok3) {
-		return nil, fmt.Errorf("optim: Zero stage %d needs a Collectives with Rank, Allgather and (stage 2) Reducescatter, as FromRuntime's; %T lacks one", cfg.Stage, coll)
+		return nil, fmt.Errorf("optim: Zero stage %d needs a Collectives with Rank, Allgather and (stage 2) Alltoall, as FromRuntime's; %T lacks one", cfg.Stage, coll)
 	}
 	z := &Zero{cfg: cfg, coll: coll, gc: gc, rank: rank, size: coll.Size(), name: "zero." + params[0].Name,
 		params: slices.Clone(params)}
@@ -119,6 +125,7 @@ func NewZero(params []Param, coll Collectives, newInner func([]Param) (Optimizer
 		return nil, fmt.Errorf("optim: Zero: %d parameter elements cannot be shared by %d ranks", z.n, z.size)
 	}
 	z.lo, z.hi = ShardRange(z.n, z.size, rank)
+	z.flight = make([]Waiter, len(params))
 	z.pieces = zeroPieces(counts, z.lo, z.hi)
 	inner, err := newInner(z.views())
 	if err != nil {
@@ -158,15 +165,34 @@ func (z *Zero) Inner() Optimizer { return z.inner }
 // Range returns this rank's range of the flat parameter space.
 func (z *Zero) Range() (lo, hi int) { return z.lo, z.hi }
 
-// ZeroGrad sets every gradient to zero.
+// ZeroGrad sets every gradient to zero; it fails with ErrInFlight while
+// a stage-2 reduction started by Ready is in flight.
 func (z *Zero) ZeroGrad() error {
+	for _, w := range z.flight {
+		if w != nil {
+			return ErrInFlight
+		}
+	}
 	ZeroGrads(z.params)
 	return nil
 }
 
-// Ready is accepted for the training loops written for the
-// DistributedOptimizer; the gradients travel at Step.
-func (z *Zero) Ready(Param) error { return nil }
+// Ready reports that backward has finished p's gradient. At stage 2 it
+// starts the gradient's reduction to the owners of its elements, so that
+// it overlaps the rest of backward; at stage 1 the gradients travel
+// together at Step. A gradient not reported is reduced at Step.
+func (z *Zero) Ready(p Param) error {
+	if z.cfg.Stage != 2 {
+		return nil
+	}
+	for i, q := range z.params {
+		if q.Name == p.Name {
+			_, err := z.startGrad(i)
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %q", ErrUnknownParam, p.Name)
+}
 
 // Close does nothing: Zero holds nothing on the Collectives.
 func (z *Zero) Close() error { return nil }
@@ -196,7 +222,8 @@ func (z *Zero) StepContext(ctx context.Context) error {
 
 // reduceGrads leaves in this rank's pieces of the gradients the mean over
 // ranks (stage 1: of every gradient, by allreduce; stage 2: of this
-// range only, by reducescatter).
+// range only, each gradient's parts sent to their owners by an alltoall,
+// started by Ready or here).
 func (z *Zero) reduceGrads(ctx context.Context) error {
 	if z.cfg.Stage == 1 {
 		grads := make([]*tensor.Tensor, len(z.params))
@@ -212,16 +239,7 @@ func (z *Zero) reduceGrads(ctx context.Context) error {
 		}
 		return w.Wait(ctx)
 	}
-	flat := tensor.New(z.params[0].Grad.DType(), z.n)
-	for i, p := range z.params {
-		copy(elems(flat, z.offs[i], z.offs[i]+p.Grad.Len()).Bytes(), p.Grad.Bytes())
-	}
-	mine, err := z.coll.(ReducescatterCollectives).Reducescatter(ctx, flat, z.name+".grads", Average)
-	if err != nil {
-		return err
-	}
-	z.copyRange(mine, func(p Param) *tensor.Tensor { return p.Grad }, true)
-	return nil
+	return z.reduceStage2(ctx)
 }
 
 // copyRange copies between seg (this rank's range, flat) and the pieces

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -366,8 +367,8 @@ func TestZeroErrors(t *testing.T) {
 	if _, err := NewZero(zeroParams(tensor.Float32), plain{coll}, sgd, ZeroConfig{Stage: 1}); err == nil || !containsAll(err.Error(), "Allgather") {
 		t.Fatalf("without allgather: %v", err)
 	}
-	if _, err := NewZero(zeroParams(tensor.Float32), coll, sgd, ZeroConfig{Stage: 2}); err == nil || !containsAll(err.Error(), "Reducescatter") {
-		t.Fatalf("stage 2 without reducescatter: %v", err)
+	if _, err := NewZero(zeroParams(tensor.Float32), coll, sgd, ZeroConfig{Stage: 2}); err == nil || !containsAll(err.Error(), "Alltoall") {
+		t.Fatalf("stage 2 without alltoall: %v", err)
 	}
 
 	// A checkpoint of a model whose fc1.bias had 12 elements.
@@ -395,5 +396,49 @@ func TestZeroErrors(t *testing.T) {
 			}
 		}
 		return nil
+	})
+}
+
+// TestZeroStage2Ready: at stage 2, Ready starts the gradient's exchange
+// at once (the runtime has its request before Step), a second Ready of
+// the same gradient and an unknown parameter are errors, and ZeroGrad
+// refuses while exchanges are in flight; Step completes them.
+func TestZeroStage2Ready(t *testing.T) {
+	rts := startRuntimes(t, 2)
+	onColls(t, rts, func(_ context.Context, coll Collectives, rank int) error {
+		z, err := NewZero(zeroParams(tensor.Float64), coll, zeroInners[0].make, ZeroConfig{Stage: 2})
+		if err != nil {
+			return err
+		}
+		ps := z.Params()
+		before := rts[rank].Stats().Requests
+		if err := z.Ready(ps[3]); err != nil {
+			return err
+		}
+		if got := rts[rank].Stats().Requests; got == before {
+			// The exchange runs in a goroutine: give it a moment to
+			// enqueue.
+			deadline := time.Now().Add(10 * time.Second)
+			for got == before && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+				got = rts[rank].Stats().Requests
+			}
+			if got == before {
+				return errors.New("Ready did not start the gradient's exchange")
+			}
+		}
+		if err := z.Ready(ps[3]); !errors.Is(err, ErrTooManyPasses) {
+			return fmt.Errorf("a second Ready: %v", err)
+		}
+		if err := z.Ready(Param{Name: "nope"}); !errors.Is(err, ErrUnknownParam) {
+			return fmt.Errorf("an unknown parameter: %v", err)
+		}
+		if err := z.ZeroGrad(); !errors.Is(err, ErrInFlight) {
+			return fmt.Errorf("ZeroGrad in flight: %v", err)
+		}
+		if err := z.Step(); err != nil {
+			return err
+		}
+		return z.ZeroGrad()
 	})
 }
