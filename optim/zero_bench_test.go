@@ -69,7 +69,8 @@ func BenchmarkZeroStateBytes(b *testing.B) {
 // BenchmarkByteGradBytes prints the bytes one rank sends per step, as the
 // runtime counts them (Stats.SentBytes), when the gradients of
 // examples/mnist's MLP travel by fp32 allreduce and by ByteGrad (one
-// bucket of 25 MB, the default), and their ratio, as custom metrics.
+// bucket per 64 KiB of gradients, the default), and their ratio, as custom
+// metrics.
 func BenchmarkByteGradBytes(b *testing.B) {
 	for _, n := range []int{2, 4} {
 		for _, algo := range []string{"allreduce", "bytegrad"} {
