@@ -279,7 +279,9 @@ func (z *Zero) State() *State { return z.inner.State() }
 // ConsolidateState gathers the full state on root (nil elsewhere): every
 // slot of every parameter in the parameter's shape, as the unsharded
 // optimizer's State has it, with the wrapped optimizer's kind and
-// scalars. Every rank must call it.
+// scalars. Every rank must call it. It gathers one slot at a time with an
+// allgather (the Collectives has no gather), so every rank holds one
+// slot's full vector while it runs; only root keeps them.
 func (z *Zero) ConsolidateState(ctx context.Context, root int) (*State, error) {
 	st := z.inner.State()
 	slots := zeroSlots(st)
