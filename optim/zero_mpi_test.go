@@ -29,3 +29,13 @@ func TestMPIZero(t *testing.T) {
 		}
 	}
 }
+
+// TestMPIAlgorithmsInProcessSets: ByteGrad, QAdam and Zero within the
+// process sets of the even and of the odd ranks, across processes.
+func TestMPIAlgorithmsInProcessSets(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := algorithmsInSets(ctx, mpiRT, false); err != nil {
+		t.Fatalf("rank %d of %d: %v", mpiRT.Rank(), mpiRT.Size(), err)
+	}
+}
