@@ -71,6 +71,7 @@ type byteGradModel struct {
 	feedback bool
 	resid    [][][]float32 // per bucket, per rank
 	owner    [][]float32   // per bucket
+	scale    float64       // of the sum: 1/size (Average) when 0
 }
 
 // step returns, per parameter, the gradient every rank holds after
@@ -95,7 +96,11 @@ func (m *byteGradModel) step(step int) [][]float64 {
 				}
 			}
 		}
-		out, resid, owner := byteGradReference(xs, 1/float64(m.size), m.owner[b])
+		scale := m.scale
+		if scale == 0 {
+			scale = 1 / float64(m.size)
+		}
+		out, resid, owner := byteGradReference(xs, scale, m.owner[b])
 		if m.feedback {
 			m.resid[b], m.owner[b] = resid, owner
 		}
@@ -225,6 +230,46 @@ func TestByteGradEmbedded(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestByteGradSumScaled: with op Sum the exchange sums (the reference's
+// scale 1), and with a gradient predivide factor f (prescale 1/f,
+// postscale f) it averages, bit for bit.
+func TestByteGradSumScaled(t *testing.T) {
+	const n = 3
+	onColls(t, startRuntimes(t, n), func(ctx context.Context, coll Collectives, rank int) error {
+		for _, c := range []struct {
+			opt   DistOption
+			scale float64
+		}{{WithOp(Sum), 1}, {GradientPredivideFactor(2), 1.0 / n}} {
+			opts, scale := []DistOption{c.opt}, c.scale
+			sgd, err := NewSGD(psgdParams(), SGDConfig{LR: 0.01})
+			if err != nil {
+				return err
+			}
+			opt, err := NewDistributed(sgd, coll, append(opts, WithCommHook(NewByteGrad(ByteGradConfig{})), BucketBytes(1<<30))...)
+			if err != nil {
+				return err
+			}
+			ref := &byteGradModel{size: n, buckets: byteGradLayouts[0].buckets, scale: scale}
+			want := ref.step(0)
+			err = psgdStep(ctx, opt, rank, 0, func() error {
+				for i, p := range opt.Params() {
+					for k, v := range asFloat64s(p.Grad) {
+						if v != want[i][k] {
+							return fmt.Errorf("%s[%d] = %g, reference %g", p.Name, k, v, want[i][k])
+						}
+					}
+				}
+				return nil
+			})
+			opt.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // TestByteGradErrorFeedback: the residual is what quantization lost, so
