@@ -217,7 +217,7 @@ func exchangeOf(c Collectives) (AlltoallCollectives, GatherCollectives, int, err
 	ac, ok1 := c.(AlltoallCollectives)
 	gc, ok2 := c.(GatherCollectives)
 	rank, ok3 := rankOf(c)
-	if !ok1 || !ok2 || !ok3 {
+	if !ok1 || !ok2 || !ok3 || rank < 0 {
 		return nil, nil, 0, fmt.Errorf("optim: the 8-bit exchange needs a Collectives with Alltoall, Allgather and Rank (FromRuntime's), not %T", c)
 	}
 	return ac, gc, rank, nil
