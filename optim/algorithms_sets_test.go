@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -43,13 +40,7 @@ func algorithmsInSets(ctx context.Context, r *hvd.Runtime, rsExact bool) error {
 func TestAlgorithmsInProcessSets(t *testing.T) {
 	for _, n := range []int{3, 4} {
 		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
-			cfg := config.Default()
-			cfg.CycleTime = time.Millisecond
-			rts, err := hvd.StartLocal(n, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()), hvd.WithDynamicProcessSets())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { hvd.StopLocal(rts) })
+			rts := startRuntimes(t, n, hvd.WithDynamicProcessSets())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			onRanks(t, n, func(rank int) error { return algorithmsInSets(ctx, rts[rank], true) })

@@ -17,12 +17,14 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// startRuntimes runs n Runtimes over one in-memory group.
-func startRuntimes(t testing.TB, n int) []*hvd.Runtime {
+// startRuntimes runs n Runtimes over one in-memory group, with the
+// options extra (hvd.WithDynamicProcessSets()) besides a cycle of 1 ms;
+// they stop at the test's end.
+func startRuntimes(t testing.TB, n int, extra ...hvd.Option) []*hvd.Runtime {
 	t.Helper()
 	cfg := config.Default()
 	cfg.CycleTime = time.Millisecond
-	rts, err := hvd.StartLocal(n, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
+	rts, err := hvd.StartLocal(n, append([]hvd.Option{hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop())}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,13 +436,7 @@ func TestRuntimeEquivalenceProcessSets(t *testing.T) {
 	}
 	for _, n := range []int{3, 4} {
 		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
-			cfg := config.Default()
-			cfg.CycleTime = time.Millisecond
-			rts, err := hvd.StartLocal(n, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()), hvd.WithDynamicProcessSets())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { hvd.StopLocal(rts) })
+			rts := startRuntimes(t, n, hvd.WithDynamicProcessSets())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			onRanks(t, n, func(rank int) error { return setsEquivalence(ctx, rts[rank], steps, want) })
