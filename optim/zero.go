@@ -42,7 +42,9 @@ var ErrShapeChanged = errors.New("optim: Zero: a parameter's state has another s
 // reduce-scatter overlapped with backward), steps the wrapped
 // optimizer on the range, then allgathers the ranges, so that every rank
 // ends with the parameters that the DistributedOptimizer over the
-// unsharded optimizer gives.
+// unsharded optimizer gives. After a stage-2 step only this rank's range
+// of the gradients holds the mean; the rest keeps this rank's own
+// gradients (at stage 1 every gradient holds the mean).
 //
 // State returns this rank's shard (tensors keyed by parameter name, each
 // the 1-D piece of the range in that parameter); ConsolidateState gathers
