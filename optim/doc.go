@@ -49,4 +49,19 @@
 // whose parameters a ModelAverager averages every ModelAveragingPeriod
 // steps, optionally within each node more often (AveragingLevel, over a
 // node's process set) and with the optimizer state (AverageState).
+//
+// Beyond gradient allreduce, Bagua's 8-bit algorithms run on the same
+// Collectives (they need its optional AlltoallCollectives and
+// GatherCollectives, which FromRuntime provides): NewByteGrad is a
+// CommHook that cuts each bucket into one chunk per rank, quantizes each
+// chunk to 8 bits with its own min and max (QuantizeMinMaxUint8), sends
+// it to its owner (alltoall), which averages and re-quantizes it for an
+// allgather, with optional error feedback; NewQAdam is Adam whose
+// warm-up steps are exact, after which its Hook averages 8-bit momenta
+// and the second moment stays frozen. NewZero shards the optimizer state
+// (ZeRO stages 1 and 2): the flat parameter space is cut into one equal
+// element range per rank (ShardRange), each rank's wrapped optimizer holds
+// and updates only its range, and the ranks gather the new values;
+// ConsolidateState gathers the whole state, and SetState re-shards one at
+// any size.
 package optim

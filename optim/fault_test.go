@@ -14,6 +14,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/fault"
 	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // TestStepReturnsOnTransportFailure: the transport fails on rank 1 in the
@@ -23,6 +24,20 @@ import (
 // reduction.
 func TestStepReturnsOnTransportFailure(t *testing.T) {
 	const n = 3
+	checkFaultEnds(t, n, fault.Rule{Kind: fault.Allreduce, Call: 60, Abort: true}, func(coll Collectives, rank int) error {
+		// Far more steps than the fault allows: the run must end with
+		// the fault's error.
+		_, err := equivalenceRun(context.Background(), coll, rank, n, 100000)
+		return err
+	})
+}
+
+// checkFaultEnds runs train on n ranks of runtimes whose rank 1's
+// transport fails by rule (which must abort the group), and checks that
+// every rank's train returns within 30 s with ErrShutdown, rank 1's
+// carrying the injected error and the others' naming rank 1.
+func checkFaultEnds(t *testing.T, n int, rule fault.Rule, train func(coll Collectives, rank int) error) {
+	t.Helper()
 	cfg := config.Default()
 	cfg.CycleTime = time.Millisecond
 	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
@@ -32,7 +47,7 @@ func TestStepReturnsOnTransportFailure(t *testing.T) {
 		rts[i] = new(hvd.Runtime)
 		var c comm.Communicator = group[i]
 		if i == 1 {
-			c = fault.Wrap(c, fault.Rule{Kind: fault.Allreduce, Call: 60, Abort: true})
+			c = fault.Wrap(c, rule)
 		}
 		wg.Add(1)
 		go func() {
@@ -57,13 +72,10 @@ func TestStepReturnsOnTransportFailure(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				coll, err := FromRuntime(rts[rank])
-				if err != nil {
-					errs[rank] = err
-					return
+				if err == nil {
+					err = train(coll, rank)
 				}
-				// Far more steps than the fault allows: the run must end
-				// with the fault's error.
-				_, errs[rank] = equivalenceRun(context.Background(), coll, rank, n, 100000)
+				errs[rank] = err
 			}()
 		}
 		wg.Wait()
@@ -71,7 +83,7 @@ func TestStepReturnsOnTransportFailure(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatal("Step did not return after the transport failed")
+		t.Fatal("training did not return after the transport failed")
 	}
 	for rank, err := range errs {
 		if !errors.Is(err, hvd.ErrShutdown) {
@@ -84,6 +96,46 @@ func TestStepReturnsOnTransportFailure(t *testing.T) {
 		} else if !errors.As(err, new(*fault.Error)) {
 			t.Fatalf("rank 1: %v does not carry the injected error", err)
 		}
+	}
+}
+
+// TestAlgorithmsEndOnTransportFailure: ByteGrad (its alltoall or its
+// allgather failing), QAdam after its warm-up, and Zero (stage 1's
+// allgather, stage 2's alltoall) return on every rank when rank 1's
+// transport fails mid-training, the others naming rank 1.
+func TestAlgorithmsEndOnTransportFailure(t *testing.T) {
+	const n = 3
+	forever := func(run func(coll Collectives, rank, steps int) error) func(Collectives, int) error {
+		return func(coll Collectives, rank int) error { return run(coll, rank, 1<<30) }
+	}
+	byteGrad := forever(func(coll Collectives, rank, steps int) error {
+		return byteGradRun(context.Background(), coll, rank, steps, true, nil)
+	})
+	qadam := forever(func(coll Collectives, rank, steps int) error {
+		_, err := qadamRun(context.Background(), coll, rank, steps)
+		return err
+	})
+	zero := func(stage int) func(Collectives, int) error {
+		return forever(func(coll Collectives, rank, steps int) error {
+			z, err := NewZero(zeroParams(tensor.Float32), coll, zeroInners[1].make, ZeroConfig{Stage: stage})
+			if err != nil {
+				return err
+			}
+			return zeroSteps(z, rank, 0, steps)
+		})
+	}
+	for _, c := range []struct {
+		name  string
+		rule  fault.Rule
+		train func(Collectives, int) error
+	}{
+		{"bytegrad-alltoall", fault.Rule{Kind: fault.Alltoallv, Call: 5, Abort: true}, byteGrad},
+		{"bytegrad-allgather", fault.Rule{Kind: fault.Allgatherv, Call: 9, Abort: true}, byteGrad},
+		{"qadam", fault.Rule{Kind: fault.Alltoallv, Call: 4, Abort: true}, qadam},
+		{"zero1", fault.Rule{Kind: fault.Allgatherv, Call: 30, Abort: true}, zero(1)},
+		{"zero2", fault.Rule{Kind: fault.Alltoallv, Call: 9, Abort: true}, zero(2)},
+	} {
+		t.Run(c.name, func(t *testing.T) { checkFaultEnds(t, n, c.rule, c.train) })
 	}
 }
 

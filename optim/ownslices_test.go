@@ -7,11 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
-	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -81,23 +77,7 @@ func TestOwnGradientSlices(t *testing.T) {
 			checkOwnSlices(t, startRuntimes(t, n), steps, want)
 		})
 		t.Run(fmt.Sprint("embedded/np", n), func(t *testing.T) {
-			group, err := embedded.NewLocalGroup(n, embedded.GroupOptions{Unix: n == 2})
-			if err != nil {
-				t.Skip("embedded transport unavailable here:", err)
-			}
-			cfg := config.Default()
-			cfg.CycleTime = time.Millisecond
-			rts := make([]*hvd.Runtime, n)
-			onRanks(t, n, func(rank int) error {
-				rts[rank] = new(hvd.Runtime)
-				return rts[rank].Init(hvd.WithCommunicator(group[rank]), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
-			})
-			defer func() {
-				onRanks(t, n, func(rank int) error { return rts[rank].Shutdown() })
-				for _, c := range group {
-					c.Close()
-				}
-			}()
+			rts := startEmbedded(t, n)
 			checkOwnSlices(t, rts, steps, want)
 		})
 	}

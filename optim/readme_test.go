@@ -30,6 +30,7 @@ var readmeSnippets = []struct {
 	{"## Post-local SGD and model averaging", "var sgd optim.Optimizer; var coll optim.Collectives", "_ = opt"},
 	{"## SyncBatchNorm", "var params []optim.Param; var h, dy []float32; var n int", "_, _, _ = y, dh, err"},
 	{"## Communication hooks and PowerSGD", "var sgd optim.Optimizer; var coll optim.Collectives", "_ = opt"},
+	{"## 8-bit exchanges and sharded optimizer state", "var sgd optim.Optimizer; var coll optim.Collectives; var params []optim.Param; var ctx context.Context", "_, _ = opt, qopt"},
 }
 
 // readmeBlock returns the first ```go block after the line heading in
@@ -76,7 +77,8 @@ func moduleRoot() (string, error) {
 }
 
 // TestREADMESnippets type-checks docs/TRAINING.md's examples of post-local
-// SGD, SyncBatchNorm and PowerSGD against the packages as they are, so that
+// SGD, SyncBatchNorm, PowerSGD, ByteGrad, QAdam and Zero against the
+// packages as they are, so that
 // the guide cannot drift from the API (the runnable Examples,
 // ExampleNewPostLocalSGD, nn's ExampleNewBatchNorm and ExampleNewPowerSGD,
 // run the same calls).
@@ -121,10 +123,11 @@ func TestREADMESnippets(t *testing.T) {
 				t.Fatal(err)
 			}
 			src := "package snippet\n\nimport (\n" +
+				"\t\"context\"\n" +
 				"\thvd \"github.com/gohorovod/gohorovod/runtime\"\n" +
 				"\t\"github.com/gohorovod/gohorovod/optim\"\n" +
 				"\t\"github.com/gohorovod/gohorovod/optim/nn\"\n)\n\n" +
-				"var _ = hvd.Default\nvar _ = nn.Sync\n\n" +
+				"var _ = hvd.Default\nvar _ = nn.Sync\nvar _ = context.Background\n\n" +
 				"func _() {\n" + s.before + "\n" + code + "\n" + s.after + "\n}\n"
 			f, err := parser.ParseFile(fset, "TRAINING.md", src, parser.SkipObjectResolution)
 			if err != nil {

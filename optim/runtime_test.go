@@ -13,17 +13,18 @@ import (
 	"github.com/rs/zerolog"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// startRuntimes runs n Runtimes over one in-memory group.
-func startRuntimes(t *testing.T, n int) []*hvd.Runtime {
+// startRuntimes runs n Runtimes over one in-memory group, with the
+// options extra (hvd.WithDynamicProcessSets()) besides a cycle of 1 ms;
+// they stop at the test's end.
+func startRuntimes(t testing.TB, n int, extra ...hvd.Option) []*hvd.Runtime {
 	t.Helper()
 	cfg := config.Default()
 	cfg.CycleTime = time.Millisecond
-	rts, err := hvd.StartLocal(n, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
+	rts, err := hvd.StartLocal(n, append([]hvd.Option{hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop())}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,27 +331,38 @@ func TestRuntimeEquivalenceEmbedded(t *testing.T) {
 	}
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
-			group, err := embedded.NewLocalGroup(n, embedded.GroupOptions{Unix: n == 2})
-			if err != nil {
-				t.Skip("embedded transport unavailable here:", err)
-			}
-			cfg := config.Default()
-			cfg.CycleTime = time.Millisecond
-			rts := make([]*hvd.Runtime, n)
-			onRanks(t, n, func(rank int) error {
-				rts[rank] = new(hvd.Runtime)
-				return rts[rank].Init(hvd.WithCommunicator(group[rank]), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
-			})
-			defer func() {
-				onRanks(t, n, func(rank int) error { return rts[rank].Shutdown() })
-				for _, c := range group {
-					c.Close()
-				}
-			}()
+			rts := startEmbedded(t, n)
 			checkEquivalenceOn(t, rts, steps, want, 1e-12)
 			checkEquivalenceOn(t, rts, steps, want, 1e-12, FlatGradients(true))
 		})
 	}
+}
+
+// paritySets adds, on every rank of r, the process sets of the even and
+// of the odd ranks, and returns the Collectives of this rank's set, the
+// set, and the other one.
+func paritySets(ctx context.Context, r *hvd.Runtime) (Collectives, *hvd.ProcessSet, *hvd.ProcessSet, error) {
+	added := make([]*hvd.ProcessSet, 2)
+	for g := range 2 {
+		var rs []int
+		for k := g; k < r.Size(); k += 2 {
+			rs = append(rs, k)
+		}
+		ps, err := r.AddProcessSet(ctx, rs)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		added[g] = ps
+	}
+	mine := added[r.Rank()%2]
+	coll, err := FromProcessSet(r, mine)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if coll.(Ranker).Rank() != mine.Rank() || coll.Size() != len(mine.Ranks()) {
+		return nil, nil, nil, fmt.Errorf("rank %d size %d in %v", coll.(Ranker).Rank(), coll.Size(), mine)
+	}
+	return coll, mine, added[1-r.Rank()%2], nil
 }
 
 // setsEquivalence trains the linear model in two disjoint process sets at
@@ -360,33 +372,9 @@ func TestRuntimeEquivalenceEmbedded(t *testing.T) {
 // averaged over its own members and no others. Then the object helpers run
 // within each set.
 func setsEquivalence(ctx context.Context, r *hvd.Runtime, steps int, want []float64) error {
-	size := r.Size()
-	var ranks []int
-	for g := r.Rank() % 2; g < size; g += 2 {
-		ranks = append(ranks, g)
-	}
-	var mine *hvd.ProcessSet
-	added := make([]*hvd.ProcessSet, 2)
-	for g := range 2 {
-		var rs []int
-		for k := g; k < size; k += 2 {
-			rs = append(rs, k)
-		}
-		ps, err := r.AddProcessSet(ctx, rs)
-		if err != nil {
-			return err
-		}
-		added[g] = ps
-		if g == r.Rank()%2 {
-			mine = ps
-		}
-	}
-	coll, err := FromProcessSet(r, mine)
+	coll, mine, other, err := paritySets(ctx, r)
 	if err != nil {
 		return err
-	}
-	if coll.(Ranker).Rank() != mine.Rank() || coll.Size() != len(ranks) {
-		return fmt.Errorf("rank %d size %d in %v", coll.(Ranker).Rank(), coll.Size(), mine)
 	}
 	got, err := equivalenceRun(ctx, coll, mine.Rank(), mine.Size(), steps)
 	if err != nil {
@@ -398,7 +386,6 @@ func setsEquivalence(ctx context.Context, r *hvd.Runtime, steps int, want []floa
 	if err := objectChecks(ctx, coll.(GatherCollectives), mine.Rank(), mine.Size()); err != nil {
 		return fmt.Errorf("objects within %v: %w", mine, err)
 	}
-	other := added[1-r.Rank()%2]
 	if _, err := FromProcessSet(r, other); !errors.Is(err, hvd.ErrForeignProcessSet) {
 		return fmt.Errorf("FromProcessSet of a foreign set: %v", err)
 	}
@@ -416,14 +403,24 @@ func setsEquivalence(ctx context.Context, r *hvd.Runtime, steps int, want []floa
 	if err != nil {
 		return err
 	}
-	if size&(size-1) == 0 { // Adasum needs a power of two ranks
+	if size := r.Size(); size&(size-1) == 0 { // Adasum needs a power of two ranks
 		d, err := NewDistributed(inner, global, WithOp(Adasum))
 		if err != nil {
 			return fmt.Errorf("Adasum DistributedOptimizer over the global set: %w", err)
 		}
 		d.Close()
 	}
-	for _, ps := range added {
+	return removeSets(ctx, r, mine, other)
+}
+
+// removeSets removes the process sets of paritySets, on every rank in
+// the same order (the even ranks' first).
+func removeSets(ctx context.Context, r *hvd.Runtime, mine, other *hvd.ProcessSet) error {
+	sets := []*hvd.ProcessSet{mine, other}
+	if r.Rank()%2 == 1 {
+		sets[0], sets[1] = other, mine
+	}
+	for _, ps := range sets {
 		if err := r.RemoveProcessSet(ctx, ps); err != nil {
 			return err
 		}
@@ -439,13 +436,7 @@ func TestRuntimeEquivalenceProcessSets(t *testing.T) {
 	}
 	for _, n := range []int{3, 4} {
 		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
-			cfg := config.Default()
-			cfg.CycleTime = time.Millisecond
-			rts, err := hvd.StartLocal(n, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()), hvd.WithDynamicProcessSets())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { hvd.StopLocal(rts) })
+			rts := startRuntimes(t, n, hvd.WithDynamicProcessSets())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			onRanks(t, n, func(rank int) error { return setsEquivalence(ctx, rts[rank], steps, want) })

@@ -68,7 +68,7 @@ func (l *loop) negotiate(uncached []int) (*wire.ResponseList, error) {
 		defer l.checker.SetCheck(false)
 	}
 	n := l.neg
-	n.Begin(l.items, uncached, l.global == nil && (l.shutdownRequested() || l.stallErr != nil || l.failing != nil))
+	n.Begin(l.items, uncached, l.global == nil && l.stopping())
 	for st := n.Next(); st != nil; st = n.Next() {
 		if err := doStep(l.com, st); err != nil {
 			return nil, fmt.Errorf("%s: %w", st.What, err)

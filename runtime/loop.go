@@ -373,6 +373,12 @@ func (l *loop) exchangeFarewell(f wire.Farewell) ([][]byte, error) {
 	return recs, nil
 }
 
+// stopping is the stop rule: this rank asks the others to stop when
+// Shutdown was called, a stall ended the job, or a collective failed.
+func (l *loop) stopping() bool {
+	return l.shutdownRequested() || l.stallErr != nil || l.failing != nil
+}
+
 func (l *loop) shutdownRequested() bool {
 	select {
 	case <-l.stopReq:
@@ -448,7 +454,7 @@ func (l *loop) cycle() (bool, error) {
 	}
 	// Only the global set decides to stop; the other sets' cycles run
 	// after its cycle, and not at all once it has stopped.
-	stopping := isGlobal && (l.shutdownRequested() || l.stallErr != nil || l.failing != nil)
+	stopping := isGlobal && l.stopping()
 	if isGlobal {
 		l.switchTuningCache() // autotune.go
 	}

@@ -152,8 +152,11 @@ func (l *loop) perform(resp *wire.Response) error {
 		err = l.allgather(e, resp)
 	case wire.Broadcast:
 		act = actBcast
-		if l.rank == int(e.req.Root) && e.out != e.in {
-			copy(e.out.Bytes(), e.in.Bytes())
+		if l.rank == int(e.req.Root) {
+			l.r.stats.sent.Add(int64(e.out.NumBytes()))
+			if e.out != e.in {
+				copy(e.out.Bytes(), e.in.Bytes())
+			}
 		}
 		err = l.com.Bcast(e.out, int(e.req.Root))
 	case wire.Alltoall:
@@ -289,6 +292,11 @@ func (l *loop) allreduce(resp *wire.Response) error {
 		return err
 	}
 	dt, op := resp.DType, resp.Op.Kernel()
+	total := 0
+	for _, e := range l.ents {
+		total += e.in.NumBytes()
+	}
+	l.r.stats.sent.Add(sentShare(total, 2*(l.size-1), l.size))
 	pre, post := resp.Prescale, resp.PostscaleOver(l.size)
 	start := time.Now()
 	l.tlStart(l.ents, "ALLREDUCE", start)
@@ -315,10 +323,6 @@ func (l *loop) allreduce(resp *wire.Response) error {
 		l.tlEnd(l.ents, end)
 		finish(l.ents)
 		return nil
-	}
-	total := 0
-	for _, e := range l.ents {
-		total += len(e.in.Bytes())
 	}
 	// The fused tensors are reduced one piece at a time: copy the piece's
 	// bytes in, reduce them, copy them out, while they are still in cache.
@@ -412,6 +416,7 @@ func (l *loop) performRun(first *wire.Response, ents []*entry) error {
 	for _, e := range ents {
 		total += e.in.NumBytes()
 	}
+	l.r.stats.sent.Add(sentShare(total, 2*(l.size-1), l.size))
 	dt, op := first.DType, first.Op.Kernel()
 	b := ents[0].in.Bytes()[:total]
 	start := time.Now()
@@ -545,6 +550,7 @@ func (l *loop) allgather(e *entry, resp *wire.Response) error {
 	shape := wire.IntShape(e.req.Shape)
 	shape[0] = rows
 	e.out = tensor.New(e.req.DType, shape...)
+	l.r.stats.sent.Add(int64(e.in.NumBytes()) * int64(l.size-1))
 	if l.hier != nil && l.cfg.HierarchicalAllgather {
 		l.r.stats.hierAG.Add(1)
 		return l.hier.Allgatherv(e.in, e.out, l.counts) // gather in the node, allgather across, broadcast in the node
@@ -603,6 +609,8 @@ func (l *loop) alltoall(e *entry) error {
 		return err
 	}
 	e.h.splits = p.recvSplits
+	others := p.sent - e.splits[l.rank]
+	l.r.stats.sent.Add(int64(others * rowElems(e.req.Shape) * e.req.DType.Size()))
 	return nil
 }
 
@@ -617,6 +625,7 @@ func (l *loop) reducescatter(e *entry, resp *wire.Response) error {
 		send = e.in.Clone()
 		tensor.ScaleTensor(send, resp.Prescale)
 	}
+	l.r.stats.sent.Add(sentShare(send.NumBytes(), l.size-1, l.size))
 	if err := l.com.ReduceScatter(send, e.out, l.counts, tensor.Sum); err != nil {
 		return err
 	}

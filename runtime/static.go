@@ -112,7 +112,7 @@ func (l *loop) staticCycle() (done bool, err error) {
 	l.staticIdle = false
 	for {
 		now := time.Now()
-		stopping := l.shutdownRequested() || l.stallErr != nil || l.failing != nil
+		stopping := l.stopping()
 		l.pend = l.q.pop(l.pend)
 		l.classify()
 		run := 0

@@ -52,6 +52,15 @@ type Stats struct {
 	// fusion plan, copy or layout agreement. Those of more than one
 	// tensor count in FusedWhole and FusedInPlace too.
 	StaticRuns int64
+	// SentBytes counts the bytes this rank sent for the host collectives
+	// it performed, as the bandwidth-optimal algorithms send them (the
+	// "bus bytes" of nccl-tests): 2(n−1)/n·S for an allreduce of S bytes,
+	// (n−1)/n·S for a reducescatter of S bytes, (n−1)·S for an allgather
+	// of this rank's S bytes, the rows sent to the other ranks for an
+	// alltoall, and S on the root of a broadcast. Negotiation and GPU
+	// collectives are not counted. Compare algorithms by its growth per
+	// step.
+	SentBytes int64
 }
 
 type stats struct {
@@ -66,6 +75,7 @@ type stats struct {
 
 	staticLocks, staticUnits, staticDissolved atomic.Int64
 	runs                                      atomic.Int64
+	sent                                      atomic.Int64
 }
 
 // Stats returns the loop's counters.
@@ -92,5 +102,15 @@ func (r *Runtime) Stats() Stats {
 		StaticUnits:     s.staticUnits.Load(),
 		StaticDissolved: s.staticDissolved.Load(),
 		StaticRuns:      s.runs.Load(),
+		SentBytes:       s.sent.Load(),
 	}
+}
+
+// sentShare returns part/whole of b bytes: what a rank sends of an
+// S-byte collective whose algorithm moves part/whole of S per rank.
+func sentShare(b, part, whole int) int64 {
+	if whole <= 0 {
+		return 0
+	}
+	return int64(b) * int64(part) / int64(whole)
 }

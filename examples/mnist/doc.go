@@ -13,7 +13,10 @@
 // over the ranks and divided by the samples of all ranks; a figure that
 // a machine shared with other work distorts far less than samples/s), and
 // the bytes each rank allreduced per step on average (the gradients', or
-// with post-local SGD the parameters' when they were averaged).
+// with post-local SGD the parameters' when they were averaged), and the
+// bytes each rank sent per step by the runtime's own count
+// (hvd.Stats.SentBytes: every collective, as its bandwidth-optimal
+// algorithm sends it).
 //
 // The DistributedOptimizer moves the gradients into one flat buffer, in
 // backward order (optim.FlatGradients; --flat-gradients=false leaves them
@@ -41,6 +44,26 @@
 // averages the ranks' accuracies), with sync they are equal on every rank.
 // It does not combine with --elastic. The default, none, trains the plain
 // MLP.
+//
+// # Other algorithms and sharded state
+//
+// --algorithm chooses how the ranks combine their gradients:
+// gradient_allreduce (the default), bytegrad (optim.NewByteGrad: each
+// bucket's chunks quantized to 8 bits, sent to their owners, averaged and
+// gathered, a quarter of the bytes; --error-feedback keeps what the
+// quantization lost for the next step) or qadam (optim.NewQAdam: Adam,
+// --lr 0.001 unless given, on allreduced gradients for --qadam-warmup
+// steps, then 8-bit momenta with the second moment frozen; --qadam-eps is
+// Adam's eps, 1e-5 by default because the frozen moment divides the
+// momenta's quantization error). --zero 1 or 2 shards SGD's state over
+// the ranks (optim.NewZero: each rank updates its range of the flat
+// parameters; stage 2 also reduces each gradient to its range's owners
+// during backward). They do not combine with each other or with
+// --compression, --powersgd-rank, --local-sgd-start, --groups or
+// --elastic.
+//
+//	scripts/mpirun.sh 2 bin/mnist --algorithm bytegrad --error-feedback
+//	scripts/mpirun.sh 2 bin/mnist --zero 2
 //
 // # Post-local SGD
 //

@@ -51,6 +51,14 @@ type options struct {
 	// global averaging period, and the period of averaging within each
 	// node (0: none).
 	localStart, period, nodePeriod int
+	// How the ranks combine their gradients (algorithm.go): the
+	// --algorithm, ByteGrad's error feedback, QAdam's warm-up steps, and
+	// ZeRO's stage (0: off).
+	algorithm     string
+	errorFeedback bool
+	qadamWarmup   int
+	adamEps       float64
+	zero          int
 }
 
 func parse(args []string) (options, error) {
@@ -79,7 +87,18 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.localStart, "local-sgd-start", -1, "post-local SGD: after N synchronous steps, step on each rank's own gradients and average the parameters every --averaging-period steps (-1: off, always synchronous; 0: local from the first step)")
 	fs.IntVar(&o.period, "averaging-period", 4, "with --local-sgd-start: average the parameters across all ranks every K local steps")
 	fs.IntVar(&o.nodePeriod, "hierarchical-period", 0, "with --local-sgd-start: also average within each node every K1 local steps (K1 divides --averaging-period; 0: off)")
+	fs.StringVar(&o.algorithm, "algorithm", "gradient_allreduce", "how the ranks combine their gradients: "+algorithmNames())
+	fs.BoolVar(&o.errorFeedback, "error-feedback", false, "with --algorithm bytegrad: keep what the 8-bit quantization lost and add it to the next step's")
+	fs.IntVar(&o.qadamWarmup, "qadam-warmup", 200, "with --algorithm qadam: steps of plain Adam on allreduced gradients before the second moment is frozen")
+	fs.Float64Var(&o.adamEps, "qadam-eps", 1e-5, "with --algorithm qadam: Adam's eps, added to the frozen second moment's root (Adam's 1e-8 lets the 8-bit momenta's error blow up the weights that the warm-up saw no gradient for)")
+	fs.IntVar(&o.zero, "zero", 0, "shard the optimizer state (ZeRO stage 1 or 2; 0: off), with --algorithm gradient_allreduce")
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.algorithm == "qadam" && !fs.Changed("lr") {
+		o.lr = 0.001 // Adam's rate, not SGD's
+	}
+	if err := o.checkAlgorithm(); err != nil {
 		return o, err
 	}
 	if o.epochs < 1 || o.batch < 1 || o.lr <= 0 || o.warmup <= 0 {
@@ -282,18 +301,9 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 	if err := optim.BroadcastParameters(ctx, coll, model.Params(), 0); err != nil {
 		return res, err
 	}
-	dist, psgd, err := newOptimizer(o, model, coll)
+	opt, local, psgd, err := newTrainer(ctx, o, r, model, coll)
 	if err != nil {
 		return res, err
-	}
-	var opt trainer = dist
-	var local *optim.PostLocalSGD
-	if o.localSGD() {
-		if local, err = newLocalSGD(ctx, o, r, dist); err != nil {
-			dist.Close()
-			return res, err
-		}
-		opt = local
 	}
 	defer func() {
 		if cerr := opt.Close(); err == nil {
@@ -318,15 +328,19 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 	}
 	if rank == 0 {
 		fmt.Fprintf(out, "mnist: %d ranks, MLP %v, batch norm %s, batch %d per rank, lr %g·%d, %d epochs\n", size, widths, o.norm, o.batch, o.lr, size, o.epochs)
-		if local != nil {
+		switch {
+		case local != nil:
 			fmt.Fprintf(out, "post-local SGD: %d synchronous steps, then the parameters (%d bytes) averaged every %d steps%s, the gradients (%d bytes) allreduced every step before%s\n",
 				o.localStart, bytes, o.period, o.nodePeriodText(), bytes, wire)
-		} else {
+		case o.algorithm == "gradient_allreduce" && o.zero == 0:
 			fmt.Fprintf(out, "synchronous SGD: the gradients (%d bytes) allreduced every step%s\n", bytes, wire)
+		default:
+			fmt.Fprintf(out, "%s: the gradients are %d bytes\n", o.describe(), bytes)
 		}
 	}
 	x := make([]float32, o.batch*mnist.Pixels)
 	y := make([]uint8, o.batch)
+	steps := 0
 	for epoch := range o.epochs {
 		sampler.SetEpoch(epoch)
 		// Batch norm cannot train on a last batch of one row: drop the
@@ -336,8 +350,9 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 		cpu0, cpuKnown := cputime.Seconds()
 		tuning := r.Stats().Tuning // autotuning still moves the settings during this epoch
 		loss := optim.Metric{Name: "loss"}
-		var stepTime time.Duration // in Step: waiting for the reductions, then the update
-		var moved int              // bytes this rank allreduced in the epoch's steps (within its node too)
+		var stepTime time.Duration   // in Step: waiting for the reductions, then the update
+		var moved int                // bytes this rank allreduced in the epoch's steps (within its node too)
+		sent0 := r.Stats().SentBytes // the runtime's count of the bytes this rank sent
 		for b, idx := range batches {
 			opt.SetLR(sched.LR(float64(epoch) + float64(b+1)/float64(len(batches))))
 			for i, s := range idx {
@@ -366,12 +381,17 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 			}
 			stepTime += time.Since(t0)
 			grads := o.gradientBytes(bytes)
+			if !o.allreduces(steps) {
+				grads = 0
+			}
+			steps++
 			if psgd != nil {
 				grads = int(psgd.BytesAllreduced() - sent)
 			}
 			moved += stepBytes(local, synchronous, grads, bytes) + normBytes
 			loss.Add(l, float64(n))
 		}
+		sent := r.Stats().SentBytes - sent0
 		if local != nil && !local.Averaged() {
 			moved += bytes
 			// Evaluate (and end with) one model: the replicas differ
@@ -407,9 +427,9 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 			if cpuKnown && cpuRead {
 				cpuText = fmt.Sprintf("  %.4g CPU-ms/sample (all ranks)", 1000*res.cpuPerSample)
 			}
-			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.0f%% in Step)  %.0f samples/s%s  %.0f KiB allreduced/step  lr %.4g%s\n",
+			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.0f%% in Step)  %.0f samples/s%s  %.0f KiB allreduced/step  %.0f KiB sent/step  lr %.4g%s\n",
 				epoch+1, res.loss, 100*res.accuracy, elapsed.Seconds(), 100*stepTime.Seconds()/elapsed.Seconds(),
-				float64(size)*loss.Weight/elapsed.Seconds(), cpuText, float64(moved)/1024/float64(len(batches)), opt.LR(), note)
+				float64(size)*loss.Weight/elapsed.Seconds(), cpuText, float64(moved)/1024/float64(len(batches)), float64(sent)/1024/float64(len(batches)), opt.LR(), note)
 		}
 	}
 	res.checksum = checksum(model)
@@ -464,17 +484,21 @@ func load(o options) (train, test *mnist.Set, widths []int, err error) {
 	return train, test, widths, nil
 }
 
-// newOptimizer returns SGD over the model's parameters wrapped in a
-// DistributedOptimizer on coll: gradients are averaged across ranks as
-// backward produces them. With --powersgd-rank it also returns the
-// PowerSGD hook through which they travel (else nil).
+// newOptimizer returns the --algorithm's optimizer (SGD, or QAdam) over
+// the model's parameters wrapped in a DistributedOptimizer on coll:
+// gradients are averaged across ranks as backward produces them, through
+// the algorithm's hook if it has one. With --powersgd-rank it also
+// returns the PowerSGD hook through which they travel (else nil).
 func newOptimizer(o options, model *mlp.MLP, coll optim.Collectives) (*optim.DistributedOptimizer, *optim.PowerSGD, error) {
-	sgd, err := optim.NewSGD(model.Params(), optim.SGDConfig{LR: o.lr, Momentum: o.momentum, WeightDecay: o.wd})
+	inner, hook, err := algorithms[o.algorithm].optimizer(o, model.Params())
 	if err != nil {
 		return nil, nil, err
 	}
 	comp, _ := o.compression()
 	dopts := []optim.DistOption{optim.WithCompression(comp), optim.BucketBytes(o.bucket), optim.FlatGradients(o.flat)}
+	if hook != nil {
+		dopts = append(dopts, optim.WithCommHook(hook))
+	}
 	var h *optim.PowerSGD
 	if o.psgdRank > 0 {
 		h, err = optim.NewPowerSGD(optim.PowerSGDConfig{MatrixApproximationRank: o.psgdRank, StartPowerSGDIter: o.psgdFrom, Seed: o.seed})
@@ -486,8 +510,29 @@ func newOptimizer(o options, model *mlp.MLP, coll optim.Collectives) (*optim.Dis
 	if o.groups > 0 {
 		dopts = append(dopts, optim.NumGroups(o.groups))
 	}
-	dist, err := optim.NewDistributed(sgd, coll, dopts...)
+	dist, err := optim.NewDistributed(inner, coll, dopts...)
 	return dist, h, err
+}
+
+// newTrainer returns the optimizer of the training loop: the sharded one
+// with --zero, else the DistributedOptimizer (newOptimizer), wrapped in
+// PostLocalSGD (also returned) with --local-sgd-start; and PowerSGD's hook
+// if any.
+func newTrainer(ctx context.Context, o options, r *hvd.Runtime, model *mlp.MLP, coll optim.Collectives) (trainer, *optim.PostLocalSGD, *optim.PowerSGD, error) {
+	if o.zero > 0 {
+		z, err := newZero(o, model.Params(), coll)
+		return z, nil, nil, err
+	}
+	dist, psgd, err := newOptimizer(o, model, coll)
+	if err != nil || !o.localSGD() {
+		return dist, nil, psgd, err
+	}
+	local, err := newLocalSGD(ctx, o, r, dist)
+	if err != nil {
+		dist.Close()
+		return nil, nil, nil, err
+	}
+	return local, local, psgd, nil
 }
 
 // gradientBytes is what a synchronous step allreduces of gradients of

@@ -40,6 +40,9 @@ type report struct {
 	// bytesPerStep is what the optimizer allreduced per timed step on
 	// rank 0 (the gradients, or PowerSGD's factors and the rest).
 	bytesPerStep float64
+	// sentPerStep is what rank 0 sent per timed step, by the runtime's
+	// count (hvd.Stats.SentBytes: every collective, ByteGrad's too).
+	sentPerStep float64
 	// cpuMSPerSample is the CPU time of the timed steps, every rank's
 	// process summed, in milliseconds per sample (0: not known).
 	cpuMSPerSample float64
@@ -230,6 +233,9 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 		}
 		dopts = append(dopts, optim.WithCommHook(h))
 	}
+	if o.byteGrad {
+		dopts = append(dopts, optim.WithCommHook(optim.NewByteGrad(optim.ByteGradConfig{})))
+	}
 	if b.opt, err = optim.NewDistributed(b.inner, tr, dopts...); err != nil {
 		return rep, err
 	}
@@ -282,6 +288,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 	var reducedSum float64
 	var firstCount int
 	bytesBefore := b.tr.bytes.Load()
+	sentBefore := r.Stats().SentBytes
 	timed := time.Now()
 	cpu0, cpuKnown := cputime.Seconds()
 	for range o.iterations {
@@ -305,6 +312,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 	cpuKnown = cpuKnown && cpuRead
 	steps := float64(len(stepTimes))
 	bytesPerStep := float64(b.tr.bytes.Load()-bytesBefore) / steps
+	sentPerStep := float64(r.Stats().SentBytes-sentBefore) / steps
 
 	// Each part of a step alone.
 	var computeMS, commMS, updateMS float64
@@ -367,7 +375,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 	rep = report{tuneSteps: tuneSteps, tuneLeft: unfinished, ranks: size, tensors: len(layers), elements: b.m.total, passes: b.passes,
 		rankSteps: rt.Float64s()[:size], rankCI: rt.Float64s()[size:],
 		stepMS: v[0], stepMeanMS: v[1], stepMaxMS: v[2], computeMS: v[3], commMS: v[4], updateMS: v[5],
-		reducedInBackward: v[6], firstReducedEarly: v[7], bytesPerStep: bytesPerStep}
+		reducedInBackward: v[6], firstReducedEarly: v[7], bytesPerStep: bytesPerStep, sentPerStep: sentPerStep}
 	if cpuKnown {
 		// The mean of the ranks' CPU seconds in the timed steps, times
 		// the ranks, over the samples all ranks trained in them.
@@ -434,7 +442,9 @@ func (rep report) print(w io.Writer, o options) {
 		f("overlap", rep.overlap)
 	}
 	f("powersgd_rank", float64(o.psgdRank))
+	p("bytegrad", o.byteGrad)
 	f("allreduced_mib_per_step", rep.bytesPerStep/(1<<20))
+	f("sent_mib_per_step", rep.sentPerStep/(1<<20))
 	f("reduced_in_backward", rep.reducedInBackward)
 	f("first_reduced_early", rep.firstReducedEarly)
 	f("fused_in_place_mib", float64(rep.fusedInPlace)/(1<<20))
@@ -470,4 +480,30 @@ func ci95(xs []float64) float64 {
 		ss += (x - mean) * (x - mean)
 	}
 	return 1.96 * math.Sqrt(ss/float64(len(xs)-1))
+}
+
+// Alltoall passes through to the runtime's, for ByteGrad's exchange.
+func (t *tracker) Alltoall(ctx context.Context, x *tensor.Tensor, splits []int, name string) (*tensor.Tensor, []int, error) {
+	ac, ok := t.Collectives.(optim.AlltoallCollectives)
+	if !ok {
+		return nil, nil, errors.New("synthetic: the collectives have no alltoall")
+	}
+	return ac.Alltoall(ctx, x, splits, name)
+}
+
+// Allgather passes through to the runtime's, for ByteGrad's exchange.
+func (t *tracker) Allgather(ctx context.Context, x *tensor.Tensor, name string) (*tensor.Tensor, error) {
+	gc, ok := t.Collectives.(optim.GatherCollectives)
+	if !ok {
+		return nil, errors.New("synthetic: the collectives have no allgather")
+	}
+	return gc.Allgather(ctx, x, name)
+}
+
+// Rank passes through to the runtime's (-1 where it has none).
+func (t *tracker) Rank() int {
+	if r, ok := t.Collectives.(optim.Ranker); ok {
+		return r.Rank()
+	}
+	return -1
 }

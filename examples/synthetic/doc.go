@@ -49,6 +49,16 @@
 // be slower than its parts in sequence; a longer HOROVOD_CYCLE_TIME means
 // fewer rendezvous.
 //
+// -bytegrad sends the gradients through optim's ByteGrad hook (8 bits a
+// value: each bucket's chunks go to their owners with an alltoall, are
+// averaged, and come back with an allgather) instead of allreduce;
+// allreduced_mib_per_step is then 0 and sent_mib_per_step, rank 0's bytes
+// per timed step by the runtime's own count (hvd.Stats.SentBytes, every
+// collective as its bandwidth-optimal algorithm sends it), about a quarter
+// of an allreduce's. Compare the two on a link slower than the cores (an
+// emulated cluster): on one machine the quantization's CPU costs more than
+// the bytes it saves.
+//
 // Configuration of the runtime (fusion threshold, cycle time, ...) comes
 // from the HOROVOD_* environment variables.
 package main

@@ -28,6 +28,7 @@ type options struct {
 	tuneMax     int     // warm-up steps at most while autotuning runs
 	psgdRank    int     // PowerSGD's rank (0: off)
 	psgdStart   int     // PowerSGD's start iteration
+	byteGrad    bool    // ByteGrad's 8-bit exchange instead of allreduce
 }
 
 func parse(args []string) (options, error) {
@@ -47,6 +48,7 @@ func parse(args []string) (options, error) {
 	fs.BoolVar(&o.flat, "flat-gradients", true, "hold the gradients in one flat buffer that the runtime reduces in place")
 	fs.IntVar(&o.psgdRank, "powersgd-rank", 0, "communicate the gradients with PowerSGD at this rank (0: plain allreduce)")
 	fs.IntVar(&o.psgdStart, "powersgd-start", 0, "with -powersgd-rank: steps of plain allreduce before PowerSGD starts (warm-up steps count)")
+	fs.BoolVar(&o.byteGrad, "bytegrad", false, "communicate the gradients with ByteGrad (8 bits per value, alltoall then allgather) instead of allreduce")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -57,6 +59,8 @@ func parse(args []string) (options, error) {
 		return o, errors.New("synthetic: -warmup and -part-steps must be >= 0")
 	case o.psgdRank < 0 || o.psgdStart < 0:
 		return o, errors.New("synthetic: -powersgd-rank and -powersgd-start must be >= 0")
+	case o.byteGrad && o.psgdRank > 0:
+		return o, errors.New("synthetic: -bytegrad and -powersgd-rank are two gradient compressions: choose one")
 	case o.bucketBytes < 0:
 		return o, errors.New("synthetic: -bucket-bytes must be >= 0")
 	case o.batches < 1 || o.iterations < 1 || o.batchSize < 1:

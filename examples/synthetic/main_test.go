@@ -113,6 +113,8 @@ func TestParseOptions(t *testing.T) {
 		{[]string{"--powersgd-rank", "2", "--powersgd-start", "10"}, true},
 		{[]string{"--powersgd-rank", "-1"}, false},
 		{[]string{"--powersgd-start", "-1"}, false},
+		{[]string{"--bytegrad"}, true},
+		{[]string{"--bytegrad", "--powersgd-rank", "1"}, false},
 	} {
 		if _, err := parse(c.args); (err == nil) != c.ok {
 			t.Errorf("parse(%q): error %v, want ok=%v", c.args, err, c.ok)
@@ -259,6 +261,25 @@ func TestRunPowerSGD(t *testing.T) {
 	}
 	if got := num(t, kv, "powersgd_rank"); got != 1 {
 		t.Errorf("powersgd_rank=%g", got)
+	}
+}
+
+// TestRunByteGrad: with -bytegrad nothing is allreduced and rank 0 sends
+// about a quarter of an fp32 allreduce's bytes per step (the runtime's
+// count: the 8-bit chunks and their headers), and the report says so.
+func TestRunByteGrad(t *testing.T) {
+	_, outs := runRanks(t, 2, "--shapes", "testdata/tiny_shapes.txt", "--compute-ms", "5", "--bytegrad",
+		"--warmup", "1", "--batches-per-iter", "2", "--iterations", "2", "--part-steps", "1")
+	kv := keyValues(t, outs[0])
+	fp32 := 312064 * 4.0 / (1 << 20) // 2(n−1)/n = 1 at np 2
+	if got := num(t, kv, "allreduced_mib_per_step"); got != 0 {
+		t.Errorf("allreduced_mib_per_step=%g, want 0", got)
+	}
+	if got := num(t, kv, "sent_mib_per_step"); got < 0.25*fp32 || got > 0.27*fp32 {
+		t.Errorf("sent_mib_per_step=%g, want a quarter of fp32 allreduce's %g", got, fp32)
+	}
+	if kv["bytegrad"] != "true" {
+		t.Errorf("bytegrad=%q", kv["bytegrad"])
 	}
 }
 
