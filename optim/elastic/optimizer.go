@@ -85,11 +85,14 @@ type wireOptimizer struct {
 // parameters with the same names, dtypes and shapes; a mismatch is an error
 // that names the parameter. Everything travels in one broadcast of the gob
 // encoding.
-func (o *Optimizer) Sync(ctx context.Context, b Broadcaster) error {
-	ps := o.opt.Params()
+func (o *Optimizer) Sync(ctx context.Context, b Broadcaster) error { return syncCodec(ctx, o, b) }
+
+// Encode returns the gob encoding of the parameter values and the
+// optimizer state (Codec).
+func (o *Optimizer) Encode() ([]byte, error) {
 	st := o.opt.State()
 	w := wireOptimizer{Kind: st.Kind, Scalars: st.Scalars, Tensors: make(map[string]wireTensor, len(st.Tensors))}
-	for _, p := range ps {
+	for _, p := range o.opt.Params() {
 		w.Names = append(w.Names, p.Name)
 		w.Values = append(w.Values, p.Value.Bytes())
 	}
@@ -98,25 +101,31 @@ func (o *Optimizer) Sync(ctx context.Context, b Broadcaster) error {
 	}
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(&w); err != nil {
-		return fmt.Errorf("encoding the optimizer: %w", err)
+		return nil, fmt.Errorf("encoding the optimizer: %w", err)
 	}
-	got, err := b.BroadcastBytes(ctx, buf.Bytes(), 0)
-	if err != nil {
-		return err
-	}
+	return buf.Bytes(), nil
+}
+
+// Decode sets the parameter values and the optimizer state from b
+// (Codec). The parameters in b must have this optimizer's names, in its
+// order, and sizes, and the state its kind and buffers: otherwise the
+// error names the first parameter or buffer that differs, and nothing is
+// changed.
+func (o *Optimizer) Decode(b []byte) error {
+	ps := o.opt.Params()
 	var r wireOptimizer
-	if err := gob.NewDecoder(bytes.NewReader(got)).Decode(&r); err != nil {
+	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&r); err != nil {
 		return fmt.Errorf("decoding the optimizer: %w", err)
 	}
 	if len(r.Names) != len(ps) || len(r.Values) != len(ps) {
-		return fmt.Errorf("rank 0 has %d parameters, this rank %d", len(r.Names), len(ps))
+		return fmt.Errorf("the state has %d parameters, this model %d", len(r.Names), len(ps))
 	}
 	for i, p := range ps {
 		if r.Names[i] != p.Name {
-			return fmt.Errorf("parameter %d is %q on rank 0, %q here", i, r.Names[i], p.Name)
+			return fmt.Errorf("parameter %d is %q in the state, %q in this model", i, r.Names[i], p.Name)
 		}
 		if len(r.Values[i]) != p.Value.NumBytes() {
-			return fmt.Errorf("parameter %q has %d bytes on rank 0, %d here", p.Name, len(r.Values[i]), p.Value.NumBytes())
+			return fmt.Errorf("parameter %q has %d bytes in the state, %d in this model (shape %v)", p.Name, len(r.Values[i]), p.Value.NumBytes(), p.Value.Shape())
 		}
 	}
 	s := &optim.State{Kind: r.Kind, Scalars: r.Scalars, Tensors: make(map[string]*tensor.Tensor, len(r.Tensors))}
@@ -138,5 +147,5 @@ func (o *Optimizer) Sync(ctx context.Context, b Broadcaster) error {
 	for i, p := range ps {
 		copy(p.Value.Bytes(), r.Values[i])
 	}
-	return o.Save()
+	return nil
 }
