@@ -23,16 +23,22 @@ type progress struct {
 	// up to the last fold (done before each commit), and how many samples
 	// that is: the epoch's position at the fold.
 	LossSum, LossCount float64
+	// Consulted: the checkpoint directory was read (with --checkpoint-dir),
+	// so that only the job's first start resumes from it.
+	Consulted bool
 }
 
-// runElastic is run under elastic.Run: it trains on the initialised
-// runtime r, resuming from the last commit when a worker fails and
-// following the group when hosts are added or removed, and prints progress
-// to out on rank 0. The training set is dealt by an elastic.Sampler; the
-// model with its optimizer, the sampler and the progress are committed
-// every o.every steps and at the end of each epoch. It returns
-// elastic.ErrRemoved when the job re-formed without this worker.
-func runElastic(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res result, err error) {
+// runStateful trains over an elastic.State on the initialised runtime r
+// and prints progress to out on rank 0. The training set is dealt by an
+// elastic.Sampler; the model with its optimizer, the sampler and the
+// progress are committed every o.every steps and at the end of each
+// epoch. With --elastic it runs under elastic.Run, resuming from the last
+// commit when a worker fails and following the group when hosts are added
+// or removed; it returns elastic.ErrRemoved when the job re-formed without
+// this worker. With --checkpoint-dir it resumes from the newest valid
+// checkpoint there and writes the commits of every --checkpoint-every-th
+// step to it.
+func runStateful(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res result, err error) {
 	train, test, widths, err := load(o)
 	if err != nil {
 		return res, err
@@ -84,9 +90,20 @@ func runElastic(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (
 		opt.SetLR(lrAt(prog.Epoch, sampler.Processed(), r.Size()))
 		return nil
 	})
+	ckpt, err := o.checkpointer(ctx, r, state, &prog, out)
+	if err != nil {
+		return res, err
+	}
+	if ckpt != nil {
+		defer func() {
+			if cerr := ckpt.Close(ctx); err == nil {
+				err = cerr
+			}
+		}()
+	}
 	if r.Rank() == 0 {
-		fmt.Fprintf(out, "mnist: elastic, %d ranks (round %d), MLP %v, batch %d per rank, lr %g·size, %d epochs, commit every %d steps\n",
-			r.Size(), r.ElasticRound(), widths, o.batch, o.lr, o.epochs, o.every)
+		fmt.Fprintf(out, "mnist: %s, %d ranks (round %d), MLP %v, batch %d per rank, lr %g·size, %d epochs, commit every %d steps%s\n",
+			o.mode(), r.Size(), r.ElasticRound(), widths, o.batch, o.lr, o.epochs, o.every, o.checkpointText())
 	}
 
 	x := make([]float32, o.batch*mnist.Pixels)
@@ -104,6 +121,9 @@ func runElastic(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (
 		if calls > 1 && rank == 0 {
 			fmt.Fprintf(out, "resuming at epoch %d, sample %d of %d: size %d round %d\n",
 				prog.Epoch+1, sampler.Processed(), n, size, r.ElasticRound())
+		}
+		if err := resume(ctx, ckpt, state, &prog, out, rank, o.elastic); err != nil {
+			return err
 		}
 		loss := optim.Metric{Name: "loss"} // this rank's, since the last fold
 		// fold adds the group's loss since the last fold to the progress,
@@ -200,10 +220,21 @@ func runElastic(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (
 			fmt.Fprintf(out, "mnist: "+format+"\n", args...)
 		}
 	}
-	if err := elastic.Run(ctx, state, trainFn, elastic.WithRuntime(r), elastic.WithLogf(logf)); err != nil {
+	if o.elastic {
+		err = elastic.Run(ctx, state, trainFn, elastic.WithRuntime(r), elastic.WithLogf(logf))
+	} else {
+		// Not elastic: there is no Run to sync rank 0's values before the
+		// training function (resume syncs them, or loads them).
+		state.SetBroadcaster(elastic.FromRuntime(r))
+		err = trainFn(ctx)
+	}
+	if err != nil {
 		return res, err
 	}
 	res.checksum = checksum(model)
+	if ckpt != nil && r.Rank() == 0 {
+		fmt.Fprintf(out, "parameters: fnv-1a %016x after %d steps\n", res.checksum, prog.Step)
+	}
 	res.size, res.round = r.Size(), r.ElasticRound()
 	if r.Rank() == 0 && res.commits > 0 {
 		// A commit is the snapshot plus the host-update check (a broadcast
