@@ -115,23 +115,57 @@ func (j resumeJob) runAndKill(t *testing.T, ckpt string) {
 }
 
 // checkResume runs the job uninterrupted, then killed and started again,
-// and compares.
-func (j resumeJob) checkResume(t *testing.T) {
+// and compares. With damage, the newest checkpoint is truncated to half
+// after the kill: the rerun must pass over it, by name, and resume from
+// the one before.
+func (j resumeJob) checkResume(t *testing.T, damage bool) {
 	whole := j.run(t, t.TempDir())
 	ckpt := t.TempDir()
 	j.runAndKill(t, ckpt)
+	first := 70 // the first step the rerun may resume from
+	if damage {
+		newest := truncateNewest(t, ckpt)
+		first -= 10
+		defer func() {
+			if _, err := os.Stat(newest + ".damaged"); err != nil {
+				t.Errorf("the damaged checkpoint was not renamed aside: %v", err)
+			}
+		}()
+	}
 	again := j.run(t, ckpt)
 	t.Logf("the rerun:\n%s", again)
 	m := regexp.MustCompile(`resumed from step ([0-9]+) \(epoch 2\)`).FindStringSubmatch(again)
 	if m == nil {
 		t.Fatalf("the rerun did not resume in epoch 2:\n%s", again)
 	}
-	if step, _ := strconv.Atoi(m[1]); step < 70 || step > 94 {
-		t.Fatalf("resumed from step %d, want one of epoch 2 from 70 on", step)
+	if step, _ := strconv.Atoi(m[1]); step < first || step > 94 {
+		t.Fatalf("resumed from step %d, want one of epoch 2 from %d on", step, first)
+	}
+	if damage && !regexp.MustCompile(`passing over \S+ckpt-0+[0-9]+\.ghv is damaged: truncated`).MatchString(again) {
+		t.Fatalf("the rerun did not report the damaged checkpoint:\n%s", again)
 	}
 	if got, want := finalHash.FindString(again), finalHash.FindString(whole); got != want {
 		t.Fatalf("the resumed run ended with %q, the uninterrupted one with %q", got, want)
 	}
+}
+
+// truncateNewest cuts the newest checkpoint in dir to half its length and
+// returns its path.
+func truncateNewest(t *testing.T, dir string) string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "ckpt-*.ghv"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no checkpoint in %s (%v)", dir, err)
+	}
+	newest := names[len(names)-1] // the names sort by step
+	fi, err := os.Stat(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(newest, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	return newest
 }
 
 // buildResume builds gohorovodrun and mnist into a new directory, with the
@@ -161,7 +195,20 @@ func TestE2EMNISTResumeEmbedded(t *testing.T) {
 	}
 	dir := buildResume(t, []string{"CGO_ENABLED=0"})
 	empty := t.TempDir()
-	resumeJob{dir: dir, env: append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty)}.checkResume(t)
+	resumeJob{dir: dir, env: append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty)}.checkResume(t, false)
+}
+
+// TestE2EMNISTResumeDamaged: as TestE2EMNISTResumeEmbedded, with the
+// newest checkpoint truncated after the kill (a write cut short by a
+// dying disk): the rerun names it, resumes from the one before, and still
+// ends with the uninterrupted run's parameters.
+func TestE2EMNISTResumeDamaged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end launch tests skipped in -short mode")
+	}
+	dir := buildResume(t, []string{"CGO_ENABLED=0"})
+	empty := t.TempDir()
+	resumeJob{dir: dir, env: append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty)}.checkResume(t, true)
 }
 
 // TestE2EMNISTResumeMPI: the job under the real mpirun (mnist built with
@@ -177,5 +224,5 @@ func TestE2EMNISTResumeMPI(t *testing.T) {
 		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi build")
 	}
 	dir := buildResume(t, nil, "-tags", "mpi")
-	resumeJob{dir: dir, env: os.Environ()}.checkResume(t)
+	resumeJob{dir: dir, env: os.Environ()}.checkResume(t, false)
 }
