@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -27,6 +28,9 @@ type progress struct {
 	// so that only the job's first start resumes from it.
 	Consulted bool
 }
+
+// errStopped is the error of a loop stopped by the stopAt test hook.
+var errStopped = errors.New("mnist: stopped by the test")
 
 // runStateful trains over an elastic.State on the initialised runtime r
 // and prints progress to out on rank 0. The training set is dealt by an
@@ -160,6 +164,12 @@ func runStateful(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) 
 			from := sampler.Processed()
 			var elapsed time.Duration // in the steps and commits of the epoch since from
 			for _, idx := range sampler.Batches() {
+				if o.stopAt > 0 && prog.Step == o.stopAt {
+					return errStopped
+				}
+				if o.observe != nil {
+					o.observe(rank, prog.Epoch, prog.Step+1, idx)
+				}
 				t0 := time.Now()
 				pos := sampler.Processed()
 				// The position after this step: the group takes a batch

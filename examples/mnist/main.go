@@ -49,6 +49,11 @@ type options struct {
 	ckptDir   string // checkpoint directory: resume from it, write to it ("": none)
 	ckptEvery int    // write a checkpoint every this many steps
 	norm      string // batch normalisation after each hidden layer: none, local, sync
+	// Test hooks, set by no flag: stopAt stops the stateful loop (with
+	// errStopped) before step stopAt+1, as a kill would; observe sees every
+	// step's batch on every rank.
+	stopAt  int
+	observe func(rank, epoch, step int, idx []int)
 	// Post-local SGD: synchronous steps before local SGD (-1: off), the
 	// global averaging period, and the period of averaging within each
 	// node (0: none).
