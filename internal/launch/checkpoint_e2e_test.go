@@ -29,11 +29,21 @@ var resumeArgs = []string{"--epochs", "3", "--train-limit", "6000", "--checkpoin
 type resumeJob struct {
 	dir string
 	env []string
+	// elastic launches an elastic job (the launcher's elastic flags,
+	// mnist's --elastic, a commit every 5 steps).
+	elastic bool
 }
 
 // command returns `gohorovodrun -np 2 mnist --checkpoint-dir ckpt ...`.
 func (j resumeJob) command(ckpt string) *exec.Cmd {
-	args := append([]string{"-np", "2", filepath.Join(j.dir, "mnist"), "--checkpoint-dir", ckpt}, resumeArgs...)
+	args := []string{"-np", "2"}
+	if j.elastic {
+		args = append(args, "--min-np", "2", "-H", "localhost:2")
+	}
+	args = append(append(args, filepath.Join(j.dir, "mnist"), "--checkpoint-dir", ckpt), resumeArgs...)
+	if j.elastic {
+		args = append(args, "--elastic", "--commit-every", "5")
+	}
 	cmd := exec.Command(filepath.Join(j.dir, "gohorovodrun"), args...)
 	cmd.Env = j.env
 	return cmd
@@ -209,6 +219,18 @@ func TestE2EMNISTResumeDamaged(t *testing.T) {
 	dir := buildResume(t, []string{"CGO_ENABLED=0"})
 	empty := t.TempDir()
 	resumeJob{dir: dir, env: append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty)}.checkResume(t, true)
+}
+
+// TestE2EMNISTResumeElastic: an elastic job (on the embedded transport)
+// that loses every worker at once resumes from the commit it persisted
+// last, and ends as the uninterrupted elastic job does.
+func TestE2EMNISTResumeElastic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end launch tests skipped in -short mode")
+	}
+	dir := buildResume(t, []string{"CGO_ENABLED=0"})
+	empty := t.TempDir()
+	resumeJob{dir: dir, env: append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty), elastic: true}.checkResume(t, false)
 }
 
 // TestE2EMNISTResumeMPI: the job under the real mpirun (mnist built with
