@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -124,12 +125,11 @@ func (j resumeJob) runAndKill(t *testing.T, ckpt string) {
 	}
 }
 
-// checkResume runs the job uninterrupted, then killed and started again,
-// and compares. With damage, the newest checkpoint is truncated to half
-// after the kill: the rerun must pass over it, by name, and resume from
-// the one before.
-func (j resumeJob) checkResume(t *testing.T, damage bool) {
-	whole := j.run(t, t.TempDir())
+// checkResume kills the job and starts it again, and compares the end
+// with whole, the output of an uninterrupted run. With damage, the newest
+// checkpoint is truncated to half after the kill: the rerun must pass
+// over it, by name, and resume from the one before.
+func (j resumeJob) checkResume(t *testing.T, whole string, damage bool) {
 	ckpt := t.TempDir()
 	j.runAndKill(t, ckpt)
 	first := 70 // the first step the rerun may resume from
@@ -178,23 +178,61 @@ func truncateNewest(t *testing.T, dir string) string {
 	return newest
 }
 
-// buildResume builds gohorovodrun and mnist into a new directory, with the
+// buildResume builds gohorovodrun and mnist into dir, with the
 // environment variables and tags given.
-func buildResume(t *testing.T, env []string, tags ...string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "ghv-resume-e2e")
-	if err != nil {
-		t.Fatal(err)
+func buildResume(dir string, env []string, tags ...string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	for _, b := range [][2]string{{"gohorovodrun", "../../cmd/gohorovodrun"}, {"mnist", "../../examples/mnist"}} {
 		cmd := exec.Command("go", append(append([]string{"build", "-o", filepath.Join(dir, b[0])}, tags...), b[1])...)
 		cmd.Env = append(os.Environ(), env...)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
+			return fmt.Errorf("go build %s: %v\n%s", b[1], err, out)
 		}
 	}
-	return dir
+	return nil
+}
+
+var (
+	embeddedOnce  sync.Once
+	embeddedJob   resumeJob
+	embeddedWhole string // the uninterrupted run's output
+	embeddedErr   error
+)
+
+// embeddedResume returns the resume job over the embedded transport
+// (CGO_ENABLED=0 builds, no mpirun on PATH), built once under binDir, and
+// the output of its uninterrupted run, run once: the reference of every
+// resume test on that transport.
+func embeddedResume(t *testing.T) (resumeJob, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end launch tests skipped in -short mode")
+	}
+	build(t) // binDir
+	embeddedOnce.Do(func() {
+		dir := filepath.Join(binDir, "resume")
+		empty := filepath.Join(dir, "empty") // the PATH: no mpirun, nothing
+		embeddedJob = resumeJob{dir: dir, env: append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty)}
+		if embeddedErr = os.MkdirAll(empty, 0o755); embeddedErr != nil {
+			return
+		}
+		if embeddedErr = buildResume(dir, []string{"CGO_ENABLED=0"}); embeddedErr != nil {
+			return
+		}
+		var stdout, stderr bytes.Buffer
+		cmd := embeddedJob.command(filepath.Join(dir, "whole"))
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil || !finalHash.Match(stdout.Bytes()) {
+			embeddedErr = fmt.Errorf("the uninterrupted run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		}
+		embeddedWhole = stdout.String()
+	})
+	if embeddedErr != nil {
+		t.Fatal(embeddedErr)
+	}
+	return embeddedJob, embeddedWhole
 }
 
 // TestE2EMNISTResumeEmbedded: the job over the embedded transport
@@ -203,9 +241,8 @@ func TestE2EMNISTResumeEmbedded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end launch tests skipped in -short mode")
 	}
-	dir := buildResume(t, []string{"CGO_ENABLED=0"})
-	empty := t.TempDir()
-	resumeJob{dir: dir, env: append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty)}.checkResume(t, false)
+	j, whole := embeddedResume(t)
+	j.checkResume(t, whole, false)
 }
 
 // TestE2EMNISTResumeDamaged: as TestE2EMNISTResumeEmbedded, with the
@@ -216,9 +253,8 @@ func TestE2EMNISTResumeDamaged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end launch tests skipped in -short mode")
 	}
-	dir := buildResume(t, []string{"CGO_ENABLED=0"})
-	empty := t.TempDir()
-	resumeJob{dir: dir, env: append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty)}.checkResume(t, true)
+	j, whole := embeddedResume(t)
+	j.checkResume(t, whole, true)
 }
 
 // TestE2EMNISTResumeElastic: an elastic job (on the embedded transport)
@@ -228,9 +264,9 @@ func TestE2EMNISTResumeElastic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end launch tests skipped in -short mode")
 	}
-	dir := buildResume(t, []string{"CGO_ENABLED=0"})
-	empty := t.TempDir()
-	resumeJob{dir: dir, env: append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty), elastic: true}.checkResume(t, false)
+	j, _ := embeddedResume(t)
+	j.elastic = true
+	j.checkResume(t, j.run(t, t.TempDir()), false)
 }
 
 // TestE2EMNISTResumeMPI: the job under the real mpirun (mnist built with
@@ -245,6 +281,10 @@ func TestE2EMNISTResumeMPI(t *testing.T) {
 	if _, err := exec.LookPath("mpicc"); err != nil || !cgoEnabled() {
 		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi build")
 	}
-	dir := buildResume(t, nil, "-tags", "mpi")
-	resumeJob{dir: dir, env: os.Environ()}.checkResume(t, false)
+	build(t) // binDir
+	j := resumeJob{dir: filepath.Join(binDir, "resume-mpi"), env: os.Environ()}
+	if err := buildResume(j.dir, nil, "-tags", "mpi"); err != nil {
+		t.Fatal(err)
+	}
+	j.checkResume(t, j.run(t, t.TempDir()), false)
 }

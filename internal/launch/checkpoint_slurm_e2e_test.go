@@ -19,9 +19,8 @@ import (
 // with the parameters of an uninterrupted run, bit for bit.
 func TestE2ESlurmRequeueResumes(t *testing.T) {
 	slurm(t)
-	dir := buildResume(t, []string{"CGO_ENABLED=0"})
-	empty := t.TempDir()
-	whole := resumeJob{dir: dir, env: append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty)}.run(t, t.TempDir())
+	j, whole := embeddedResume(t)
+	dir := j.dir
 
 	ckpt, out := t.TempDir(), filepath.Join(t.TempDir(), "out")
 	job := strings.Join(append([]string{filepath.Join(dir, "gohorovodrun"), "--gloo", "-np", "2", filepath.Join(dir, "mnist"),
@@ -40,6 +39,16 @@ func TestE2ESlurmRequeueResumes(t *testing.T) {
 	})
 	if b, err := exec.Command("scontrol", "requeue", id).CombinedOutput(); err != nil {
 		t.Fatalf("scontrol requeue %s: %v\n%s", id, err, b)
+	}
+	// SLURM makes a requeued batch job eligible again only after about two
+	// minutes; the test need not wait for that, once the job is back in
+	// the queue.
+	waitFor(t, time.Minute, "the job pending again", out, func() bool {
+		b, _ := exec.Command("scontrol", "show", "job", id).Output()
+		return strings.Contains(string(b), "JobState=PENDING")
+	})
+	if b, err := exec.Command("scontrol", "update", "JobId="+id, "StartTime=now").CombinedOutput(); err != nil {
+		t.Logf("scontrol update JobId=%s StartTime=now: %v\n%s (the requeued job waits out SLURM's delay)", id, err, b)
 	}
 	var show string
 	waitFor(t, 5*time.Minute, "the requeued job to complete", out, func() bool {

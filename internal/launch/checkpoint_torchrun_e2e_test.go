@@ -23,9 +23,8 @@ func TestE2ETorchrunRestartResumes(t *testing.T) {
 		t.Skip("end-to-end launch tests skipped in -short mode")
 	}
 	run := torchrun(t)
-	dir := buildResume(t, []string{"CGO_ENABLED=0"})
-	empty := t.TempDir()
-	whole := resumeJob{dir: dir, env: append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty)}.run(t, t.TempDir())
+	j, whole := embeddedResume(t)
+	dir := j.dir
 
 	ckpt := t.TempDir()
 	mnist := filepath.Join(dir, "mnist")
