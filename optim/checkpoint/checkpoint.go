@@ -26,6 +26,7 @@ type NoValidError struct {
 	Skipped []string
 }
 
+// Error names the directory and each damaged checkpoint with its reason.
 func (e *NoValidError) Error() string {
 	return fmt.Sprintf("checkpoint: no valid checkpoint in %s: %s", e.Dir, strings.Join(e.Skipped, "; "))
 }
@@ -42,10 +43,12 @@ type SaveError struct {
 	Err error
 }
 
+// Error names the step and gives rank 0's message.
 func (e *SaveError) Error() string {
 	return fmt.Sprintf("checkpoint: saving step %d failed on rank 0: %s", e.Step, e.Msg)
 }
 
+// Unwrap returns rank 0's error (nil on the other ranks).
 func (e *SaveError) Unwrap() error { return e.Err }
 
 // Info describes the checkpoint that Load read.

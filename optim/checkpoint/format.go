@@ -110,18 +110,21 @@ func encodeTo(w io.Writer, step int64, written time.Time, parts []elastic.Part) 
 	return m, nil
 }
 
-// Damage says why a file is not a valid checkpoint.
-type Damage struct {
+// damageError says why a file is not a valid checkpoint.
+type damageError struct {
 	Reason string
 }
 
-func (d *Damage) Error() string { return d.Reason }
+// Error returns the reason.
+func (d *damageError) Error() string { return d.Reason }
 
-func damaged(format string, args ...any) error { return &Damage{Reason: fmt.Sprintf(format, args...)} }
+func damaged(format string, args ...any) error {
+	return &damageError{Reason: fmt.Sprintf(format, args...)}
+}
 
 // decode checks a whole checkpoint file, b, and returns its manifest and
 // parts (which alias b). Anything short of a complete, unaltered file of
-// this format is a *Damage that says what is wrong: a truncated file, a
+// this format is a *damageError that says what is wrong: a truncated file, a
 // checksum that does not match (naming the part), a format version this
 // build does not read.
 func decode(b []byte) (Manifest, []elastic.Part, error) {

@@ -35,10 +35,10 @@ func TestDecodeRoundTrip(t *testing.T) {
 }
 
 // TestEveryDamageDetected flips each bit of a file, one at a time, and
-// cuts it at every length: each is a *Damage, never a valid checkpoint.
+// cuts it at every length: each is a *damageError, never a valid checkpoint.
 func TestEveryDamageDetected(t *testing.T) {
 	b := sampleFile(t)
-	var d *Damage
+	var d *damageError
 	for i := range b {
 		for bit := range 8 {
 			c := bytes.Clone(b)
