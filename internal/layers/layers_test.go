@@ -63,6 +63,8 @@ var layer = map[string]int{
 	"optim/data":    60,
 	"optim/nn":      61,
 	"optim/elastic": 62,
+	// Checkpoints of the elastic state.
+	"optim/checkpoint": 63,
 	// Programs and their helpers.
 	"internal/mlp":                      70,
 	"internal/elasticbench":             71,
