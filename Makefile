@@ -83,8 +83,9 @@ clusterdeps:
 ADAPTERS = examples/adapters/gonumopt examples/adapters/gorgoniaopt examples/adapters/gomlxopt
 test-adapters:
 	@for m in $(ADAPTERS); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 ./...) || exit 1; done
-	@# The CNN example's short training run, too slow under -race.
-	cd examples/adapters/gomlxopt && $(GO) test -count=1 -run TestTrainNP2 ./mnistcnn
+	@# The CNN example's short training runs (plain, and stopped and resumed
+	@# from a checkpoint), too slow under -race.
+	cd examples/adapters/gomlxopt && $(GO) test -count=1 -run 'TestTrainNP2|TestCheckpointResume' ./mnistcnn
 	@# Decided when the recipe runs, not when make starts: on a fresh machine
 	@# make deps installs mpicc during this very run.
 	@if command -v mpicc >/dev/null 2>&1; then \

@@ -116,6 +116,27 @@
 // elastic flags on several ranks, it stops with an error; a process
 // started alone trains as one rank.
 //
+// # Checkpoints
+//
+// With --checkpoint-dir DIR the job resumes from the newest valid
+// checkpoint in DIR, if there is one (rank 0 prints "resumed from step N
+// (epoch E)"), and writes one every --checkpoint-every steps (100 by
+// default) with optim/checkpoint, in the background; so the same command
+// started again after the whole job died (preempted, requeued, killed)
+// goes on where it was, and ends with the parameters an uninterrupted run
+// ends with, which rank 0 prints as a hash at the end. Training then runs
+// the elastic path's loop without elastic.Run: the training set is dealt
+// by an elastic.Sampler, and the model with its optimizer, the sampler's
+// position and the progress form the state that is written, so a
+// checkpoint written at one number of ranks resumes at another, the rest
+// of its epoch dealt over the new size. A damaged newest checkpoint is
+// reported by name and the one before it is used. With --elastic too,
+// every commit whose step is a multiple of --checkpoint-every (a multiple
+// of --commit-every) is written, so that the elastic job resumes even
+// after losing every worker. --checkpoint-dir does not combine with
+// --batchnorm, --powersgd-rank or --local-sgd-start, whose state is not in
+// the checkpoint. docs/CHECKPOINTS.md has the details.
+//
 // Unless GOMAXPROCS is set in the environment, each rank uses its share of
 // the machine's cores (the cores divided by the ranks on this host, at least
 // one), so that ranks do not oversubscribe the cores with BLAS goroutines.

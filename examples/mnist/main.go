@@ -27,26 +27,33 @@ import (
 
 // options are the command-line settings.
 type options struct {
-	epochs   int
-	batch    int     // per rank
-	lr       float64 // single-process learning rate; scaled by the number of ranks
-	momentum float64
-	wd       float64
-	warmup   float64 // epochs of gradual warmup (Goyal et al.) when running on several ranks
-	hidden   string
-	seed     uint64
-	dataDir  string
-	limit    int    // use only the first limit training images (0: all)
-	profile  string // CPU profile file (each rank appends .rank)
-	compress string // gradient compression: none, fp16, bf16
-	psgdRank int    // PowerSGD's rank (0: off)
-	psgdFrom int    // PowerSGD's start iteration: steps of plain averaging first
-	groups   int    // parameter groups (0: buckets of bucket bytes)
-	bucket   int    // the DistributedOptimizer's BucketBytes
-	flat     bool   // the DistributedOptimizer's FlatGradients
-	elastic  bool   // elastic training (optim/elastic)
-	every    int    // elastic: commit every this many steps (and at each epoch's end)
-	norm     string // batch normalisation after each hidden layer: none, local, sync
+	epochs    int
+	batch     int     // per rank
+	lr        float64 // single-process learning rate; scaled by the number of ranks
+	momentum  float64
+	wd        float64
+	warmup    float64 // epochs of gradual warmup (Goyal et al.) when running on several ranks
+	hidden    string
+	seed      uint64
+	dataDir   string
+	limit     int    // use only the first limit training images (0: all)
+	profile   string // CPU profile file (each rank appends .rank)
+	compress  string // gradient compression: none, fp16, bf16
+	psgdRank  int    // PowerSGD's rank (0: off)
+	psgdFrom  int    // PowerSGD's start iteration: steps of plain averaging first
+	groups    int    // parameter groups (0: buckets of bucket bytes)
+	bucket    int    // the DistributedOptimizer's BucketBytes
+	flat      bool   // the DistributedOptimizer's FlatGradients
+	elastic   bool   // elastic training (optim/elastic)
+	every     int    // elastic: commit every this many steps (and at each epoch's end)
+	ckptDir   string // checkpoint directory: resume from it, write to it ("": none)
+	ckptEvery int    // write a checkpoint every this many steps
+	norm      string // batch normalisation after each hidden layer: none, local, sync
+	// Test hooks, set by no flag: stopAt stops the stateful loop (with
+	// errStopped) before step stopAt+1, as a kill would; observe sees every
+	// step's batch on every rank.
+	stopAt  int
+	observe func(rank, epoch, step int, idx []int)
 	// Post-local SGD: synchronous steps before local SGD (-1: off), the
 	// global averaging period, and the period of averaging within each
 	// node (0: none).
@@ -82,6 +89,8 @@ func parse(args []string) (options, error) {
 	fs.BoolVar(&o.flat, "flat-gradients", true, "move the gradients into one flat buffer (optim.FlatGradients), which the runtime reduces where it lies")
 	fs.BoolVar(&o.elastic, "elastic", false, "elastic training: survive lost workers and follow added or removed hosts (launch with gohorovodrun's --min-np, --max-np or --host-discovery-script)")
 	fs.IntVar(&o.every, "commit-every", 10, "with --elastic: commit the training state every N steps (and at the end of each epoch)")
+	fs.StringVar(&o.ckptDir, "checkpoint-dir", "", "resume from the newest valid checkpoint in `dir` (if any) and write checkpoints there: the model, the optimizer, the sampler's position and the progress")
+	fs.IntVar(&o.ckptEvery, "checkpoint-every", 100, "with --checkpoint-dir: write a checkpoint every N steps (with --elastic, a multiple of --commit-every)")
 	fs.StringVar(&o.norm, "batchnorm", "none", "batch normalisation after each hidden layer (before its ReLU): none, local (each rank's batch) or sync (the batch of all ranks, over the optimizer's collectives)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the training to `file`.RANK")
 	fs.IntVar(&o.localStart, "local-sgd-start", -1, "post-local SGD: after N synchronous steps, step on each rank's own gradients and average the parameters every --averaging-period steps (-1: off, always synchronous; 0: local from the first step)")
@@ -131,6 +140,9 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("mnist: unknown --batchnorm %q (none, local, sync)", o.norm)
 	}
 	if err := o.checkLocalSGD(); err != nil {
+		return o, err
+	}
+	if err := o.checkCheckpoint(); err != nil {
 		return o, err
 	}
 	return o, nil
@@ -213,8 +225,8 @@ func main() {
 		if err == nil {
 			var stop func() error
 			if stop, err = setup(o, hvd.Default()); err == nil {
-				if o.elastic {
-					_, err = runElastic(context.Background(), o, hvd.Default(), os.Stdout)
+				if o.stateful() {
+					_, err = runStateful(context.Background(), o, hvd.Default(), os.Stdout)
 				} else {
 					_, err = run(context.Background(), o, hvd.Default(), os.Stdout)
 				}

@@ -161,7 +161,7 @@ func TestElastic(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		var err error
-		res, err = runElastic(ctx, o, r, &out)
+		res, err = runStateful(ctx, o, r, &out)
 		return err
 	}, hvd.WithConfig(config.Default()), hvd.WithLogger(zerolog.Nop()))
 	if err != nil {
@@ -240,6 +240,13 @@ func TestParse(t *testing.T) {
 		{[]string{"--powersgd-rank", "-1"}, false},
 		{[]string{"--powersgd-rank", "1", "--powersgd-start", "-1"}, false},
 		{[]string{"--powersgd-rank", "1", "--compression", "fp16"}, false},
+		{[]string{"--checkpoint-dir", "d"}, true},
+		{[]string{"--checkpoint-dir", "d", "--checkpoint-every", "0"}, false},
+		{[]string{"--checkpoint-dir", "d", "--elastic", "--commit-every", "10", "--checkpoint-every", "30"}, true},
+		{[]string{"--checkpoint-dir", "d", "--elastic", "--commit-every", "10", "--checkpoint-every", "25"}, false},
+		{[]string{"--checkpoint-dir", "d", "--batchnorm", "local"}, false},
+		{[]string{"--checkpoint-dir", "d", "--powersgd-rank", "2"}, false},
+		{[]string{"--checkpoint-dir", "d", "--local-sgd-start", "10"}, false},
 	}
 	for _, c := range cases {
 		_, err := parse(c.args)

@@ -210,9 +210,13 @@ func TestE2EKillLauncher(t *testing.T) {
 // line mentions the test binaries' directory: launchers, guards, mpirun
 // (its argv holds the worker's path) and workers. binDir is unique to this
 // test run, so other users' jobs on the machine are never counted.
-func jobProcesses() map[int]string {
+func jobProcesses() map[int]string { return processesMentioning(binDir) }
+
+// processesMentioning lists the running (not zombie) processes other than
+// this one whose command line mentions dir (none if dir is empty).
+func processesMentioning(dir string) map[int]string {
 	out := map[int]string{}
-	if binDir == "" {
+	if dir == "" {
 		return out
 	}
 	ents, _ := os.ReadDir("/proc")
@@ -222,7 +226,7 @@ func jobProcesses() map[int]string {
 			continue
 		}
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !bytes.Contains(b, []byte(binDir)) || !alive(pid) {
+		if err != nil || !bytes.Contains(b, []byte(dir)) || !alive(pid) {
 			continue
 		}
 		out[pid] = strings.Join(strings.Fields(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))), " ")
@@ -252,10 +256,14 @@ func guardOf(procs map[int]string, launcher int) int {
 
 // waitJobGone waits up to d for every process of the job to end, and
 // returns those still running.
-func waitJobGone(d time.Duration) map[int]string {
+func waitJobGone(d time.Duration) map[int]string { return waitMentioningGone(binDir, d) }
+
+// waitMentioningGone waits up to d for every process whose command line
+// mentions dir to end, and returns those still running.
+func waitMentioningGone(dir string, d time.Duration) map[int]string {
 	deadline := time.Now().Add(d)
 	for {
-		left := jobProcesses()
+		left := processesMentioning(dir)
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}

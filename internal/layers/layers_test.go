@@ -67,6 +67,8 @@ var layer = map[string]int{
 	"optim/nn":      61,
 	"optim/elastic": 62,
 	"optim/preempt": 61,
+	// Checkpoints of the elastic state.
+	"optim/checkpoint": 63,
 	// Programs and their helpers.
 	"internal/mlp":                      70,
 	"internal/elasticbench":             71,

@@ -61,6 +61,13 @@
 //     is skipped.
 //   - FromRuntime adapts an *hvd.Runtime to the Broadcaster that Sync uses;
 //     tests use any other implementation.
+//   - Objects, Optimizer and SamplerHandler are also Codecs: they encode
+//     their live values as bytes and decode them back, all or nothing.
+//     Sync sends rank 0's encoding; State.Encode and State.Decode give the
+//     whole state as named parts, which package optim/checkpoint writes to
+//     disk and reads back, so that one description of the training state
+//     serves commits, syncs and checkpoints. State.OnCommit runs a function
+//     at each commit (a checkpoint of every k-th).
 //
 // Rules, as in Horovod: no collective may run between Init and Run (a
 // worker that joins later would never call it; Run detects it and returns

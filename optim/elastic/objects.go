@@ -90,19 +90,11 @@ func (o *Objects) Restore() error {
 	return o.decode(o.saved)
 }
 
+// Encode returns the gob encoding of the live values (Codec).
+func (o *Objects) Encode() ([]byte, error) { return o.encode() }
+
+// Decode sets the values from b, all or none (Codec).
+func (o *Objects) Decode(b []byte) error { return o.decode(b) }
+
 // Sync sets every rank's values to rank 0's live values and snapshots them.
-func (o *Objects) Sync(ctx context.Context, b Broadcaster) error {
-	mine, err := o.encode()
-	if err != nil {
-		return err
-	}
-	got, err := b.BroadcastBytes(ctx, mine, 0)
-	if err != nil {
-		return err
-	}
-	if err := o.decode(got); err != nil {
-		return err
-	}
-	o.saved = append([]byte(nil), got...)
-	return nil
-}
+func (o *Objects) Sync(ctx context.Context, b Broadcaster) error { return syncCodec(ctx, o, b) }

@@ -3,6 +3,7 @@ package elastic
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/gob"
 	"fmt"
 
@@ -64,20 +65,24 @@ func (o *Optimizer) Restore() error {
 	return o.opt.SetState(o.state)
 }
 
-// wireTensor and wireOptimizer are the gob form of a snapshot that Sync
-// sends.
+// wireHead is the gob head of an encoded Optimizer; the bytes of the
+// parameter values, then of the state's buffers, follow it raw, in the
+// head's order, so that a large model is copied once into a buffer of the
+// exact size.
+type wireHead struct {
+	Names   []string // the parameters
+	Sizes   []int    // bytes of each parameter's value
+	Kind    string
+	Scalars map[string]float64
+	Keys    []string // the state's buffers, sorted
+	Buffers []wireTensor
+}
+
+// wireTensor describes one buffer of the optimizer state.
 type wireTensor struct {
 	DType tensor.DType
 	Shape []int
-	Data  []byte
-}
-
-type wireOptimizer struct {
-	Names   []string
-	Values  [][]byte
-	Kind    string
-	Scalars map[string]float64
-	Tensors map[string]wireTensor
+	Size  int // bytes
 }
 
 // Sync sets every rank's parameters and optimizer state to rank 0's live
@@ -85,58 +90,111 @@ type wireOptimizer struct {
 // parameters with the same names, dtypes and shapes; a mismatch is an error
 // that names the parameter. Everything travels in one broadcast of the gob
 // encoding.
-func (o *Optimizer) Sync(ctx context.Context, b Broadcaster) error {
-	ps := o.opt.Params()
+func (o *Optimizer) Sync(ctx context.Context, b Broadcaster) error { return syncCodec(ctx, o, b) }
+
+// Encode returns the parameter values and the optimizer state (Codec): the
+// length of a gob head (uint32, little-endian), the head, then the raw
+// bytes of the values and of the state's buffers.
+func (o *Optimizer) Encode() ([]byte, error) {
 	st := o.opt.State()
-	w := wireOptimizer{Kind: st.Kind, Scalars: st.Scalars, Tensors: make(map[string]wireTensor, len(st.Tensors))}
-	for _, p := range ps {
-		w.Names = append(w.Names, p.Name)
-		w.Values = append(w.Values, p.Value.Bytes())
+	h := wireHead{Kind: st.Kind, Scalars: st.Scalars, Keys: st.Names()}
+	total := 0
+	for _, p := range o.opt.Params() {
+		h.Names = append(h.Names, p.Name)
+		h.Sizes = append(h.Sizes, p.Value.NumBytes())
+		total += p.Value.NumBytes()
 	}
-	for k, t := range st.Tensors {
-		w.Tensors[k] = wireTensor{DType: t.DType(), Shape: t.Shape(), Data: t.Bytes()}
+	for _, k := range h.Keys {
+		t := st.Tensors[k]
+		h.Buffers = append(h.Buffers, wireTensor{DType: t.DType(), Shape: t.Shape(), Size: t.NumBytes()})
+		total += t.NumBytes()
 	}
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(&w); err != nil {
-		return fmt.Errorf("encoding the optimizer: %w", err)
+	var head bytes.Buffer
+	if err := gob.NewEncoder(&head).Encode(&h); err != nil {
+		return nil, fmt.Errorf("encoding the optimizer: %w", err)
 	}
-	got, err := b.BroadcastBytes(ctx, buf.Bytes(), 0)
+	out := make([]byte, 0, 4+head.Len()+total)
+	out = binary.LittleEndian.AppendUint32(out, uint32(head.Len()))
+	out = append(out, head.Bytes()...)
+	for _, p := range o.opt.Params() {
+		out = append(out, p.Value.Bytes()...)
+	}
+	for _, k := range h.Keys {
+		out = append(out, st.Tensors[k].Bytes()...)
+	}
+	return out, nil
+}
+
+// decodeHead reads the head of an encoded Optimizer and returns it with
+// the raw bytes after it, checked to be as long as the head says.
+func decodeHead(b []byte) (wireHead, []byte, error) {
+	var h wireHead
+	if len(b) < 4 || int64(binary.LittleEndian.Uint32(b)) > int64(len(b)-4) {
+		return h, nil, fmt.Errorf("decoding the optimizer: %d bytes, too short for its head", len(b))
+	}
+	n := 4 + int(binary.LittleEndian.Uint32(b))
+	if err := gob.NewDecoder(bytes.NewReader(b[4:n])).Decode(&h); err != nil {
+		return h, nil, fmt.Errorf("decoding the optimizer: %w", err)
+	}
+	if len(h.Sizes) != len(h.Names) || len(h.Buffers) != len(h.Keys) {
+		return h, nil, fmt.Errorf("decoding the optimizer: %d names of %d sizes, %d buffers of %d keys", len(h.Names), len(h.Sizes), len(h.Buffers), len(h.Keys))
+	}
+	want := 0
+	for _, s := range h.Sizes {
+		want += s
+	}
+	for _, t := range h.Buffers {
+		want += t.Size
+	}
+	if raw := b[n:]; len(raw) != want {
+		return h, nil, fmt.Errorf("decoding the optimizer: %d bytes of values and buffers, its head says %d", len(raw), want)
+	}
+	return h, b[n:], nil
+}
+
+// Decode sets the parameter values and the optimizer state from b
+// (Codec). The parameters in b must have this optimizer's names, in its
+// order, and sizes, and the state its kind and buffers: otherwise the
+// error names the first parameter or buffer that differs, and nothing is
+// changed.
+func (o *Optimizer) Decode(b []byte) error {
+	ps := o.opt.Params()
+	h, raw, err := decodeHead(b)
 	if err != nil {
 		return err
 	}
-	var r wireOptimizer
-	if err := gob.NewDecoder(bytes.NewReader(got)).Decode(&r); err != nil {
-		return fmt.Errorf("decoding the optimizer: %w", err)
+	if len(h.Names) != len(ps) {
+		return fmt.Errorf("the state has %d parameters, this model %d", len(h.Names), len(ps))
 	}
-	if len(r.Names) != len(ps) || len(r.Values) != len(ps) {
-		return fmt.Errorf("rank 0 has %d parameters, this rank %d", len(r.Names), len(ps))
-	}
+	values := make([][]byte, len(ps))
 	for i, p := range ps {
-		if r.Names[i] != p.Name {
-			return fmt.Errorf("parameter %d is %q on rank 0, %q here", i, r.Names[i], p.Name)
+		if h.Names[i] != p.Name {
+			return fmt.Errorf("parameter %d is %q in the state, %q in this model", i, h.Names[i], p.Name)
 		}
-		if len(r.Values[i]) != p.Value.NumBytes() {
-			return fmt.Errorf("parameter %q has %d bytes on rank 0, %d here", p.Name, len(r.Values[i]), p.Value.NumBytes())
+		if h.Sizes[i] != p.Value.NumBytes() {
+			return fmt.Errorf("parameter %q has %d bytes in the state, %d in this model (shape %v)", p.Name, h.Sizes[i], p.Value.NumBytes(), p.Value.Shape())
 		}
+		values[i], raw = raw[:h.Sizes[i]], raw[h.Sizes[i]:]
 	}
-	s := &optim.State{Kind: r.Kind, Scalars: r.Scalars, Tensors: make(map[string]*tensor.Tensor, len(r.Tensors))}
+	s := &optim.State{Kind: h.Kind, Scalars: h.Scalars, Tensors: make(map[string]*tensor.Tensor, len(h.Keys))}
 	if s.Scalars == nil {
 		s.Scalars = map[string]float64{}
 	}
-	for k, t := range r.Tensors {
-		tt, err := tensor.FromBytes(t.DType, t.Data, t.Shape...)
+	for i, k := range h.Keys {
+		t := h.Buffers[i]
+		tt, err := tensor.FromBytes(t.DType, raw[:t.Size], t.Shape...)
 		if err != nil {
 			return fmt.Errorf("optimizer buffer %q: %w", k, err)
 		}
-		s.Tensors[k] = tt
+		s.Tensors[k], raw = tt, raw[t.Size:]
 	}
-	// SetState checks the state first, so that a mismatch leaves the
-	// parameters as they were.
+	// SetState checks the state first (and copies it), so that a mismatch
+	// leaves the parameters as they were.
 	if err := o.opt.SetState(s); err != nil {
 		return err
 	}
 	for i, p := range ps {
-		copy(p.Value.Bytes(), r.Values[i])
+		copy(p.Value.Bytes(), values[i])
 	}
-	return o.Save()
+	return nil
 }

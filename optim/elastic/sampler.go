@@ -214,21 +214,21 @@ func (h *SamplerHandler) Restore() error {
 }
 
 // Sync sets every rank's epoch and position to rank 0's and snapshots them.
-func (h *SamplerHandler) Sync(ctx context.Context, b Broadcaster) error {
-	st := h.s.state()
-	got, err := b.BroadcastBytes(ctx, encodeSampler(st), 0)
+func (h *SamplerHandler) Sync(ctx context.Context, b Broadcaster) error { return syncCodec(ctx, h, b) }
+
+// Encode returns the epoch and the group's position in it (Codec).
+func (h *SamplerHandler) Encode() ([]byte, error) { return encodeSampler(h.s.state()), nil }
+
+// Decode sets the epoch and position from b and re-deals the rest of the
+// epoch over the sampler's current rank and size (Codec): a position
+// written at another size resumes at this one. The dataset size, batch
+// size and seed in b must be the sampler's.
+func (h *SamplerHandler) Decode(b []byte) error {
+	st, err := decodeSampler(b)
 	if err != nil {
 		return err
 	}
-	r, err := decodeSampler(got)
-	if err != nil {
-		return err
-	}
-	if err := h.s.setState(r); err != nil {
-		return err
-	}
-	h.saved = &r
-	return nil
+	return h.s.setState(st)
 }
 
 func encodeSampler(st samplerState) []byte {

@@ -43,6 +43,7 @@ type State struct {
 	callbacks []func() error
 	bcast     Broadcaster
 	check     func() error
+	onCommit  []func() error
 }
 
 // NewState returns a State over the named handlers and snapshots them all,
@@ -100,17 +101,33 @@ func (s *State) SetCommitCheck(check func() error) {
 	s.check = check
 }
 
+// OnCommit adds fn to the functions that Commit calls, in the order they
+// were added, after a successful snapshot and before the commit check; the
+// first error is Commit's. Every rank commits at the same steps, so fn may
+// be collective: a checkpoint.Checkpointer's PersistCommits uses it to
+// write every k-th commit to disk.
+func (s *State) OnCommit(fn func() error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onCommit = append(s.onCommit, fn)
+}
+
 // Commit snapshots every handler in memory, in the order given to
-// NewState, then runs the commit check (SetCommitCheck). A failed snapshot
-// leaves the handlers before it with the new snapshot and the others with
-// the old one: treat it as fatal.
+// NewState, then calls the OnCommit functions and runs the commit check
+// (SetCommitCheck). A failed snapshot leaves the handlers before it with
+// the new snapshot and the others with the old one: treat it as fatal.
 func (s *State) Commit() error {
 	if err := s.save(); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	check := s.check
+	check, hooks := s.check, append([]func() error(nil), s.onCommit...)
 	s.mu.Unlock()
+	for _, fn := range hooks {
+		if err := fn(); err != nil {
+			return err
+		}
+	}
 	if check != nil {
 		return check()
 	}

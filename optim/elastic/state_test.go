@@ -30,7 +30,7 @@ type model struct {
 	state        *State
 }
 
-func newModel(t *testing.T, rank, size int, b Broadcaster) *model {
+func newModel(t testing.TB, rank, size int, b Broadcaster) *model {
 	t.Helper()
 	m := &model{epoch: rank, batch: 10 * rank, c: counters{Seen: rank, Names: map[string]int{"r": rank}}}
 	m.w = []float64{float64(rank), float64(rank) + 0.5, -1}
@@ -62,7 +62,7 @@ func newModel(t *testing.T, rank, size int, b Broadcaster) *model {
 }
 
 // train changes every part of the state.
-func (m *model) train(t *testing.T) {
+func (m *model) train(t testing.TB) {
 	t.Helper()
 	m.epoch++
 	m.batch = 0 // a zero value: gob does not send it, Restore must still restore it
@@ -95,7 +95,7 @@ func (m *model) snap() snapshot {
 	return snapshot{m.epoch, m.batch, c, slices.Clone(m.w), m.opt.State(), m.sampler.Epoch(), m.sampler.Processed()}
 }
 
-func sameSnap(t *testing.T, what string, got, want snapshot) {
+func sameSnap(t testing.TB, what string, got, want snapshot) {
 	t.Helper()
 	g, w := fmt.Sprintf("%v %v %v %v %v %v", got.Epoch, got.Batch, got.C, got.W, got.SEpoch, got.SPos), fmt.Sprintf("%v %v %v %v %v %v", want.Epoch, want.Batch, want.C, want.W, want.SEpoch, want.SPos)
 	if g != w {

@@ -16,7 +16,10 @@
 // start, and stay, identical. SetLR sets the learning rate (Horovod scales
 // one process's rate by the number of ranks: ScaleLR, with optim.Warmup).
 // ElasticHandler gives the variables and optimizer state to an elastic
-// State. Shard the data with optim/data's Sampler. Errors of the runtime and
+// State; the handler is an elastic.Codec, so the same State, with an
+// elastic.Sampler and the step beside the variables, is what
+// optim/checkpoint writes to disk and loads back on every rank, and a
+// killed job resumes where it was (docs/CHECKPOINTS.md). Shard the data with optim/data's Sampler. Errors of the runtime and
 // failures of GoMLX reach the caller as errors.
 //
 // Use GoMLX's pure-Go backend (github.com/gomlx/gomlx/backends/simplego) to

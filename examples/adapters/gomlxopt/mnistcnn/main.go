@@ -12,6 +12,16 @@
 //	gohorovodrun --gloo -np 2 bin/mnistcnn         # over the embedded transport (-tags gloo)
 //	bin/mnistcnn                                   # one process
 //
+// With --checkpoint-dir DIR it resumes from the newest valid checkpoint in
+// DIR, if any (rank 0 prints "resumed from step N (epoch E)"), and writes
+// one every --checkpoint-every steps (optim/checkpoint): the GoMLX
+// variables (the model, Adam's state, the global step) through the
+// Trainer's elastic handler, with the sampler's position and the epoch and
+// step. The training set is then dealt by an elastic.Sampler (so a
+// checkpoint resumes at another number of ranks), each epoch's full
+// rounds of a batch per rank; rank 0 ends with a hash of the variables,
+// which a resumed run shares with an uninterrupted one.
+//
 // The data are the gzip'd IDX files of the GoMNIST module (found in the Go
 // module cache, or in $MNIST_DIR, or --data).
 package main
@@ -53,6 +63,11 @@ type options struct {
 	lr, warmup                    float64
 	seed                          uint64
 	dataDir, compress, cpuProfile string
+	ckptDir                       string // resume from and write checkpoints to ("": none)
+	ckptEvery                     int    // steps between checkpoints
+	// stopAt, a test hook set by no flag, stops a run with --checkpoint-dir
+	// (with errStopped) before step stopAt+1, as a kill would.
+	stopAt int
 }
 
 func parse(args []string) (options, error) {
@@ -68,12 +83,17 @@ func parse(args []string) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the weights and of the shuffling")
 	fs.StringVar(&o.dataDir, "data", "", "directory of the MNIST gzip files (default: $MNIST_DIR, else the GoMNIST module's)")
 	fs.StringVar(&o.compress, "compression", "none", "gradient compression: none, fp16 or bf16")
+	fs.StringVar(&o.ckptDir, "checkpoint-dir", "", "resume from the newest valid checkpoint in `dir` (if any) and write checkpoints there: the GoMLX variables (model, Adam's state, global step), the sampler's position, the epoch and step")
+	fs.IntVar(&o.ckptEvery, "checkpoint-every", 50, "with --checkpoint-dir: write a checkpoint every N steps")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the training to this file (rank r appends .r)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if o.epochs < 1 || o.batch < 1 || o.lr <= 0 || o.warmup < 0 || o.threads < 0 || o.limit < 0 {
 		return o, errors.New("mnistcnn: --epochs, --batch and --lr must be positive, the others not negative")
+	}
+	if o.ckptDir != "" && o.ckptEvery < 1 {
+		return o, fmt.Errorf("mnistcnn: --checkpoint-every %d must be positive", o.ckptEvery)
 	}
 	return o, nil
 }
@@ -251,70 +271,28 @@ func dataDir(flag string) (string, error) {
 	return "", errors.New("mnistcnn: data not found: set MNIST_DIR, or run `go mod download " + mod + "`")
 }
 
+// job is what a run trains with: the data, the trainer, the evaluation,
+// the learning rate schedule.
+type job struct {
+	o                 options
+	r                 *hvd.Runtime
+	out               io.Writer
+	trainSet, testSet *dataset
+	n                 int // training images used
+	tr                *gomlxopt.Trainer
+	eval              *mlctx.Exec
+	coll              optim.Collectives
+	testSampler       *data.Sampler
+	lr                optim.Schedule
+}
+
 func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) error {
-	comp, err := o.compression()
+	j, err := newJob(o, r, out)
 	if err != nil {
 		return err
-	}
-	dir, err := dataDir(o.dataDir)
-	if err != nil {
-		return err
-	}
-	trainRaw, testRaw, err := GoMNIST.Load(dir)
-	if err != nil {
-		return fmt.Errorf("mnistcnn: loading %s: %w", dir, err)
-	}
-	trainSet, testSet := fromGoMNIST(trainRaw), fromGoMNIST(testRaw)
-	n := trainSet.len()
-	if o.limit > 0 && o.limit < n {
-		n = o.limit
-	}
-	rank, size := r.Rank(), r.Size()
-	threads := o.threads
-	if threads == 0 {
-		threads = max(1, runtime.NumCPU()/max(1, r.LocalSize()))
-	}
-	backend, err := simplego.New(fmt.Sprintf("ops_sequential,parallelism=%d", threads))
-	if err != nil {
-		return err
-	}
-	coll, err := optim.FromRuntime(r)
-	if err != nil {
-		return err
-	}
-	mctx := mlctx.New()
-	mctx.SetParam(mlctx.ParamInitialSeed, int64(o.seed))
-	tr, err := gomlxopt.NewTrainer(backend, mctx, cnn, losses.SparseCategoricalCrossEntropyLogits,
-		optimizers.Adam().Done(), coll, gomlxopt.WithCompression(comp))
-	if err != nil {
-		return err
-	}
-	eval, err := mlctx.NewExec(backend, mctx.Reuse(), func(ctx *mlctx.Context, x *graph.Node) *graph.Node {
-		return graph.ArgMax(cnn(ctx, nil, []*graph.Node{x})[0], -1)
-	})
-	if err != nil {
-		return err
-	}
-	sampler, err := data.NewSampler(n, rank, size, data.Shuffle(true, o.seed))
-	if err != nil {
-		return err
-	}
-	nTest := testSet.len()
-	if o.testLimit > 0 && o.testLimit < nTest {
-		nTest = o.testLimit
-	}
-	testSampler, err := data.NewSampler(nTest, rank, size)
-	if err != nil {
-		return err
-	}
-	stepsPerEpoch := len(sampler.Batches(o.batch, true))
-	lr := optim.Warmup(optim.Cosine(gomlxopt.ScaleLR(o.lr, size), 0, 0, float64(o.epochs)), size, o.warmup)
-	if rank == 0 {
-		fmt.Fprintf(out, "mnistcnn: %d ranks, CNN conv5x5/2(32)-conv2x2/2(64)-dense(128), GoMLX %s backend with %d threads per rank, batch %d per rank, Adam lr %g·%d, %d epochs, compression %s\n",
-			size, backend.Name(), threads, o.batch, o.lr, size, o.epochs, comp)
 	}
 	if o.cpuProfile != "" {
-		f, err := os.Create(fmt.Sprintf("%s.%d", o.cpuProfile, rank))
+		f, err := os.Create(fmt.Sprintf("%s.%d", o.cpuProfile, r.Rank()))
 		if err != nil {
 			return err
 		}
@@ -324,55 +302,146 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if o.ckptDir != "" {
+		return j.trainResumable(ctx)
+	}
+	return j.trainPlain(ctx)
+}
+
+// newJob loads the data and builds the trainer and the evaluation.
+func newJob(o options, r *hvd.Runtime, out io.Writer) (*job, error) {
+	comp, err := o.compression()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := dataDir(o.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	trainRaw, testRaw, err := GoMNIST.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("mnistcnn: loading %s: %w", dir, err)
+	}
+	j := &job{o: o, r: r, out: out, trainSet: fromGoMNIST(trainRaw), testSet: fromGoMNIST(testRaw)}
+	j.n = j.trainSet.len()
+	if o.limit > 0 && o.limit < j.n {
+		j.n = o.limit
+	}
+	rank, size := r.Rank(), r.Size()
+	threads := o.threads
+	if threads == 0 {
+		threads = max(1, runtime.NumCPU()/max(1, r.LocalSize()))
+	}
+	backend, err := simplego.New(fmt.Sprintf("ops_sequential,parallelism=%d", threads))
+	if err != nil {
+		return nil, err
+	}
+	if j.coll, err = optim.FromRuntime(r); err != nil {
+		return nil, err
+	}
+	mctx := mlctx.New()
+	mctx.SetParam(mlctx.ParamInitialSeed, int64(o.seed))
+	if j.tr, err = gomlxopt.NewTrainer(backend, mctx, cnn, losses.SparseCategoricalCrossEntropyLogits,
+		optimizers.Adam().Done(), j.coll, gomlxopt.WithCompression(comp)); err != nil {
+		return nil, err
+	}
+	if j.eval, err = mlctx.NewExec(backend, mctx.Reuse(), func(ctx *mlctx.Context, x *graph.Node) *graph.Node {
+		return graph.ArgMax(cnn(ctx, nil, []*graph.Node{x})[0], -1)
+	}); err != nil {
+		return nil, err
+	}
+	nTest := j.testSet.len()
+	if o.testLimit > 0 && o.testLimit < nTest {
+		nTest = o.testLimit
+	}
+	if j.testSampler, err = data.NewSampler(nTest, rank, size); err != nil {
+		return nil, err
+	}
+	j.lr = optim.Warmup(optim.Cosine(gomlxopt.ScaleLR(o.lr, size), 0, 0, float64(o.epochs)), size, o.warmup)
+	if rank == 0 {
+		fmt.Fprintf(out, "mnistcnn: %d ranks, CNN conv5x5/2(32)-conv2x2/2(64)-dense(128), GoMLX %s backend with %d threads per rank, batch %d per rank, Adam lr %g·%d, %d epochs, compression %s%s\n",
+			size, backend.Name(), threads, o.batch, o.lr, size, o.epochs, comp, o.checkpointText())
+	}
+	return j, nil
+}
+
+// trainPlain trains every epoch on this rank's shard (optim/data's
+// Sampler, the short last batch dropped).
+func (j *job) trainPlain(ctx context.Context) error {
+	o := j.o
+	sampler, err := data.NewSampler(j.n, j.r.Rank(), j.r.Size(), data.Shuffle(true, o.seed))
+	if err != nil {
+		return err
+	}
+	stepsPerEpoch := len(sampler.Batches(o.batch, true))
 	for epoch := range o.epochs {
 		sampler.SetEpoch(epoch)
-		before := tr.Stats()
-		start := time.Now()
-		cpuStart, _ := cputime.Seconds()
-		loss := optim.Metric{Name: "loss"}
+		m := j.startEpoch()
 		batches := sampler.Batches(o.batch, true)
 		for s, idx := range batches {
-			if err := tr.SetLR(lr.LR(float64(epoch) + float64(s)/float64(stepsPerEpoch))); err != nil {
+			if err := j.tr.SetLR(j.lr.LR(float64(epoch) + float64(s)/float64(stepsPerEpoch))); err != nil {
 				return err
 			}
-			x, y := trainSet.batch(idx)
-			l, err := tr.TrainStep(ctx, []*tensors.Tensor{x}, []*tensors.Tensor{y})
+			x, y := j.trainSet.batch(idx)
+			l, err := j.tr.TrainStep(ctx, []*tensors.Tensor{x}, []*tensors.Tensor{y})
 			if err != nil {
 				return fmt.Errorf("epoch %d step %d: %w", epoch, s, err)
 			}
-			loss.Add(l, 1)
+			m.loss.Add(l, 1)
 		}
-		elapsed := time.Since(start).Seconds()
-		cpu := optim.Metric{Name: "cpu"}
-		cpuEnd, _ := cputime.Seconds()
-		cpu.Add(cpuEnd-cpuStart, 1)
-		st := tr.Stats()
-		comm := st.Comm - before.Comm
-		acc := optim.Metric{Name: "accuracy"}
-		for _, idx := range testSampler.Batches(500, false) {
-			x, _ := testSet.batch(idx)
-			pred, err := eval.Exec(x)
-			if err != nil {
-				return err
-			}
-			p := tensors.MustCopyFlatData[int32](pred[0])
-			for i, j := range idx {
-				if p[i] == testSet.labels[j] {
-					acc.Add(1, 1)
-				} else {
-					acc.Add(0, 1)
-				}
-			}
+		if err := j.endEpoch(ctx, epoch, len(batches), m); err != nil {
+			return err
 		}
-		avg, err := optim.AverageMetrics(ctx, coll, &loss, &acc, &cpu)
+	}
+	return nil
+}
+
+// epochMeter measures one epoch's training.
+type epochMeter struct {
+	before   gomlxopt.Stats
+	start    time.Time
+	cpuStart float64
+	loss     optim.Metric
+}
+
+func (j *job) startEpoch() *epochMeter {
+	cpu, _ := cputime.Seconds()
+	return &epochMeter{before: j.tr.Stats(), start: time.Now(), cpuStart: cpu, loss: optim.Metric{Name: "loss"}}
+}
+
+// endEpoch evaluates the model on every rank's share of the test set and
+// prints the epoch's line on rank 0 (steps: the steps of the epoch
+// measured by m).
+func (j *job) endEpoch(ctx context.Context, epoch, steps int, m *epochMeter) error {
+	elapsed := time.Since(m.start).Seconds()
+	cpu := optim.Metric{Name: "cpu"}
+	cpuEnd, _ := cputime.Seconds()
+	cpu.Add(cpuEnd-m.cpuStart, 1)
+	comm := j.tr.Stats().Comm - m.before.Comm
+	acc := optim.Metric{Name: "accuracy"}
+	for _, idx := range j.testSampler.Batches(500, false) {
+		x, _ := j.testSet.batch(idx)
+		pred, err := j.eval.Exec(x)
 		if err != nil {
 			return err
 		}
-		if rank == 0 {
-			samples := float64(len(batches) * o.batch * size)
-			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.1f%% in allreduce)  %.1f samples/s  %.2f CPU-ms/sample (all ranks)  lr %.4g\n",
-				epoch+1, avg[0], 100*avg[1], elapsed, 100*comm/elapsed, samples/elapsed, 1000*avg[2]*float64(size)/samples, tr.LR())
+		p := tensors.MustCopyFlatData[int32](pred[0])
+		for i, k := range idx {
+			if p[i] == j.testSet.labels[k] {
+				acc.Add(1, 1)
+			} else {
+				acc.Add(0, 1)
+			}
 		}
+	}
+	avg, err := optim.AverageMetrics(ctx, j.coll, &m.loss, &acc, &cpu)
+	if err != nil {
+		return err
+	}
+	if size := j.r.Size(); j.r.Rank() == 0 {
+		samples := float64(steps * j.o.batch * size)
+		fmt.Fprintf(j.out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.1f%% in allreduce)  %.1f samples/s  %.2f CPU-ms/sample (all ranks)  lr %.4g\n",
+			epoch+1, avg[0], 100*avg[1], elapsed, 100*comm/elapsed, samples/elapsed, 1000*avg[2]*float64(size)/samples, j.tr.LR())
 	}
 	return nil
 }

@@ -16,10 +16,9 @@ import (
 // preemptible is train's loop, stopping when told to (optim/preempt): at
 // every step boundary it calls Check; when the ranks agree to stop, its
 // checkpoint writes DIR/<rank>.ckpt with the step, it prints "rank R
-// preempted after step S" and exits with preempt.ExitStatus. Rank 0 also
-// keeps DIR/last, the last step checkpointed: at a preemption, and every
-// 50 steps. Every rank that finds DIR/last at start prints "rank R
-// resumed from step S" and goes on from the next step. With steps > 0,
+// preempted after step S" and exits with preempt.ExitStatus; rank 0 also
+// writes the step to DIR/last. Every rank that finds DIR/last at start
+// prints "rank R resumed from step S" and goes on from the next step. With steps > 0,
 // the ranks print "rank R finished at step S" after step steps-1 and exit
 // with 0.
 func preemptible(dir string, steps int) int {
@@ -69,11 +68,6 @@ func preemptible(dir string, steps int) int {
 			case steps > 0 && step >= steps-1:
 				fmt.Printf("rank %d finished at step %d\n", r, step)
 				return end(0)
-			case r == 0 && step%50 == 0:
-				if err := writeAtomic(last, step); err != nil {
-					fmt.Fprintf(os.Stderr, "worker %d: %v\n", r, err)
-					return end(5)
-				}
 			}
 			time.Sleep(5 * time.Millisecond)
 			return 0, false
