@@ -137,6 +137,13 @@
 // --batchnorm, --powersgd-rank or --local-sgd-start, whose state is not in
 // the checkpoint. docs/CHECKPOINTS.md has the details.
 //
+// With --checkpoint-dir the job also stops cleanly when told to (SIGTERM,
+// SIGUSR1, SIGINT: optim/preempt): every rank stops after the same step,
+// the checkpoint of that step is written, and the process exits with 99
+// (preempted), which gohorovodrun passes on; the same command resumes
+// from that step. A second signal, or 25 s without the stop done, ends it
+// at once.
+//
 // Unless GOMAXPROCS is set in the environment, each rank uses its share of
 // the machine's cores (the cores divided by the ranks on this host, at least
 // one), so that ranks do not oversubscribe the cores with BLAS goroutines.

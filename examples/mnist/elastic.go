@@ -12,6 +12,7 @@ import (
 	"github.com/gohorovod/gohorovod/optim"
 	"github.com/gohorovod/gohorovod/optim/checkpoint"
 	"github.com/gohorovod/gohorovod/optim/elastic"
+	"github.com/gohorovod/gohorovod/optim/preempt"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 )
 
@@ -90,6 +91,7 @@ type stateful struct {
 	handlers    []elastic.Handler // the state's, to time a snapshot
 	state       *elastic.State
 	ckpt        *checkpoint.Checkpointer // nil without --checkpoint-dir
+	watch       *preempt.Watcher         // with --checkpoint-dir: stop when told to
 	x           []float32                // a batch's images
 	y           []uint8                  // and labels
 	calls       int                      // of trainFn
@@ -149,12 +151,34 @@ func newStateful(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) 
 	if s.ckpt, err = o.checkpointer(ctx, r, s.state, &s.prog, out); err != nil {
 		return nil, err
 	}
+	if s.ckpt != nil {
+		// Told to stop (SIGTERM, SIGUSR1, SIGINT), every rank stops after
+		// the same step, with a checkpoint of it.
+		if s.watch, err = preempt.Watch(coll, preempt.Options{}); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// preempted writes the checkpoint of the step just taken and waits for
+// it: the ranks agreed to stop (collective, as Save).
+func (s *stateful) preempted(ctx context.Context) error {
+	if err := s.fold(ctx); err != nil {
+		return err
+	}
+	if err := s.ckpt.Save(ctx, int64(s.prog.Step)); err != nil {
+		return err
+	}
+	return s.ckpt.Flush(ctx)
 }
 
 // close writes the last checkpoint and closes the optimizer.
 func (s *stateful) close(ctx context.Context) error {
 	var err error
+	if s.watch != nil {
+		s.watch.Close()
+	}
 	if s.ckpt != nil {
 		err = s.ckpt.Close(ctx)
 	}
@@ -225,6 +249,11 @@ func (s *stateful) epoch(ctx context.Context, rank, size int) error {
 		s.prog.Step++
 		if s.prog.Step%s.o.every == 0 {
 			if err := s.commit(ctx); err != nil {
+				return err
+			}
+		}
+		if s.watch != nil {
+			if err := s.watch.Check(func() error { return s.preempted(ctx) }); err != nil {
 				return err
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/gohorovod/gohorovod/optim"
 	"github.com/gohorovod/gohorovod/optim/data"
 	"github.com/gohorovod/gohorovod/optim/nn"
+	"github.com/gohorovod/gohorovod/optim/preempt"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 )
 
@@ -248,7 +249,8 @@ func main() {
 	}
 	if err != nil && !errors.Is(err, pflag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		// 99 when told to stop and stopped with a checkpoint (preempted).
+		os.Exit(preempt.ExitCode(err))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -263,4 +264,104 @@ func TestE2ESlurmRequeuePreempted(t *testing.T) {
 func jobState(id string) string {
 	b, _ := exec.Command("squeue", "-h", "-j", id, "-o", "%T").Output()
 	return strings.TrimSpace(string(b))
+}
+
+// preemptAfter70 starts the mnist job and, once rank 0 has written the
+// checkpoint of step 70, tells it to stop: SIGTERM to gohorovodrun, or
+// SIGUSR1 to one worker (toWorker). The job must end with ExitPreempted
+// after a checkpoint of the step it stopped at, which preemptAfter70
+// returns.
+func (j resumeJob) preemptAfter70(t *testing.T, ckpt string, toWorker bool) int {
+	t.Helper()
+	cmd := j.command(ckpt)
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		for pid := range processesMentioning(j.dir) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+	wrote := regexp.MustCompile(`wrote \S*ckpt-0*([0-9]+)\.ghv`)
+	for deadline := time.Now().Add(3 * time.Minute); !strings.Contains(stdout.String(), "ckpt-000000000070.ghv"); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended (%v) before the checkpoint of step 70\nstderr:\n%s", err, stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint of step 70 after 3 minutes\nstderr:\n%s", stderr)
+		}
+	}
+	pid := cmd.Process.Pid
+	sig := syscall.SIGTERM
+	if toWorker {
+		sig = syscall.SIGUSR1
+		for p, line := range processesMentioning(j.dir) {
+			if strings.HasPrefix(line, filepath.Join(j.dir, "mnist")+" ") {
+				pid = p
+				break
+			}
+		}
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != launch.ExitPreempted {
+			t.Fatalf("the job told to stop ended with %v, want exit status %d\nstdout:\n%s\nstderr:\n%s", err, launch.ExitPreempted, stdout, stderr)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the job still runs 2 minutes after %v\nstderr:\n%s", sig, stderr)
+	}
+	all := wrote.FindAllStringSubmatch(stdout.String(), -1)
+	step, _ := strconv.Atoi(all[len(all)-1][1])
+	if step < 70 || finalHash.MatchString(stdout.String()) {
+		t.Fatalf("the last checkpoint is of step %d (want the step it stopped at, 70 or later), or it ran to its end:\n%s", step, stdout)
+	}
+	return step
+}
+
+// checkPreemptResume tells the job to stop in epoch 2, starts it again
+// and compares its end with whole, the uninterrupted run's output.
+func (j resumeJob) checkPreemptResume(t *testing.T, whole string, toWorker bool) {
+	t.Helper()
+	ckpt := t.TempDir()
+	step := j.preemptAfter70(t, ckpt, toWorker)
+	again := j.run(t, ckpt)
+	if want := fmt.Sprintf("resumed from step %d ", step); !strings.Contains(again, want) {
+		t.Fatalf("the rerun did not resume from the preemption's checkpoint (%q):\n%s", want, again)
+	}
+	if got, want := finalHash.FindString(again), finalHash.FindString(whole); got != want {
+		t.Fatalf("the resumed run ended with %q, the uninterrupted one with %q", got, want)
+	}
+	t.Logf("stopped with a checkpoint of step %d; the rerun resumed there and ended as the uninterrupted run", step)
+}
+
+// TestE2EMNISTPreempt: examples/mnist with --checkpoint-dir told to stop
+// in epoch 2 (SIGTERM to gohorovodrun; SIGUSR1 to one worker, as SLURM's
+// --signal sends it), on the embedded transport and under mpirun: the job
+// checkpoints the step it stopped at on every rank and exits with
+// ExitPreempted; the same command resumes from that step and ends with
+// the uninterrupted run's parameters, bit for bit.
+func TestE2EMNISTPreempt(t *testing.T) {
+	j, whole := embeddedResume(t)
+	t.Run("embedded/launcher SIGTERM", func(t *testing.T) { j.checkPreemptResume(t, whole, false) })
+	t.Run("embedded/worker SIGUSR1", func(t *testing.T) { j.checkPreemptResume(t, whole, true) })
+	t.Run("mpirun/launcher SIGTERM", func(t *testing.T) {
+		if _, err := exec.LookPath("mpicc"); err != nil || !cgoEnabled() {
+			t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi build")
+		}
+		m := resumeJob{dir: filepath.Join(binDir, "resume-mpi"), env: os.Environ()}
+		if err := buildResume(m.dir, nil, "-tags", "mpi"); err != nil {
+			t.Fatal(err)
+		}
+		m.checkPreemptResume(t, m.run(t, t.TempDir()), false)
+	})
 }
