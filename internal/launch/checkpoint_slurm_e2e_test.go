@@ -40,16 +40,7 @@ func TestE2ESlurmRequeueResumes(t *testing.T) {
 	if b, err := exec.Command("scontrol", "requeue", id).CombinedOutput(); err != nil {
 		t.Fatalf("scontrol requeue %s: %v\n%s", id, err, b)
 	}
-	// SLURM makes a requeued batch job eligible again only after about two
-	// minutes; the test need not wait for that, once the job is back in
-	// the queue.
-	waitFor(t, time.Minute, "the job pending again", out, func() bool {
-		b, _ := exec.Command("scontrol", "show", "job", id).Output()
-		return strings.Contains(string(b), "JobState=PENDING")
-	})
-	if b, err := exec.Command("scontrol", "update", "JobId="+id, "StartTime=now").CombinedOutput(); err != nil {
-		t.Logf("scontrol update JobId=%s StartTime=now: %v\n%s (the requeued job waits out SLURM's delay)", id, err, b)
-	}
+	releaseRequeued(t, id, out, dir)
 	var show string
 	waitFor(t, 5*time.Minute, "the requeued job to complete", out, func() bool {
 		b, _ := exec.Command("scontrol", "show", "job", id).Output()
@@ -73,6 +64,34 @@ func TestE2ESlurmRequeueResumes(t *testing.T) {
 	}
 	if got, want := finalHash.FindString(string(log)), finalHash.FindString(whole); got != want {
 		t.Fatalf("the requeued job ended with %q, an uninterrupted run with %q", got, want)
+	}
+}
+
+// releaseRequeued makes the requeued job id eligible at once. SLURM makes a
+// requeued batch job eligible again only after about two minutes; the
+// test need not wait for that, once the job is back in the queue and its
+// first run is over: every process mentioning dir gone (with
+// optim/preempt, the first run stops after a checkpoint, not at once) and
+// the node done with the job. slurmd revokes the old run's credential
+// with a time in whole seconds, and refuses a new credential of that same
+// second ("Job credential revoked", the job then FAILED): the release
+// waits for the next second.
+func releaseRequeued(t *testing.T, id, out, dir string) {
+	t.Helper()
+	waitFor(t, time.Minute, "the job pending again", out, func() bool {
+		b, _ := exec.Command("scontrol", "show", "job", id).Output()
+		return strings.Contains(string(b), "JobState=PENDING")
+	})
+	if left := waitMentioningGone(dir, time.Minute); len(left) > 0 {
+		t.Fatalf("the first run still runs a minute after the requeue: %v", left)
+	}
+	waitFor(t, time.Minute, "the node done with the first run", out, func() bool {
+		b, _ := exec.Command("scontrol", "show", "node").Output()
+		return !strings.Contains(string(b), "COMPLETING")
+	})
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)))
+	if b, err := exec.Command("scontrol", "update", "JobId="+id, "StartTime=now").CombinedOutput(); err != nil {
+		t.Logf("scontrol update JobId=%s StartTime=now: %v\n%s (the requeued job waits out SLURM's delay)", id, err, b)
 	}
 }
 

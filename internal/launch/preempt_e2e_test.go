@@ -209,7 +209,7 @@ func TestE2ESlurmRequeuePreempted(t *testing.T) {
 	id := strings.TrimSpace(string(b))
 	t.Cleanup(func() { exec.Command("scancel", id).Run() })
 	output := func() string { b, _ := os.ReadFile(out); return string(b) }
-	waitFor := func(what string, ok func() bool) {
+	await := func(what string, ok func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(3 * time.Minute); !ok(); time.Sleep(200 * time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -217,18 +217,13 @@ func TestE2ESlurmRequeuePreempted(t *testing.T) {
 			}
 		}
 	}
-	waitFor("training", func() bool { return strings.Count(output(), "training ") >= 2 })
+	await("training", func() bool { return strings.Count(output(), "training ") >= 2 })
 	if b, err := exec.Command("scontrol", "requeue", id).CombinedOutput(); err != nil {
 		t.Fatalf("scontrol requeue: %v\n%s", err, b)
 	}
-	waitFor("the preemption", func() bool { return strings.Count(output(), "preempted after step") >= 2 })
-	// SLURM holds a requeued job back for a while (BeginTime): release it.
-	released := false
-	waitFor("the release", func() bool {
-		released = released || exec.Command("scontrol", "update", "jobid="+id, "StartTime=now").Run() == nil
-		return released && jobState(id) != "PENDING"
-	})
-	waitFor("the end", func() bool { s := jobState(id); return s == "" || s == "COMPLETED" })
+	await("the preemption", func() bool { return strings.Count(output(), "preempted after step") >= 2 })
+	releaseRequeued(t, id, out, filepath.Dir(launcher))
+	await("the end", func() bool { s := jobState(id); return s == "" || s == "COMPLETED" })
 	o := output()
 	if !strings.Contains(o, "gohorovodrun: "+launch.ErrPreempted.Error()) {
 		t.Errorf("the first run did not end as preempted:\n%s", o)
