@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gohorovod/gohorovod/internal/launch"
+	"github.com/gohorovod/gohorovod/internal/preempt"
 	"github.com/gohorovod/gohorovod/internal/procid"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
@@ -323,12 +324,15 @@ func TestE2ESignalStopsEveryWorker(t *testing.T) {
 			pids := readPIDs(t, dir)
 			// The first signal asks the workers to stop at a step
 			// boundary (they have none: "hang" does not use
-			// optim/preempt); the second stops them at once.
+			// optim/preempt); the second, later than an echo of the
+			// first, stops them at once.
 			for i := 0; i < 2; i++ {
+				if i > 0 {
+					time.Sleep(preempt.Echo + 100*time.Millisecond)
+				}
 				if err := cmd.Process.Signal(sig); err != nil {
 					t.Fatal(err)
 				}
-				time.Sleep(200 * time.Millisecond)
 			}
 			go func() { _, _ = bufio.NewReader(stdout).WriteTo(discard{}) }()
 			done := make(chan error, 1)
