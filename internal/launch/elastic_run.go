@@ -271,11 +271,7 @@ func (e *elasticJob) loop(ctx context.Context, events chan elastic.Event) error 
 		case sig := <-fwd:
 			if !done {
 				done = true
-				for _, p := range e.procs {
-					if !p.exited {
-						e.forward(p, sig.(syscall.Signal))
-					}
-				}
+				e.forwardAll(sig.(syscall.Signal))
 			}
 			continue
 		case <-kill:
@@ -549,16 +545,29 @@ func (e *elasticJob) signal(p *elasticProc, sig syscall.Signal) {
 	}
 }
 
-// forward passes a stop signal on to a worker, once: to a local worker's
-// process group, to a remote one's ssh, or through its node's launcher.
-func (e *elasticJob) forward(p *elasticProc, sig syscall.Signal) {
-	switch {
-	case p.cmd == nil:
-		e.nodes.signal(p, sig)
-	case p.w.Remote:
-		_ = p.cmd.Process.Signal(sig)
-	default:
-		signalGroup(p.cmd.Process.Pid, sig)
+// forwardAll passes a stop signal on, once, to the workers still
+// running: a local one's process group, another node's through its
+// launcher. A remote worker's ssh is left alone (it would end the worker,
+// not pass the signal on): the ranks' agreement at the next step boundary
+// stops it with the others; only when no other worker is left does its
+// ssh get the signal.
+func (e *elasticJob) forwardAll(sig syscall.Signal) {
+	told := 0
+	for _, p := range e.procs {
+		switch {
+		case p.exited || p.cmd != nil && p.w.Remote:
+		case p.cmd == nil:
+			e.nodes.signal(p, sig)
+			told++
+		default:
+			signalGroup(p.cmd.Process.Pid, sig)
+			told++
+		}
+	}
+	for _, p := range e.procs {
+		if told == 0 && !p.exited && p.cmd != nil {
+			_ = p.cmd.Process.Signal(sig)
+		}
 	}
 }
 

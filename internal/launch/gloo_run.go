@@ -375,18 +375,23 @@ func (l *Launcher) stopAll(procs []*glooProc, sig syscall.Signal) {
 	}
 }
 
-// forwardAll passes a stop signal on, once, to the workers still running:
-// to a local worker's process group (it leads one), so that a wrapper's
-// program gets it too; to a remote worker's ssh.
+// forwardAll passes a stop signal on, once, to the local workers still
+// running, to each one's process group (it leads one), so that a
+// wrapper's program gets it too. Remote workers are left alone: ssh would
+// not pass the signal on but end them, and the ranks' agreement at the
+// next step boundary stops them with the others. Only when no local
+// worker is left does their ssh get it.
 func (l *Launcher) forwardAll(procs []*glooProc, sig syscall.Signal) {
+	local := 0
 	for _, p := range procs {
-		if p == nil || p.cmd == nil || p.exited {
-			continue
-		}
-		if p.w.Remote {
-			_ = p.cmd.Process.Signal(sig)
-		} else {
+		if p != nil && p.cmd != nil && !p.exited && !p.w.Remote {
 			signalGroup(p.cmd.Process.Pid, sig)
+			local++
+		}
+	}
+	for _, p := range procs {
+		if local == 0 && p != nil && p.cmd != nil && !p.exited {
+			_ = p.cmd.Process.Signal(sig)
 		}
 	}
 }
