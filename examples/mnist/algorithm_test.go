@@ -24,7 +24,7 @@ func TestAlgorithms(t *testing.T) {
 		min, max float64 // KiB sent per step
 	}{
 		{[]string{"--algorithm", "bytegrad"}, 0.24 * allreduce, 0.27 * allreduce},
-		{[]string{"--algorithm", "bytegrad", "--error-feedback"}, 0.24 * allreduce, 0.27 * allreduce},
+		// (--error-feedback sends the same bytes; optim's tests cover it.)
 		// 47 warm-up steps of the 94 allreduce; the rest exchange 8 bits.
 		{[]string{"--algorithm", "qadam", "--qadam-warmup", "47"}, 0.6 * allreduce, 0.65 * allreduce},
 		// Stage 1: the allreduce, then the allgather of half the values.
