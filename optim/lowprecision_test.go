@@ -1,0 +1,222 @@
+package optim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// lowPrecisionReference simulates n ranks of low-precision decentralized
+// SGD on the linear model of decentralized_test.go, in one goroutine,
+// from the formulas: replicas s (own), l and r (neighbours') set from the
+// initial weights; at steps 0, k, 2k, ... h = (x+l+r)/3 − lr·g(x), z =
+// h − s quantized per parameter (the weights, then the bias), s += ẑ,
+// x = s, and each neighbour's replica of this rank += ẑ; at the other
+// steps x −= lr·g(x). It returns every rank's weights after every step.
+func lowPrecisionReference(t *testing.T, n, steps, interval int) [][][]float64 {
+	x, s, l, r := make([][]float64, n), make([][]float64, n), make([][]float64, n), make([][]float64, n)
+	for i := range n {
+		x[i] = decInit(i)
+	}
+	for i := range n {
+		s[i], l[i], r[i] = slices.Clone(x[i]), slices.Clone(x[(i+n-1)%n]), slices.Clone(x[(i+1)%n])
+	}
+	out := make([][][]float64, n)
+	for step := range steps {
+		g := make([][]float64, n)
+		for i := range n {
+			xs, ys := decShard(step, i, n)
+			g[i] = linearGrad(x[i], xs, ys)
+		}
+		if step%interval != 0 {
+			for i := range n {
+				for j := range x[i] {
+					x[i][j] -= decLR * g[i][j]
+				}
+			}
+		} else {
+			zhat := make([][]float64, n)
+			for i := range n {
+				z := make([]float32, len(x[i]))
+				for j := range x[i] {
+					z[j] = float32((x[i][j]+l[i][j]+r[i][j])/3 - decLR*g[i][j] - s[i][j])
+				}
+				zhat[i] = quantizedBack(t, z, decD) // the weights, then the bias
+			}
+			for i := range n {
+				for j := range x[i] {
+					s[i][j] += zhat[i][j]
+					l[i][j] += zhat[(i+n-1)%n][j]
+					r[i][j] += zhat[(i+1)%n][j]
+				}
+				x[i] = slices.Clone(s[i])
+			}
+		}
+		for i := range n {
+			out[i] = append(out[i], slices.Clone(x[i]))
+		}
+	}
+	return out
+}
+
+// quantizedBack quantizes z in two chunks, z[:cut] and z[cut:], and
+// returns what dequantizing gives.
+func quantizedBack(t *testing.T, z []float32, cut int) []float64 {
+	out := make([]float64, len(z))
+	for _, c := range [][2]int{{0, cut}, {cut, len(z)}} {
+		q := make([]byte, c[1]-c[0])
+		lo, hi, err := QuantizeMinMaxUint8(z[c[0]:c[1]], q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := make([]float32, len(q))
+		DequantizeMinMaxUint8(q, lo, hi, back)
+		for j, v := range back {
+			out[c[0]+j] = float64(v)
+		}
+	}
+	return out
+}
+
+// lowPrecisionStep is one rank's state after a step: its weights and its
+// replicas of its neighbours'.
+type lowPrecisionStep struct{ x, left, right []float64 }
+
+// lowPrecisionRun trains rank's replica with LowPrecisionDecentralized
+// over coll and returns its state after every step.
+func lowPrecisionRun(ctx context.Context, coll Collectives, rank, n, steps, interval int) ([]lowPrecisionStep, error) {
+	m := newLinear(decD, uint64(rank)+1)
+	inner, err := NewSGD(m.params, SGDConfig{LR: decLR})
+	if err != nil {
+		return nil, err
+	}
+	lp, err := NewLowPrecisionDecentralized(inner, coll.(ExchangeCollectives), LowPrecisionConfig{CommunicationInterval: interval})
+	if err != nil {
+		return nil, err
+	}
+	var out []lowPrecisionStep
+	for s := range steps {
+		if err := lp.ZeroGrad(); err != nil {
+			return nil, err
+		}
+		xs, ys := decShard(s, rank, n)
+		if err := m.backward(xs, ys, noReady); err != nil {
+			return nil, err
+		}
+		if err := lp.StepContext(ctx); err != nil {
+			return nil, fmt.Errorf("step %d: %w", s, err)
+		}
+		if want := 2 * (decD + 1 + 16); s%interval == 0 && lp.BytesSent() != want {
+			return nil, fmt.Errorf("step %d: %d bytes sent, want %d", s, lp.BytesSent(), want)
+		}
+		l, r := lp.Replicas()
+		out = append(out, lowPrecisionStep{x: append(slices.Clone(m.w), m.b...), left: l.Float64s(), right: r.Float64s()})
+	}
+	return out, nil
+}
+
+// checkLowPrecision checks every rank's run: its weights match the
+// reference within 1e-5, and after each communicating step they equal,
+// bit for bit, its left neighbour's right replica and its right
+// neighbour's left replica.
+func checkLowPrecision(runs [][]lowPrecisionStep, want [][][]float64, interval int) error {
+	n := len(runs)
+	for i, run := range runs {
+		for s, st := range run {
+			if err := closeTo(st.x, want[i][s], 1e-5); err != nil {
+				return fmt.Errorf("rank %d after step %d: %w", i, s, err)
+			}
+			if s%interval != 0 {
+				continue
+			}
+			if l := runs[(i+n-1)%n][s].right; !slices.Equal(st.x, l) {
+				return fmt.Errorf("rank %d after step %d: weights %v, but its left neighbour's replica is %v", i, s, st.x, l)
+			}
+			if r := runs[(i+1)%n][s].left; !slices.Equal(st.x, r) {
+				return fmt.Errorf("rank %d after step %d: weights %v, but its right neighbour's replica is %v", i, s, st.x, r)
+			}
+		}
+	}
+	return nil
+}
+
+func TestLowPrecisionDecentralized(t *testing.T) {
+	const steps = 12
+	for _, n := range []int{1, 2, 3, 4} {
+		rts := startRuntimes(t, n)
+		for _, k := range []int{1, 2} {
+			t.Run(fmt.Sprintf("np%d/interval%d", n, k), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				runs := make([][]lowPrecisionStep, n)
+				onRanks(t, n, func(rank int) error {
+					coll, err := FromRuntime(rts[rank])
+					if err != nil {
+						return err
+					}
+					runs[rank], err = lowPrecisionRun(ctx, coll, rank, n, steps, k)
+					return err
+				})
+				if err := checkLowPrecision(runs, lowPrecisionReference(t, n, steps, k), k); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// TestLowPrecisionDiverged: a rank whose weights are not finite fails its
+// step with the quantizer's error, after the exchange; its neighbours fail
+// theirs naming it; nobody waits.
+func TestLowPrecisionDiverged(t *testing.T) {
+	const n = 3
+	rts := startRuntimes(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	onRanks(t, n, func(rank int) error {
+		coll, err := FromRuntime(rts[rank])
+		if err != nil {
+			return err
+		}
+		m := newLinear(decD, uint64(rank)+1)
+		inner, err := NewSGD(m.params, SGDConfig{LR: decLR})
+		if err != nil {
+			return err
+		}
+		lp, err := NewLowPrecisionDecentralized(inner, coll.(ExchangeCollectives), LowPrecisionConfig{CommunicationInterval: 1})
+		if err != nil {
+			return err
+		}
+		if rank == 1 {
+			m.params[0].Grad.Float64s()[2] = math.Inf(1)
+		}
+		err = lp.StepContext(ctx)
+		switch {
+		case rank == 1 && (err == nil || !strings.Contains(err.Error(), "only finite values")):
+			return fmt.Errorf("diverged rank: %v, want the quantizer's error", err)
+		case rank != 1 && (err == nil || !strings.Contains(err.Error(), "rank 1 sent no difference")):
+			return fmt.Errorf("neighbour: %v, want an error naming rank 1", err)
+		}
+		return nil
+	})
+}
+
+func TestLowPrecisionBadSettings(t *testing.T) {
+	rts := startRuntimes(t, 1)
+	coll, err := FromRuntime(rts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := NewSGD(newLinear(2, 1).params, SGDConfig{LR: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewLowPrecisionDecentralized(inner, coll.(ExchangeCollectives), LowPrecisionConfig{}); !errors.Is(err, ErrDecentralized) {
+		t.Fatalf("interval 0: %v, want ErrDecentralized", err)
+	}
+}
