@@ -3,6 +3,7 @@ package optim
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 
@@ -28,8 +29,9 @@ type LowPrecisionConfig struct {
 // both neighbours; every holder of a replica of this rank, itself
 // included, adds the same dequantized z, so that a rank's weights stay
 // equal, bit for bit, to its left neighbour's right replica and its right
-// neighbour's left replica. Each communication sends two payloads of one
-// byte per element plus 8 bytes per parameter tensor: a quarter of fp32.
+// neighbour's left replica. Each communication sends a payload of one
+// byte per element plus 8 bytes per parameter tensor, a quarter of the
+// fp32 weights, to each neighbour (once on a ring of two ranks).
 //
 // The first Step exchanges the weights once in full precision, to set the
 // replicas, so that the ranks need not start from the same weights.
@@ -79,7 +81,7 @@ func NewLowPrecisionDecentralized(inner Optimizer, coll ExchangeCollectives, cfg
 func (d *LowPrecisionDecentralized) Communicates() bool { return d.steps%d.interval == 0 }
 
 // BytesSent returns the bytes this rank sent at its last communication
-// (both payloads); 0 before the first.
+// (every payload); 0 before the first.
 func (d *LowPrecisionDecentralized) BytesSent() int { return d.sent }
 
 // Replicas returns copies of this rank's replicas of its left and right
@@ -98,20 +100,39 @@ func (d *LowPrecisionDecentralized) neighbours() (int, int) {
 }
 
 // both sends send to both neighbours, receiving the left one's into fromLeft
-// and the right one's into fromRight.
+// and the right one's into fromRight: two exchanges in flight at once, or
+// one where both neighbours are the same rank (two ranks), or none on a
+// ring of one.
 func (d *LowPrecisionDecentralized) both(ctx context.Context, send, fromLeft, fromRight *tensor.Tensor, name string) error {
 	l, r := d.neighbours()
-	w, err := d.coll.ExchangeAsync(send, fromLeft, r, l, name+".right")
+	switch {
+	case d.size == 1:
+		copy(fromLeft.Bytes(), send.Bytes())
+		copy(fromRight.Bytes(), send.Bytes())
+		return nil
+	case l == r:
+		w, err := d.coll.ExchangeAsync(send, fromLeft, r, l, name)
+		if err == nil {
+			err = w.Wait(ctx)
+		}
+		copy(fromRight.Bytes(), fromLeft.Bytes())
+		return err
+	}
+	toRight, err := d.coll.ExchangeAsync(send, fromLeft, r, l, name+".right")
 	if err != nil {
 		return err
 	}
-	if err := w.Wait(ctx); err != nil {
-		return err
+	toLeft, err := d.coll.ExchangeAsync(send, fromRight, l, r, name+".left")
+	if err != nil {
+		return errors.Join(err, toRight.Wait(ctx))
 	}
-	if w, err = d.coll.ExchangeAsync(send, fromRight, l, r, name+".left"); err != nil {
-		return err
-	}
-	return w.Wait(ctx)
+	return errors.Join(toRight.Wait(ctx), toLeft.Wait(ctx))
+}
+
+// payloadsSent is the number of payloads one communication sends: one to
+// each neighbour, one on a ring of two, none on a ring of one.
+func (d *LowPrecisionDecentralized) payloadsSent() int {
+	return min(d.size-1, 2)
 }
 
 // Step is StepContext with context.Background.
@@ -143,7 +164,7 @@ func (d *LowPrecisionDecentralized) StepContext(ctx context.Context) error {
 		return err
 	}
 	d.steps++
-	d.sent = 2 * d.payload.Len()
+	d.sent = d.payloadsSent() * d.payload.Len()
 	if qerr != nil {
 		return qerr
 	}

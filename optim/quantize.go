@@ -1,9 +1,6 @@
 package optim
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // quantizeEpsilon keeps MinMaxUInt8's scale finite on constant chunks.
 const quantizeEpsilon = 1e-7
@@ -27,7 +24,7 @@ func QuantizeMinMaxUint8(src []float32, dst []byte) (min, max float32, err error
 	}
 	min, max = src[0], src[0]
 	for i, x := range src {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+		if x-x != 0 { // NaN or ±Inf
 			return 0, 0, fmt.Errorf("optim: quantize: element %d is %v; only finite values can be quantized", i, x)
 		}
 		if x < min {
@@ -37,13 +34,18 @@ func QuantizeMinMaxUint8(src []float32, dst []byte) (min, max float32, err error
 			max = x
 		}
 	}
-	if d := max - min; math.IsInf(float64(d), 0) {
+	if d := max - min; d-d != 0 {
 		return 0, 0, fmt.Errorf("optim: quantize: the range [%v, %v] overflows float32", min, max)
 	}
 	scale := quantizeScale(min, max)
 	for i, x := range src {
-		q := math.Round(float64((x - min) * scale))
-		dst[i] = byte(math.Min(math.Max(q, 0), 255))
+		// Rounded to nearest: the value is at least 0 (up to rounding,
+		// which the truncation to 0 covers).
+		q := int((x-min)*scale + 0.5)
+		if q > 255 {
+			q = 255
+		}
+		dst[i] = byte(max0(q))
 	}
 	return min, max, nil
 }
@@ -59,6 +61,13 @@ func DequantizeMinMaxUint8(src []byte, min, max float32, dst []float32) {
 	for i, q := range src {
 		dst[i] = float32(q)/scale + min
 	}
+}
+
+func max0(q int) int {
+	if q < 0 {
+		return 0
+	}
+	return q
 }
 
 func quantizeScale(min, max float32) float32 {

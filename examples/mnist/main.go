@@ -51,6 +51,7 @@ type options struct {
 	// global averaging period, and the period of averaging within each
 	// node (0: none).
 	localStart, period, nodePeriod int
+	alg                            algorithmOptions // --algorithm and its settings (algorithm.go)
 }
 
 func parse(args []string) (options, error) {
@@ -79,7 +80,11 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.localStart, "local-sgd-start", -1, "post-local SGD: after N synchronous steps, step on each rank's own gradients and average the parameters every --averaging-period steps (-1: off, always synchronous; 0: local from the first step)")
 	fs.IntVar(&o.period, "averaging-period", 4, "with --local-sgd-start: average the parameters across all ranks every K local steps")
 	fs.IntVar(&o.nodePeriod, "hierarchical-period", 0, "with --local-sgd-start: also average within each node every K1 local steps (K1 divides --averaging-period; 0: off)")
+	addAlgorithmFlags(fs, &o.alg)
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if err := o.alg.check(o); err != nil {
 		return o, err
 	}
 	if o.epochs < 1 || o.batch < 1 || o.lr <= 0 || o.warmup <= 0 {
@@ -187,7 +192,7 @@ func main() {
 	o, err := parse(os.Args[1:])
 	if err == nil {
 		var opts []hvd.Option
-		if o.nodePeriod > 0 {
+		if o.nodePeriod > 0 || o.alg.hierarchical {
 			opts = append(opts, hvd.WithDynamicProcessSets()) // for the node sets
 		}
 		err = hvd.Init(opts...) // over MPI under mpirun or gohorovodrun, else one rank
@@ -263,6 +268,9 @@ type result struct {
 // run trains and evaluates on the initialised runtime r, printing progress
 // to out on rank 0.
 func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res result, err error) {
+	if o.alg.weights() {
+		return runWeights(ctx, o, r, out) // algorithm.go
+	}
 	rank := r.Rank()
 	size := r.Size()
 	coll, err := optim.FromRuntime(r)
