@@ -23,30 +23,7 @@ import (
 // reduction.
 func TestStepReturnsOnTransportFailure(t *testing.T) {
 	const n = 3
-	cfg := config.Default()
-	cfg.CycleTime = time.Millisecond
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
-	rts := make([]*hvd.Runtime, n)
-	var wg sync.WaitGroup
-	for i := range rts {
-		rts[i] = new(hvd.Runtime)
-		var c comm.Communicator = group[i]
-		if i == 1 {
-			c = fault.Wrap(c, fault.Rule{Kind: fault.Allreduce, Call: 60, Abort: true})
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := rts[i].Init(hvd.WithCommunicator(c), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop())); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	t.Cleanup(func() { hvd.StopLocal(rts) })
+	rts := startFaulty(t, n, 1, fault.Rule{Kind: fault.Allreduce, Call: 60, Abort: true})
 	done := make(chan struct{})
 	errs := make([]error, n)
 	go func() {
@@ -85,6 +62,37 @@ func TestStepReturnsOnTransportFailure(t *testing.T) {
 			t.Fatalf("rank 1: %v does not carry the injected error", err)
 		}
 	}
+}
+
+// startFaulty starts n runtimes over one in-memory group, rank victim's
+// communicator wrapped with rules; StopLocal stops them.
+func startFaulty(t *testing.T, n, victim int, rules ...fault.Rule) []*hvd.Runtime {
+	t.Helper()
+	cfg := config.Default()
+	cfg.CycleTime = time.Millisecond
+	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
+	rts := make([]*hvd.Runtime, n)
+	var wg sync.WaitGroup
+	for i := range rts {
+		rts[i] = new(hvd.Runtime)
+		var c comm.Communicator = group[i]
+		if i == victim {
+			c = fault.Wrap(c, rules...)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := rts[i].Init(hvd.WithCommunicator(c), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop())); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Cleanup(func() { hvd.StopLocal(rts) })
+	return rts
 }
 
 // TestAllgatherObjectThenJoin: AllgatherObject twice (the second from the
