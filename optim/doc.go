@@ -49,4 +49,15 @@
 // whose parameters a ModelAverager averages every ModelAveragingPeriod
 // steps, optionally within each node more often (AveragingLevel, over a
 // node's process set) and with the optimizer state (AverageState).
+//
+// Three of Bagua's algorithms exchange weights instead of gradients, each
+// wrapping a plain Optimizer over an ExchangeCollectives (the runtime's
+// point-to-point Exchange, which FromRuntime and FromProcessSet provide):
+// NewDecentralized (decentralized SGD: the weights averaged, before each
+// step, with every rank or with one ShiftOne peer, optionally every few
+// steps and hierarchically over nodes), NewLowPrecisionDecentralized (a
+// ring whose ranks send their neighbours 8-bit quantized weight changes,
+// QuantizeMinMaxUint8, and keep exact replicas of them) and
+// NewAsyncModelAverage (background averaging rounds while every rank
+// steps at its own pace, with collective Abort, Resume and Finish).
 package optim
