@@ -47,7 +47,7 @@ const (
 //
 // Parameters must all be float32 or all float64. Use it from one goroutine.
 type AsyncModelAverage struct {
-	inner  Optimizer
+	passThrough
 	coll   Collectives
 	cfg    AsyncConfig
 	params []Param
@@ -79,7 +79,7 @@ func NewAsyncModelAverage(inner Optimizer, coll Collectives, cfg AsyncConfig) (*
 	if err != nil {
 		return nil, err
 	}
-	return &AsyncModelAverage{inner: inner, coll: coll, cfg: cfg, params: params, n: n,
+	return &AsyncModelAverage{passThrough: passThrough{inner}, coll: coll, cfg: cfg, params: params, n: n,
 		buf: tensor.New(dt, n+1), snap: tensor.New(dt, n), last: cfg.Now()}, nil
 }
 
@@ -237,23 +237,5 @@ func elem(t *tensor.Tensor, i int) float64 {
 	}
 	return t.Float64s()[i]
 }
-
-// Params returns the wrapped optimizer's parameters.
-func (a *AsyncModelAverage) Params() []Param { return a.inner.Params() }
-
-// ZeroGrad zeroes the gradients.
-func (a *AsyncModelAverage) ZeroGrad() error { return a.inner.ZeroGrad() }
-
-// LR returns the wrapped optimizer's learning rate.
-func (a *AsyncModelAverage) LR() float64 { return a.inner.LR() }
-
-// SetLR sets the wrapped optimizer's learning rate.
-func (a *AsyncModelAverage) SetLR(lr float64) { a.inner.SetLR(lr) }
-
-// State returns the wrapped optimizer's state.
-func (a *AsyncModelAverage) State() *State { return a.inner.State() }
-
-// SetState sets the wrapped optimizer's state.
-func (a *AsyncModelAverage) SetState(s *State) error { return a.inner.SetState(s) }
 
 var _ Optimizer = (*AsyncModelAverage)(nil)

@@ -53,15 +53,8 @@ func asyncRun(ctx context.Context, coll Collectives, rank, n int, plan asyncPlan
 			}
 			a.Resume()
 		}
-		if err := a.ZeroGrad(); err != nil {
+		if err := linearStep(ctx, m, a, s%8, rank, n); err != nil {
 			return res, err
-		}
-		xs, ys := decShard(s%8, rank, n)
-		if err := m.backward(xs, ys, noReady); err != nil {
-			return res, err
-		}
-		if err := a.StepContext(ctx); err != nil {
-			return res, fmt.Errorf("step %d: %w", s, err)
 		}
 		time.Sleep(time.Duration(rank+1) * 200 * time.Microsecond)
 	}
@@ -131,15 +124,7 @@ func TestAsyncKeepsLocalProgress(t *testing.T) {
 }
 
 func TestAsyncBadSettings(t *testing.T) {
-	rts := startRuntimes(t, 1)
-	coll, err := FromRuntime(rts[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner, err := NewSGD(newLinear(2, 1).params, SGDConfig{LR: 0.1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll, inner := oneRank(t)
 	for _, iv := range []time.Duration{0, -time.Second} {
 		if _, err := NewAsyncModelAverage(inner, coll, AsyncConfig{Interval: iv}); !errors.Is(err, ErrAveraging) {
 			t.Fatalf("interval %v: %v, want ErrAveraging", iv, err)

@@ -120,7 +120,7 @@ func checkDecentralized(cfg DecentralizedConfig, size int) error {
 // whose Step communicates (with context.Background: use StepContext to
 // bound the wait).
 type Decentralized struct {
-	inner  Optimizer
+	passThrough
 	coll   ExchangeCollectives
 	cfg    DecentralizedConfig
 	params []Param
@@ -150,7 +150,7 @@ func NewDecentralized(inner Optimizer, coll ExchangeCollectives, cfg Decentraliz
 	if err != nil {
 		return nil, err
 	}
-	return &Decentralized{inner: inner, coll: coll, cfg: cfg, params: params, dtype: dt,
+	return &Decentralized{passThrough: passThrough{inner}, coll: coll, cfg: cfg, params: params, dtype: dt,
 		send: tensor.New(dt, n), recv: tensor.New(dt, n)}, nil
 }
 
@@ -335,22 +335,27 @@ func midpointOf[T float32 | float64](x, y []T) {
 	}
 }
 
+// passThrough gives an algorithm that wraps an optimizer the Optimizer
+// methods it passes through: Params, ZeroGrad, LR, SetLR, State and
+// SetState are the wrapped optimizer's.
+type passThrough struct{ inner Optimizer }
+
 // Params returns the wrapped optimizer's parameters.
-func (d *Decentralized) Params() []Param { return d.inner.Params() }
+func (w passThrough) Params() []Param { return w.inner.Params() }
 
 // ZeroGrad zeroes the gradients.
-func (d *Decentralized) ZeroGrad() error { return d.inner.ZeroGrad() }
+func (w passThrough) ZeroGrad() error { return w.inner.ZeroGrad() }
 
 // LR returns the wrapped optimizer's learning rate.
-func (d *Decentralized) LR() float64 { return d.inner.LR() }
+func (w passThrough) LR() float64 { return w.inner.LR() }
 
 // SetLR sets the wrapped optimizer's learning rate.
-func (d *Decentralized) SetLR(lr float64) { d.inner.SetLR(lr) }
+func (w passThrough) SetLR(lr float64) { w.inner.SetLR(lr) }
 
 // State returns the wrapped optimizer's state.
-func (d *Decentralized) State() *State { return d.inner.State() }
+func (w passThrough) State() *State { return w.inner.State() }
 
 // SetState sets the wrapped optimizer's state.
-func (d *Decentralized) SetState(s *State) error { return d.inner.SetState(s) }
+func (w passThrough) SetState(s *State) error { return w.inner.SetState(s) }
 
 var _ Optimizer = (*Decentralized)(nil)

@@ -156,19 +156,48 @@ func decentralizedRun(ctx context.Context, coll Collectives, rank, n, steps int,
 		if err := dec.Start(); err != nil { // before the forward pass
 			return nil, err
 		}
-		if err := dec.ZeroGrad(); err != nil {
+		if err := linearStep(ctx, m, dec, s, rank, n); err != nil {
 			return nil, err
-		}
-		xs, ys := decShard(s, rank, n)
-		if err := m.backward(xs, ys, noReady); err != nil {
-			return nil, err
-		}
-		if err := dec.StepContext(ctx); err != nil {
-			return nil, fmt.Errorf("step %d: %w", s, err)
 		}
 		out = append(out, append(slices.Clone(m.w), m.b...))
 	}
 	return out, nil
+}
+
+// linearStep is one step of the weight algorithms' tests: opt's
+// ZeroGrad, the backward pass of the linear model on rank's share of step
+// s's batch, opt's StepContext.
+func linearStep(ctx context.Context, m *linear, opt interface {
+	ZeroGrad() error
+	StepContext(context.Context) error
+}, s, rank, n int) error {
+	if err := opt.ZeroGrad(); err != nil {
+		return err
+	}
+	xs, ys := decShard(s, rank, n)
+	if err := m.backward(xs, ys, noReady); err != nil {
+		return err
+	}
+	if err := opt.StepContext(ctx); err != nil {
+		return fmt.Errorf("step %d: %w", s, err)
+	}
+	return nil
+}
+
+// oneRank returns the collectives of a job of one and a plain SGD over a
+// linear model, for the tests of settings refused at construction.
+func oneRank(t *testing.T) (ExchangeCollectives, Optimizer) {
+	t.Helper()
+	rts := startRuntimes(t, 1)
+	coll, err := FromRuntime(rts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := NewSGD(newLinear(2, 1).params, SGDConfig{LR: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return coll.(ExchangeCollectives), inner
 }
 
 // checkAgainst compares one rank's weights after every step with the
@@ -311,18 +340,14 @@ func TestDecentralizedBadSettings(t *testing.T) {
 
 // TestDecentralizedMixedDTypes: parameters of different dtypes are refused.
 func TestDecentralizedMixedDTypes(t *testing.T) {
-	rts := startRuntimes(t, 1)
-	coll, err := FromRuntime(rts[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll, _ := oneRank(t)
 	m := newLinear(2, 1)
 	ps := []Param{m.params[0], {Name: "f32", Value: tensor.New(tensor.Float32, 2), Grad: tensor.New(tensor.Float32, 2)}}
 	inner, err := NewSGD(ps, SGDConfig{LR: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewDecentralized(inner, coll.(ExchangeCollectives), DecentralizedConfig{CommunicationInterval: 1}); !errors.Is(err, ErrDecentralized) {
+	if _, err := NewDecentralized(inner, coll, DecentralizedConfig{CommunicationInterval: 1}); !errors.Is(err, ErrDecentralized) {
 		t.Fatalf("mixed dtypes: %v, want ErrDecentralized", err)
 	}
 }

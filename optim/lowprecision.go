@@ -40,7 +40,7 @@ type LowPrecisionConfig struct {
 // returns the quantizer's error and its neighbours an error naming it,
 // after the exchange, so that nobody waits. Used by one goroutine at a time.
 type LowPrecisionDecentralized struct {
-	inner    Optimizer
+	passThrough
 	coll     ExchangeCollectives
 	params   []Param
 	interval int
@@ -71,7 +71,7 @@ func NewLowPrecisionDecentralized(inner Optimizer, coll ExchangeCollectives, cfg
 		return nil, err
 	}
 	bytes := n + 8*len(params)
-	return &LowPrecisionDecentralized{inner: inner, coll: coll, params: params, interval: cfg.CommunicationInterval,
+	return &LowPrecisionDecentralized{passThrough: passThrough{inner}, coll: coll, params: params, interval: cfg.CommunicationInterval,
 		rank: coll.Rank(), size: coll.Size(),
 		x: tensor.New(dt, n), self: tensor.New(dt, n), left: tensor.New(dt, n), right: tensor.New(dt, n), z: make([]float32, n),
 		payload: tensor.New(tensor.Uint8, bytes), fromL: tensor.New(tensor.Uint8, bytes), fromR: tensor.New(tensor.Uint8, bytes)}, nil
@@ -264,24 +264,8 @@ func addOf[T float32 | float64](t []T, z []float32) {
 	}
 }
 
-// Params returns the wrapped optimizer's parameters.
-func (d *LowPrecisionDecentralized) Params() []Param { return d.inner.Params() }
-
-// ZeroGrad zeroes the gradients.
-func (d *LowPrecisionDecentralized) ZeroGrad() error { return d.inner.ZeroGrad() }
-
-// LR returns the wrapped optimizer's learning rate.
-func (d *LowPrecisionDecentralized) LR() float64 { return d.inner.LR() }
-
-// SetLR sets the wrapped optimizer's learning rate.
-func (d *LowPrecisionDecentralized) SetLR(lr float64) { d.inner.SetLR(lr) }
-
-// State returns the wrapped optimizer's state (the replicas are not part
-// of it: a restored run sets them again at its first step).
-func (d *LowPrecisionDecentralized) State() *State { return d.inner.State() }
-
 // SetState sets the wrapped optimizer's state and has the next step set
-// the replicas again.
+// the replicas again (they are not part of State).
 func (d *LowPrecisionDecentralized) SetState(s *State) error {
 	d.ready = false
 	return d.inner.SetState(s)

@@ -101,15 +101,8 @@ func lowPrecisionRun(ctx context.Context, coll Collectives, rank, n, steps, inte
 	}
 	var out []lowPrecisionStep
 	for s := range steps {
-		if err := lp.ZeroGrad(); err != nil {
+		if err := linearStep(ctx, m, lp, s, rank, n); err != nil {
 			return nil, err
-		}
-		xs, ys := decShard(s, rank, n)
-		if err := m.backward(xs, ys, noReady); err != nil {
-			return nil, err
-		}
-		if err := lp.StepContext(ctx); err != nil {
-			return nil, fmt.Errorf("step %d: %w", s, err)
 		}
 		if want := min(n-1, 2) * (decD + 1 + 16); s%interval == 0 && lp.BytesSent() != want {
 			return nil, fmt.Errorf("step %d: %d bytes sent, want %d", s, lp.BytesSent(), want)
@@ -207,16 +200,8 @@ func TestLowPrecisionDiverged(t *testing.T) {
 }
 
 func TestLowPrecisionBadSettings(t *testing.T) {
-	rts := startRuntimes(t, 1)
-	coll, err := FromRuntime(rts[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner, err := NewSGD(newLinear(2, 1).params, SGDConfig{LR: 0.1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NewLowPrecisionDecentralized(inner, coll.(ExchangeCollectives), LowPrecisionConfig{}); !errors.Is(err, ErrDecentralized) {
+	coll, inner := oneRank(t)
+	if _, err := NewLowPrecisionDecentralized(inner, coll, LowPrecisionConfig{}); !errors.Is(err, ErrDecentralized) {
 		t.Fatalf("interval 0: %v, want ErrDecentralized", err)
 	}
 }

@@ -80,6 +80,7 @@ type weightTrainer interface {
 	optim.Optimizer
 	StepContext(ctx context.Context) error
 	sent() int64
+	start() error // before the forward pass
 	finish(ctx context.Context) error
 }
 
@@ -107,24 +108,35 @@ func newWeightTrainer(ctx context.Context, o options, r *hvd.Runtime, model *mlp
 			}
 		}
 		d, err := optim.NewDecentralized(inner, coll, cfg)
-		return &decTrainer{Decentralized: d}, fmt.Sprintf("decentralized SGD: weights averaged with %s every %d steps (hierarchical %v)", a.peers, a.interval, a.hierarchical), err
+		return &countingTrainer{exchanger: d}, fmt.Sprintf("decentralized SGD: weights averaged with %s every %d steps (hierarchical %v)", a.peers, a.interval, a.hierarchical), err
 	case algLowPrecision:
 		d, err := optim.NewLowPrecisionDecentralized(inner, coll, optim.LowPrecisionConfig{CommunicationInterval: a.interval})
-		return &lowTrainer{LowPrecisionDecentralized: d}, fmt.Sprintf("low-precision decentralized SGD: 8-bit weight differences to both ring neighbours every %d steps", a.interval), err
+		return &countingTrainer{exchanger: d}, fmt.Sprintf("low-precision decentralized SGD: 8-bit weight differences to both ring neighbours every %d steps", a.interval), err
 	default:
 		d, err := optim.NewAsyncModelAverage(inner, coll, optim.AsyncConfig{Interval: time.Duration(a.asyncMS) * time.Millisecond})
 		return &asyncTrainer{AsyncModelAverage: d}, fmt.Sprintf("asynchronous model average: weights averaged in the background every %d ms", a.asyncMS), err
 	}
 }
 
-type decTrainer struct {
-	*optim.Decentralized
+// exchanger is what decentralized and low-precision decentralized SGD
+// have in common: whether the next step communicates, and what the last
+// communication sent.
+type exchanger interface {
+	optim.Optimizer
+	StepContext(ctx context.Context) error
+	Communicates() bool
+	BytesSent() int
+}
+
+// countingTrainer adds up the bytes an exchanger sends.
+type countingTrainer struct {
+	exchanger
 	total int64
 }
 
-func (t *decTrainer) StepContext(ctx context.Context) error {
+func (t *countingTrainer) StepContext(ctx context.Context) error {
 	c := t.Communicates()
-	if err := t.Decentralized.StepContext(ctx); err != nil {
+	if err := t.exchanger.StepContext(ctx); err != nil {
 		return err
 	}
 	if c {
@@ -132,30 +144,22 @@ func (t *decTrainer) StepContext(ctx context.Context) error {
 	}
 	return nil
 }
-func (t *decTrainer) sent() int64                  { return t.total }
-func (t *decTrainer) finish(context.Context) error { return nil }
+func (t *countingTrainer) sent() int64                  { return t.total }
+func (t *countingTrainer) finish(context.Context) error { return nil }
 
-type lowTrainer struct {
-	*optim.LowPrecisionDecentralized
-	total int64
-}
-
-func (t *lowTrainer) StepContext(ctx context.Context) error {
-	c := t.Communicates()
-	if err := t.LowPrecisionDecentralized.StepContext(ctx); err != nil {
-		return err
-	}
-	if c {
-		t.total += int64(t.BytesSent())
+// start starts the exchange before the forward pass where the algorithm
+// can (decentralized SGD).
+func (t *countingTrainer) start() error {
+	if s, ok := t.exchanger.(interface{ Start() error }); ok {
+		return s.Start()
 	}
 	return nil
 }
-func (t *lowTrainer) sent() int64                  { return t.total }
-func (t *lowTrainer) finish(context.Context) error { return nil }
 
 type asyncTrainer struct{ *optim.AsyncModelAverage }
 
-func (t *asyncTrainer) sent() int64 { return int64(t.Rounds() * t.BytesPerRound()) }
+func (t *asyncTrainer) sent() int64  { return int64(t.Rounds() * t.BytesPerRound()) }
+func (t *asyncTrainer) start() error { return nil }
 func (t *asyncTrainer) finish(ctx context.Context) error {
 	return t.Finish(ctx)
 }
@@ -224,10 +228,8 @@ func weightEpoch(ctx context.Context, opt weightTrainer, model *mlp.MLP, train *
 			copy(x[i*mnist.Pixels:(i+1)*mnist.Pixels], train.Image(s))
 			y[i] = train.Labels[s]
 		}
-		if d, ok := opt.(*decTrainer); ok {
-			if err := d.Start(); err != nil { // the exchange overlaps forward and backward
-				return loss, 0, err
-			}
+		if err := opt.start(); err != nil { // the exchange overlaps forward and backward
+			return loss, 0, err
 		}
 		if err := opt.ZeroGrad(); err != nil {
 			return loss, 0, err
