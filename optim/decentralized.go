@@ -208,10 +208,15 @@ func (d *Decentralized) Peer() int {
 	return ShiftOnePeer(d.coll.Rank(), d.coll.Size(), d.comms)
 }
 
-// BytesSent returns the bytes of weights this rank sent at its last
-// communication (0 if it has not communicated): what its wire carried,
-// the data of the collectives without their negotiation.
+// BytesSent returns the bytes of weights this rank contributed to its last
+// communication (0 if it has not communicated): its weights once per
+// collective (the allreduce or exchange; with a hierarchy, the node's
+// average and, on a leader, the leaders' exchange), without the
+// negotiation and without what an allreduce's algorithm relays.
 func (d *Decentralized) BytesSent() int { return d.sent }
+
+// payload is the bytes of this rank's flat weights.
+func (d *Decentralized) payload() int { return d.send.Len() * d.dtype.Size() }
 
 // Start starts sending this rank's current weights if the next step
 // communicates; call it before the forward pass, so that the exchange
@@ -224,6 +229,7 @@ func (d *Decentralized) Start() error {
 	}
 	d.started = true
 	pack(d.params, d.send)
+	d.sent = d.payload()
 	var err error
 	if d.cfg.Hierarchy != nil {
 		// The node's average comes first; the leaders' exchange waits for it.
@@ -237,10 +243,8 @@ func (d *Decentralized) Start() error {
 // exchange starts this rank's averaging with its peers in c.
 func (d *Decentralized) exchange(c ExchangeCollectives) (Waiter, error) {
 	if d.cfg.PeerSelection == PeerAll {
-		d.sent = d.send.Len() * d.dtype.Size()
 		return c.AllreduceAsync(d.send, "decentralized.all", Average, 1, 1)
 	}
-	d.sent = d.send.Len() * d.dtype.Size()
 	p := d.Peer()
 	return c.ExchangeAsync(d.send, d.recv, p, p, "decentralized.shift_one")
 }
@@ -296,8 +300,8 @@ func (d *Decentralized) finish(ctx context.Context) error {
 // leaders' averaging and back to every rank of the node.
 func (d *Decentralized) finishHierarchy(ctx context.Context) error {
 	h := d.cfg.Hierarchy
-	d.sent = 0
 	if h.Leaders != nil {
+		d.sent += d.payload() // the leaders' exchange, after the node's average
 		w, err := d.exchange(h.Leaders)
 		if err == nil {
 			err = w.Wait(ctx)

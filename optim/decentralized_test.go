@@ -156,12 +156,27 @@ func decentralizedRun(ctx context.Context, coll Collectives, rank, n, steps int,
 		if err := dec.Start(); err != nil { // before the forward pass
 			return nil, err
 		}
+		communicates := dec.Communicates()
 		if err := linearStep(ctx, m, dec, s, rank, n); err != nil {
 			return nil, err
+		}
+		if want := decBytes(cfg); communicates && dec.BytesSent() != want {
+			return nil, fmt.Errorf("step %d: %d bytes sent, want %d", s, dec.BytesSent(), want)
 		}
 		out = append(out, append(slices.Clone(m.w), m.b...))
 	}
 	return out, nil
+}
+
+// decBytes is what BytesSent reports after a step of the linear model
+// (decD+1 float64s): the weights once per collective of the last
+// communication, twice on a node leader of a hierarchy.
+func decBytes(cfg DecentralizedConfig) int {
+	w := 8 * (decD + 1)
+	if h := cfg.Hierarchy; h != nil && h.Leaders != nil {
+		return 2 * w
+	}
+	return w
 }
 
 // linearStep is one step of the weight algorithms' tests: opt's
