@@ -34,11 +34,14 @@ type LowPrecisionConfig struct {
 // fp32 weights, to each neighbour (once on a ring of two ranks).
 //
 // The first Step exchanges the weights once in full precision, to set the
-// replicas, so that the ranks need not start from the same weights.
+// replicas, so that the ranks need not start from the same weights. The
+// exchange of a step's differences goes on while the next forward and
+// backward passes run; the next Step (or Wait, after the last) completes
+// it.
 // Parameters must all be float32 or all float64. A rank whose difference
 // is not finite (diverged training) sends a payload marked invalid: it
-// returns the quantizer's error and its neighbours an error naming it,
-// after the exchange, so that nobody waits. Used by one goroutine at a time.
+// returns the quantizer's error and its neighbours, at their next Step or
+// Wait, an error naming it: the exchange still happens, so nobody waits. Used by one goroutine at a time.
 type LowPrecisionDecentralized struct {
 	passThrough
 	coll     ExchangeCollectives
@@ -53,6 +56,7 @@ type LowPrecisionDecentralized struct {
 	steps                 int
 	ready                 bool
 	sent                  int
+	pending               *inFlight // the last communication's exchange, until Wait
 }
 
 // NewLowPrecisionDecentralized wraps inner (a plain optimizer over the
@@ -85,8 +89,8 @@ func (d *LowPrecisionDecentralized) Communicates() bool { return d.steps%d.inter
 func (d *LowPrecisionDecentralized) BytesSent() int { return d.sent }
 
 // Replicas returns copies of this rank's replicas of its left and right
-// neighbours' weights (flat, the parameters back to back); nil before the
-// first Step.
+// neighbours' weights (flat, the parameters back to back), as of the last
+// Wait; nil before the first Step.
 func (d *LowPrecisionDecentralized) Replicas() (left, right *tensor.Tensor) {
 	if !d.ready {
 		return nil, nil
@@ -99,34 +103,53 @@ func (d *LowPrecisionDecentralized) neighbours() (int, int) {
 	return (d.rank + d.size - 1) % d.size, (d.rank + 1) % d.size
 }
 
-// both sends send to both neighbours, receiving the left one's into fromLeft
-// and the right one's into fromRight: two exchanges in flight at once, or
-// one where both neighbours are the same rank (two ranks), or none on a
-// ring of one.
-func (d *LowPrecisionDecentralized) both(ctx context.Context, send, fromLeft, fromRight *tensor.Tensor, name string) error {
+// inFlight is an exchange with both neighbours that has started.
+type inFlight struct {
+	ws   []Waiter
+	copy func() // after the waits: fills what a single exchange stood for
+}
+
+// wait waits for every exchange, then makes the copy.
+func (f inFlight) wait(ctx context.Context) error {
+	var errs []error
+	for _, w := range f.ws {
+		if err := w.Wait(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if f.copy != nil {
+		f.copy()
+	}
+	return nil
+}
+
+// both starts sending send to both neighbours, receiving the left one's
+// into fromLeft and the right one's into fromRight: two exchanges in
+// flight at once, or one where both neighbours are the same rank (two
+// ranks), or none on a ring of one.
+func (d *LowPrecisionDecentralized) both(send, fromLeft, fromRight *tensor.Tensor, name string) (inFlight, error) {
 	l, r := d.neighbours()
+	both := func() { copy(fromRight.Bytes(), fromLeft.Bytes()) }
 	switch {
 	case d.size == 1:
 		copy(fromLeft.Bytes(), send.Bytes())
-		copy(fromRight.Bytes(), send.Bytes())
-		return nil
+		return inFlight{copy: both}, nil
 	case l == r:
 		w, err := d.coll.ExchangeAsync(send, fromLeft, r, l, name)
-		if err == nil {
-			err = w.Wait(ctx)
-		}
-		copy(fromRight.Bytes(), fromLeft.Bytes())
-		return err
+		return inFlight{ws: []Waiter{w}, copy: both}, err
 	}
 	toRight, err := d.coll.ExchangeAsync(send, fromLeft, r, l, name+".right")
 	if err != nil {
-		return err
+		return inFlight{}, err
 	}
 	toLeft, err := d.coll.ExchangeAsync(send, fromRight, l, r, name+".left")
 	if err != nil {
-		return errors.Join(err, toRight.Wait(ctx))
+		return inFlight{ws: []Waiter{toRight}}, err
 	}
-	return errors.Join(toRight.Wait(ctx), toLeft.Wait(ctx))
+	return inFlight{ws: []Waiter{toRight, toLeft}}, nil
 }
 
 // payloadsSent is the number of payloads one communication sends: one to
@@ -138,18 +161,23 @@ func (d *LowPrecisionDecentralized) payloadsSent() int {
 // Step is StepContext with context.Background.
 func (d *LowPrecisionDecentralized) Step() error { return d.StepContext(context.Background()) }
 
-// StepContext takes one step (see LowPrecisionDecentralized). The first
-// one sets the replicas first.
+// StepContext takes one step (see LowPrecisionDecentralized). It first
+// waits for the neighbours' last differences and adds them to their
+// replicas (Wait); the first step sets the replicas instead. A
+// communicating step then sends this rank's difference and returns: the
+// exchange goes on during the next forward and backward passes. If the
+// difference cannot be quantized, StepContext returns the quantizer's
+// error with the exchange (of a payload marked invalid) in flight.
 func (d *LowPrecisionDecentralized) StepContext(ctx context.Context) error {
-	if !d.ready {
-		pack(d.params, d.self)
-		if err := d.both(ctx, d.self, d.left, d.right, "lowprec.init"); err != nil {
-			return err
-		}
-		d.ready = true
+	if err := d.setReplicas(ctx); err != nil {
+		return err
 	}
-	if !d.Communicates() {
-		d.steps++
+	if err := d.Wait(ctx); err != nil {
+		return err
+	}
+	communicates := d.Communicates()
+	d.steps++
+	if !communicates {
 		return d.inner.Step()
 	}
 	pack(d.params, d.x)
@@ -160,15 +188,53 @@ func (d *LowPrecisionDecentralized) StepContext(ctx context.Context) error {
 	}
 	pack(d.params, d.x)
 	qerr := d.encode()
-	if err := d.both(ctx, d.payload, d.fromL, d.fromR, "lowprec.diff"); err != nil {
+	f, err := d.both(d.payload, d.fromL, d.fromR, "lowprec.diff")
+	d.pending = &f
+	if err != nil {
 		return err
 	}
-	d.steps++
 	d.sent = d.payloadsSent() * d.payload.Len()
 	if qerr != nil {
 		return qerr
 	}
 	unpack(d.self, d.params)
+	return nil
+}
+
+// setReplicas sets the replicas from the ranks' weights, exchanged in full
+// precision, at the first step.
+func (d *LowPrecisionDecentralized) setReplicas(ctx context.Context) error {
+	if d.ready {
+		return nil
+	}
+	pack(d.params, d.self)
+	f, err := d.both(d.self, d.left, d.right, "lowprec.init")
+	if err == nil {
+		err = f.wait(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	d.ready = true
+	return nil
+}
+
+// Wait waits for the exchange of the last communicating step, if it is
+// still in flight, and adds the neighbours' differences to their
+// replicas: after it, this rank's replicas equal its neighbours' weights.
+// Call it after the last step (StepContext calls it first). It returns an
+// error naming a neighbour whose difference was not finite.
+func (d *LowPrecisionDecentralized) Wait(ctx context.Context) error {
+	if d.pending == nil {
+		return nil
+	}
+	if err := d.pending.wait(ctx); err != nil {
+		if ctx.Err() == nil {
+			d.pending = nil
+		}
+		return err
+	}
+	d.pending = nil
 	l, r := d.neighbours()
 	if err := d.decodeInto(d.left, d.fromL, l); err != nil {
 		return err

@@ -107,6 +107,9 @@ func lowPrecisionRun(ctx context.Context, coll Collectives, rank, n, steps, inte
 		if want := min(n-1, 2) * (decD + 1 + 16); s%interval == 0 && lp.BytesSent() != want {
 			return nil, fmt.Errorf("step %d: %d bytes sent, want %d", s, lp.BytesSent(), want)
 		}
+		if err := lp.Wait(ctx); err != nil { // the replicas, for the invariants
+			return nil, err
+		}
 		l, r := lp.Replicas()
 		out = append(out, lowPrecisionStep{x: append(slices.Clone(m.w), m.b...), left: l.Float64s(), right: r.Float64s()})
 	}
@@ -164,8 +167,8 @@ func TestLowPrecisionDecentralized(t *testing.T) {
 }
 
 // TestLowPrecisionDiverged: a rank whose weights are not finite fails its
-// step with the quantizer's error, after the exchange; its neighbours fail
-// theirs naming it; nobody waits.
+// step with the quantizer's error, its exchange still in flight; its
+// neighbours' Wait fails naming it; nobody waits.
 func TestLowPrecisionDiverged(t *testing.T) {
 	const n = 3
 	rts := startRuntimes(t, n)
@@ -189,6 +192,9 @@ func TestLowPrecisionDiverged(t *testing.T) {
 			m.params[0].Grad.Float64s()[2] = math.Inf(1)
 		}
 		err = lp.StepContext(ctx)
+		if rank != 1 && err == nil {
+			err = lp.Wait(ctx) // the neighbours learn it from the exchange
+		}
 		switch {
 		case rank == 1 && (err == nil || !strings.Contains(err.Error(), "only finite values")):
 			return fmt.Errorf("diverged rank: %v, want the quantizer's error", err)

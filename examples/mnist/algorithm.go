@@ -144,8 +144,16 @@ func (t *countingTrainer) StepContext(ctx context.Context) error {
 	}
 	return nil
 }
-func (t *countingTrainer) sent() int64                  { return t.total }
-func (t *countingTrainer) finish(context.Context) error { return nil }
+func (t *countingTrainer) sent() int64 { return t.total }
+
+// finish completes the last exchange where the algorithm leaves one in
+// flight (low-precision decentralized).
+func (t *countingTrainer) finish(ctx context.Context) error {
+	if w, ok := t.exchanger.(interface{ Wait(context.Context) error }); ok {
+		return w.Wait(ctx)
+	}
+	return nil
+}
 
 // start starts the exchange before the forward pass where the algorithm
 // can (decentralized SGD).
