@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -83,6 +84,9 @@ type Hierarchy struct {
 	// Nodes is the number of nodes (the size of Leaders), known to every
 	// rank so that every rank checks the settings alike.
 	Nodes int
+
+	r     *hvd.Runtime    // NewHierarchy's runtime
+	added *hvd.ProcessSet // the leaders' set NewHierarchy registered, or nil
 }
 
 // checkDecentralized validates cfg for a group of size ranks.

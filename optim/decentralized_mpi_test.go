@@ -57,6 +57,11 @@ func TestMPIDecentralizedHierarchical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { // the leaders' set, which the other tests must not meet
+		if err := h.Close(ctx); err != nil {
+			t.Errorf("rank %d: closing the hierarchy: %v", rank, err)
+		}
+	}()
 	nodeOf := make([]int, n)
 	for k, node := range mpiRT.Nodes() {
 		for _, r := range node {

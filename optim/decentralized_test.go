@@ -313,6 +313,16 @@ func TestDecentralizedHierarchical(t *testing.T) {
 				})
 			})
 		}
+		onRanks(t, n, func(rank int) error {
+			ps := len(rts[rank].ProcessSets())
+			if err := hs[rank].Close(context.Background()); err != nil {
+				return err
+			}
+			if got := len(rts[rank].ProcessSets()); got != ps-1 {
+				return fmt.Errorf("%d process sets after Close, %d before; want the leaders' removed", got, ps)
+			}
+			return nil
+		})
 	}
 }
 
