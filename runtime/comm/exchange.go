@@ -42,6 +42,13 @@ func Exchange(c Communicator, send *tensor.Tensor, dest int, recv *tensor.Tensor
 	if x, ok := c.(Exchanger); ok {
 		return x.Exchange(send, dest, recv, source)
 	}
+	return ExchangeAlltoallv(c, send, dest, recv, source)
+}
+
+// ExchangeAlltoallv is Exchange carried by one Alltoallv on c, whether or
+// not c is an Exchanger: for an Exchanger that falls back to it (the
+// embedded transport with its agreement check on).
+func ExchangeAlltoallv(c Communicator, send *tensor.Tensor, dest int, recv *tensor.Tensor, source int) error {
 	n := c.Size()
 	local := CheckExchange(n, send, dest, recv, source)
 	if local != nil {
