@@ -11,9 +11,11 @@ import (
 const NoPeer = -1
 
 // Exchanger is implemented by communicators that carry Exchange with a
-// point-to-point primitive of their own (MPI_Sendrecv, say). Exchange uses
-// it when the communicator offers it, and Alltoallv otherwise; either way
-// the semantics are Exchange's.
+// point-to-point primitive of their own: the MPI and embedded transports
+// (MPI_Sendrecv, or the two messages alone, with the agreement check off;
+// ExchangeAlltoallv with it on) and the fault wrapper. Exchange uses it
+// when the communicator offers it, and Alltoallv otherwise; either way the
+// semantics are Exchange's.
 type Exchanger interface {
 	Exchange(send *tensor.Tensor, dest int, recv *tensor.Tensor, source int) error
 }
