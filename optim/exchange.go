@@ -30,6 +30,8 @@ type ExchangeCollectives interface {
 
 var _ ExchangeCollectives = (*runtimeCollectives)(nil)
 
+// ExchangeAsync starts the runtime's Exchange of t, flattened, within the
+// set; the waiter copies what arrives into out.
 func (c *runtimeCollectives) ExchangeAsync(t, out *tensor.Tensor, dest, source int, name string) (Waiter, error) {
 	if source != NoPeer && (out == nil || out.DType() != t.DType()) {
 		return nil, fmt.Errorf("optim: exchange %q: the receive buffer must be a %v tensor", name, t.DType())
@@ -53,6 +55,7 @@ type exchangeWaiter struct {
 	name string
 }
 
+// Wait waits for the exchange and copies the received tensor into out.
 func (w exchangeWaiter) Wait(ctx context.Context) error {
 	if err := w.h.Wait(ctx); err != nil {
 		return err
