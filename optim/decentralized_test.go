@@ -376,3 +376,40 @@ func TestDecentralizedMixedDTypes(t *testing.T) {
 		t.Fatalf("mixed dtypes: %v, want ErrDecentralized", err)
 	}
 }
+
+// TestExchangeSizes: the runtime adapter's exchange fills the receive
+// buffer, refuses one of another dtype at once, and fails the wait of a
+// rank whose buffer does not hold what its source sent.
+func TestExchangeSizes(t *testing.T) {
+	rts := startRuntimes(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	onRanks(t, 2, func(rank int) error {
+		coll, err := FromRuntime(rts[rank])
+		if err != nil {
+			return err
+		}
+		ec := coll.(ExchangeCollectives)
+		p := 1 - rank
+		out := tensor.New(tensor.Float64, 3)
+		w, err := ec.ExchangeAsync(tensor.FromFloat64([]float64{float64(rank), 1, 2}), out, p, p, "sizes.ok")
+		if err == nil {
+			err = w.Wait(ctx)
+		}
+		if err != nil || out.Float64s()[0] != float64(p) {
+			return fmt.Errorf("exchange: %v %v", out.Float64s(), err)
+		}
+		if _, err := ec.ExchangeAsync(tensor.New(tensor.Float64, 2), tensor.New(tensor.Float32, 2), p, p, "sizes.dtype"); err == nil {
+			return errors.New("a float32 receive buffer for float64 data was accepted")
+		}
+		short := tensor.New(tensor.Float64, 2+rank) // rank 1 expects one element more than rank 0 sends
+		w, err = ec.ExchangeAsync(tensor.New(tensor.Float64, 2), short, p, p, "sizes.short")
+		if err == nil {
+			err = w.Wait(ctx)
+		}
+		if (rank == 1) != (err != nil) {
+			return fmt.Errorf("receive buffer of %d for 2 elements: %v", short.Len(), err)
+		}
+		return nil
+	})
+}

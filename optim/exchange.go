@@ -44,15 +44,16 @@ func (c *runtimeCollectives) ExchangeAsync(t, out *tensor.Tensor, dest, source i
 	if err != nil {
 		return nil, err
 	}
-	return exchangeWaiter{h: h, out: out, name: name}, nil
+	return exchangeWaiter{h: h, out: out, name: name, receives: source != NoPeer}, nil
 }
 
 // exchangeWaiter copies what the runtime received into the caller's buffer
 // once the exchange completes.
 type exchangeWaiter struct {
-	h    *hvd.Handle
-	out  *tensor.Tensor
-	name string
+	h        *hvd.Handle
+	out      *tensor.Tensor
+	name     string
+	receives bool // from a source, not NoPeer
 }
 
 // Wait waits for the exchange and copies the received tensor into out.
@@ -60,12 +61,12 @@ func (w exchangeWaiter) Wait(ctx context.Context) error {
 	if err := w.h.Wait(ctx); err != nil {
 		return err
 	}
-	got := w.h.Output()
-	if got == nil || got.Len() == 0 {
-		return nil // nothing received (NoPeer)
+	if !w.receives {
+		return nil
 	}
-	if w.out == nil || got.Len() != w.out.Len() {
-		return fmt.Errorf("optim: exchange %q: received %d elements into a buffer of %d", w.name, got.Len(), lenOf(w.out))
+	got := w.h.Output()
+	if lenOf(got) != lenOf(w.out) {
+		return fmt.Errorf("optim: exchange %q: received %d elements into a buffer of %d", w.name, lenOf(got), lenOf(w.out))
 	}
 	copy(w.out.Bytes(), got.Bytes())
 	return nil
