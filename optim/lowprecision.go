@@ -163,16 +163,17 @@ func (d *LowPrecisionDecentralized) Step() error { return d.StepContext(context.
 
 // StepContext takes one step (see LowPrecisionDecentralized). It first
 // waits for the neighbours' last differences and adds them to their
-// replicas (Wait); the first step sets the replicas instead. A
+// replicas (Wait); the first step, and the first after SetState, set the
+// replicas from the weights instead. A
 // communicating step then sends this rank's difference and returns: the
 // exchange goes on during the next forward and backward passes. If the
 // difference cannot be quantized, StepContext returns the quantizer's
 // error with the exchange (of a payload marked invalid) in flight.
 func (d *LowPrecisionDecentralized) StepContext(ctx context.Context) error {
-	if err := d.setReplicas(ctx); err != nil {
+	if err := d.Wait(ctx); err != nil {
 		return err
 	}
-	if err := d.Wait(ctx); err != nil {
+	if err := d.setReplicas(ctx); err != nil {
 		return err
 	}
 	communicates := d.Communicates()

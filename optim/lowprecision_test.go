@@ -211,3 +211,50 @@ func TestLowPrecisionBadSettings(t *testing.T) {
 		t.Fatalf("interval 0: %v, want ErrDecentralized", err)
 	}
 }
+
+// TestLowPrecisionSetState: after SetState (a restored checkpoint, here the
+// state as it was), the next step sets the replicas again from the
+// weights, so that they still equal the neighbours' weights.
+func TestLowPrecisionSetState(t *testing.T) {
+	const n, steps = 3, 6
+	rts := startRuntimes(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	xs, lefts := make([][]float64, n), make([][]float64, n)
+	onRanks(t, n, func(rank int) error {
+		coll, err := FromRuntime(rts[rank])
+		if err != nil {
+			return err
+		}
+		m := newLinear(decD, uint64(rank)+1)
+		inner, err := NewSGD(m.params, SGDConfig{LR: decLR})
+		if err != nil {
+			return err
+		}
+		lp, err := NewLowPrecisionDecentralized(inner, coll.(ExchangeCollectives), LowPrecisionConfig{CommunicationInterval: 1})
+		if err != nil {
+			return err
+		}
+		for s := range steps {
+			if s == steps/2 {
+				if err := lp.SetState(lp.State()); err != nil {
+					return err
+				}
+			}
+			if err := linearStep(ctx, m, lp, s, rank, n); err != nil {
+				return err
+			}
+		}
+		if err := lp.Wait(ctx); err != nil {
+			return err
+		}
+		l, _ := lp.Replicas()
+		xs[rank], lefts[rank] = append(slices.Clone(m.w), m.b...), l.Float64s()
+		return nil
+	})
+	for r := range n {
+		if left := (r + n - 1) % n; !slices.Equal(lefts[r], xs[left]) {
+			t.Fatalf("rank %d's replica of rank %d: %v, its weights %v", r, left, lefts[r], xs[left])
+		}
+	}
+}
