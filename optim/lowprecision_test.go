@@ -87,15 +87,22 @@ func quantizedBack(t *testing.T, z []float32, cut int) []float64 {
 // replicas of its neighbours'.
 type lowPrecisionStep struct{ x, left, right []float64 }
 
-// lowPrecisionRun trains rank's replica with LowPrecisionDecentralized
-// over coll and returns its state after every step.
-func lowPrecisionRun(ctx context.Context, coll Collectives, rank, n, steps, interval int) ([]lowPrecisionStep, error) {
+// newLowPrecision returns rank's linear model (seeded by rank) and a
+// LowPrecisionDecentralized over plain SGD on it.
+func newLowPrecision(coll Collectives, rank, interval int) (*linear, *LowPrecisionDecentralized, error) {
 	m := newLinear(decD, uint64(rank)+1)
 	inner, err := NewSGD(m.params, SGDConfig{LR: decLR})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lp, err := NewLowPrecisionDecentralized(inner, coll.(ExchangeCollectives), LowPrecisionConfig{CommunicationInterval: interval})
+	return m, lp, err
+}
+
+// lowPrecisionRun trains rank's replica with LowPrecisionDecentralized
+// over coll and returns its state after every step.
+func lowPrecisionRun(ctx context.Context, coll Collectives, rank, n, steps, interval int) ([]lowPrecisionStep, error) {
+	m, lp, err := newLowPrecision(coll, rank, interval)
 	if err != nil {
 		return nil, err
 	}
@@ -179,12 +186,7 @@ func TestLowPrecisionDiverged(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		m := newLinear(decD, uint64(rank)+1)
-		inner, err := NewSGD(m.params, SGDConfig{LR: decLR})
-		if err != nil {
-			return err
-		}
-		lp, err := NewLowPrecisionDecentralized(inner, coll.(ExchangeCollectives), LowPrecisionConfig{CommunicationInterval: 1})
+		m, lp, err := newLowPrecision(coll, rank, 1)
 		if err != nil {
 			return err
 		}
@@ -226,12 +228,7 @@ func TestLowPrecisionSetState(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		m := newLinear(decD, uint64(rank)+1)
-		inner, err := NewSGD(m.params, SGDConfig{LR: decLR})
-		if err != nil {
-			return err
-		}
-		lp, err := NewLowPrecisionDecentralized(inner, coll.(ExchangeCollectives), LowPrecisionConfig{CommunicationInterval: 1})
+		m, lp, err := newLowPrecision(coll, rank, 1)
 		if err != nil {
 			return err
 		}
