@@ -161,7 +161,11 @@ func (l *loop) perform(resp *wire.Response) error {
 		err = l.com.Bcast(e.out, int(e.req.Root))
 	case wire.Alltoall:
 		act = actAlltoall
-		err = l.alltoall(e)
+		if e.exchange != nil {
+			err = l.exchange(e) // exchange.go
+		} else {
+			err = l.alltoall(e)
+		}
 	case wire.Reducescatter:
 		act = actReduceScat
 		err = l.reducescatter(e, resp)

@@ -117,6 +117,8 @@ func main() {
 		os.Exit(hvdAllreduce())
 	case "rdzv-server":
 		os.Exit(rdzvServer(os.Args[2], os.Args[3], os.Args[4]))
+	case "train-exchange":
+		os.Exit(trainExchange(os.Args[2]))
 	case "train":
 		os.Exit(train(os.Args[2]))
 	case "train-steps":
@@ -244,24 +246,48 @@ func sleepy(d time.Duration) int {
 }
 
 func train(dir string) int {
+	grad := make([]float32, 1<<12)
+	return trainWith(dir, func(ctx context.Context, r, step int) error {
+		for i := range grad {
+			grad[i] = float32(r + step)
+		}
+		_, err := hvd.Allreduce(ctx, tensor.FromFloat32(grad), "grad", hvd.Average)
+		return err
+	})
+}
+
+// trainExchange trains as train does with a ring shift of the weights
+// (hvd.Exchange, decentralized SGD's point-to-point exchange) instead of
+// an allreduce at each step.
+func trainExchange(dir string) int {
+	w := make([]float32, 1<<12)
+	return trainWith(dir, func(ctx context.Context, r, step int) error {
+		n := hvd.Size()
+		for i := range w {
+			w[i] = float32(r + step)
+		}
+		_, err := hvd.Exchange(ctx, tensor.FromFloat32(w), (r+1)%n, (r+n-1)%n, "weights")
+		return err
+	})
+}
+
+// trainWith runs step until it fails or two minutes pass, writing this
+// rank's pid to dir and printing "training RANK pid PID" at step 10.
+func trainWith(dir string, step func(ctx context.Context, r, step int) error) int {
 	if err := hvd.Init(); err != nil {
 		fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
 		return 4
 	}
 	r := hvd.Rank()
 	writePID(dir, r)
-	grad := make([]float32, 1<<12)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for step := 0; ctx.Err() == nil; step++ {
-		for i := range grad {
-			grad[i] = float32(r + step)
-		}
-		if _, err := hvd.Allreduce(ctx, tensor.FromFloat32(grad), "grad", hvd.Average); err != nil {
-			fmt.Fprintf(os.Stderr, "worker %d: step %d: %v\n", r, step, err)
+	for s := 0; ctx.Err() == nil; s++ {
+		if err := step(ctx, r, s); err != nil {
+			fmt.Fprintf(os.Stderr, "worker %d: step %d: %v\n", r, s, err)
 			return 3
 		}
-		if step == 10 {
+		if s == 10 {
 			fmt.Printf("training %d pid %d\n", r, os.Getpid())
 		}
 	}
