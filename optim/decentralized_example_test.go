@@ -92,9 +92,9 @@ func ExampleQuantizeMinMaxUint8() {
 	_, _, err = optim.QuantizeMinMaxUint8([]float32{1, float32(math.NaN())}, make([]byte, 2))
 	fmt.Println(err)
 	// Output:
-	// -1 1 [0 64 128 159 255]
-	// [-1.0000 -0.4980 0.0039 0.2471 1.0000]
-	// optim: quantize: element 1 is NaN; only finite values can be quantized
+	// -1 1 [0 64 127 159 255]
+	// [-1.0000 -0.4980 -0.0039 0.2471 1.0000]
+	// optim: cannot quantize a value that is not finite: element 1 is NaN
 }
 
 // Three ranks train at their own pace, each towards its own target, and
