@@ -296,6 +296,14 @@ static int hv_alltoallv(void *send, int *scounts, int *sdispls, void *recv, int 
 	return MPI_Alltoallv(HV_NZ(send), scounts, sdispls, t, HV_NZ(recv), rcounts, rdispls, t, c);
 }
 
+// hv_sendrecv sends ns elements to dest and receives nr from source (tag
+// 0); a peer of -1 is MPI_PROC_NULL: nothing sent, or received.
+static int hv_sendrecv(void *send, int ns, int dest, void *recv, int nr, int source, int dt, MPI_Comm c) {
+	MPI_Datatype t = hv_dtype(dt);
+	return MPI_Sendrecv(HV_NZ(send), ns, t, dest < 0 ? MPI_PROC_NULL : dest, 0,
+		HV_NZ(recv), nr, t, source < 0 ? MPI_PROC_NULL : source, 0, c, MPI_STATUS_IGNORE);
+}
+
 static int hv_reduce_scatter(void *send, void *recv, int *counts, int dt, int op, MPI_Comm c) {
 	return MPI_Reduce_scatter(HV_NZ(send), HV_NZ(recv), counts, hv_dtype(dt), hv_op(dt, op), c);
 }
@@ -849,6 +857,65 @@ func (c *Comm) Bcast(buf *tensor.Tensor, root int) error {
 	return c.chunked(buf, func(p unsafe.Pointer, k int) C.int {
 		return C.hv_bcast(p, C.int(k), C.int(dt), C.int(root), c.h)
 	}, "MPI_Bcast")
+}
+
+// Sendrecv sends all of send to rank dest and receives all of recv from
+// rank source (MPI_Sendrecv; -1 for no peer, MPI_PROC_NULL), in pieces of
+// at most 2^31-1 elements. It is point to point: only the pairs take part,
+// so there is no agreement check; the ranks must agree that when r sends
+// to d, d receives from r as many elements of the same dtype (as
+// comm.Exchange, with the agreement check off, guarantees by contract).
+// Arguments that one rank can tell are wrong are refused before any data
+// moves.
+func (c *Comm) Sendrecv(send *tensor.Tensor, dest int, recv *tensor.Tensor, source int) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	err := checkTensor("send", send, tensor.Invalid)
+	if err == nil {
+		err = checkTensor("receive", recv, send.DType())
+	}
+	for _, p := range []struct {
+		what string
+		r    int
+	}{{"destination", dest}, {"source", source}} {
+		if err == nil && (p.r < -1 || p.r >= c.size) {
+			err = fmt.Errorf("%s rank %d out of range [-1, %d)", p.what, p.r, c.size)
+		}
+	}
+	if err != nil {
+		return &ArgError{Op: "sendrecv", Rank: c.rank, Msg: err.Error()}
+	}
+	ns, nr := send.Len(), recv.Len()
+	if dest < 0 {
+		ns = 0
+	}
+	if source < 0 {
+		nr = 0
+	}
+	sb, rb, es, dt := ptr(send), ptr(recv), send.DType().Size(), send.DType()
+	for off := 0; off == 0 || off < max(ns, nr); off += c.limit {
+		ks, kr := min(max(ns-off, 0), c.limit), min(max(nr-off, 0), c.limit)
+		d, s := dest, source
+		if off > 0 && ks == 0 {
+			d = -1 // this rank's message ended in an earlier piece
+		}
+		if off > 0 && kr == 0 {
+			s = -1
+		}
+		if rc := C.hv_sendrecv(unsafe.Add(sb, off*es*sign(ks)), C.int(ks), C.int(d), unsafe.Add(rb, off*es*sign(kr)), C.int(kr), C.int(s), C.int(dt), c.h); rc != 0 {
+			return newError("MPI_Sendrecv", rc)
+		}
+	}
+	return nil
+}
+
+// sign is 1 for a positive n, else 0: an empty piece keeps its pointer.
+func sign(n int) int {
+	if n > 0 {
+		return 1
+	}
+	return 0
 }
 
 // cInts converts counts to C ints and computes their displacements. The

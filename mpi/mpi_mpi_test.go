@@ -834,3 +834,41 @@ func TestThreadLevelValues(t *testing.T) {
 		t.Errorf("MPI's thread levels (single, funneled, serialized, multiple) = %v, the package assumes %v", got, want)
 	}
 }
+
+// TestSendrecvChunked: a ring shift in pieces of at most 7 elements, with
+// every rank sending a different length (rank r sends 10r+3 elements, so
+// a rank sends and receives different numbers of pieces), and a rank with
+// no peer at all; then arguments out of range are refused.
+func TestSendrecvChunked(t *testing.T) {
+	w := world(t)
+	d, err := w.Dup()
+	if err != nil {
+		t.Fatalf("Dup: %v", err)
+	}
+	defer d.Free()
+	d.limit = 7
+	r, n := w.Rank(), w.Size()
+	dest, source := (r+1)%n, (r+n-1)%n
+	length := func(q int) int { return 10*q + 3 }
+	send := tensor.New(tensor.Int64, length(r))
+	for i := range send.Int64s() {
+		send.Int64s()[i] = int64(1000*r + i)
+	}
+	recv := tensor.New(tensor.Int64, length(source))
+	if err := d.Sendrecv(send, dest, recv, source); err != nil {
+		t.Fatalf("Sendrecv: %v", err)
+	}
+	for i, v := range recv.Int64s() {
+		if v != int64(1000*source+i) {
+			t.Fatalf("element %d from rank %d: %d", i, source, v)
+		}
+	}
+	none := tensor.New(tensor.Int64, 0)
+	if err := d.Sendrecv(none, -1, none, -1); err != nil {
+		t.Fatalf("Sendrecv with no peer: %v", err)
+	}
+	var ae *ArgError
+	if err := d.Sendrecv(send, n, recv, source); !errors.As(err, &ae) || !strings.Contains(err.Error(), "destination rank") {
+		t.Fatalf("destination out of range: %v, want an *ArgError", err)
+	}
+}

@@ -84,6 +84,11 @@ func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Ten
 	return notBuilt("mpi.Alltoallv")
 }
 
+// Sendrecv reports that MPI support is not built in.
+func (c *Comm) Sendrecv(send *tensor.Tensor, dest int, recv *tensor.Tensor, source int) error {
+	return notBuilt("mpi.Sendrecv")
+}
+
 // ReduceScatter reports that MPI support is not built in.
 func (c *Comm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
 	return notBuilt("mpi.ReduceScatter")

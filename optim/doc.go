@@ -64,4 +64,15 @@
 // and updates only its range, and the ranks gather the new values;
 // ConsolidateState gathers the whole state, and SetState re-shards one at
 // any size.
+//
+// Three of Bagua's algorithms exchange weights instead of gradients, each
+// wrapping a plain Optimizer over an ExchangeCollectives (the runtime's
+// point-to-point Exchange, which FromRuntime and FromProcessSet provide):
+// NewDecentralized (decentralized SGD: the weights averaged, before each
+// step, with every rank or with one ShiftOne peer, optionally every few
+// steps and hierarchically over nodes), NewLowPrecisionDecentralized (a
+// ring whose ranks send their neighbours 8-bit quantized weight changes,
+// QuantizeMinMaxUint8, and keep exact replicas of them) and
+// NewAsyncModelAverage (background averaging rounds while every rank
+// steps at its own pace, with collective Abort, Resume and Finish).
 package optim

@@ -38,30 +38,7 @@ func TestStepReturnsOnTransportFailure(t *testing.T) {
 // carrying the injected error and the others' naming rank 1.
 func checkFaultEnds(t *testing.T, n int, rule fault.Rule, train func(coll Collectives, rank int) error) {
 	t.Helper()
-	cfg := config.Default()
-	cfg.CycleTime = time.Millisecond
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
-	rts := make([]*hvd.Runtime, n)
-	var wg sync.WaitGroup
-	for i := range rts {
-		rts[i] = new(hvd.Runtime)
-		var c comm.Communicator = group[i]
-		if i == 1 {
-			c = fault.Wrap(c, rule)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := rts[i].Init(hvd.WithCommunicator(c), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop())); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	t.Cleanup(func() { hvd.StopLocal(rts) })
+	rts := startFaulty(t, n, 1, rule)
 	done := make(chan struct{})
 	errs := make([]error, n)
 	go func() {
@@ -137,6 +114,37 @@ func TestAlgorithmsEndOnTransportFailure(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) { checkFaultEnds(t, n, c.rule, c.train) })
 	}
+}
+
+// startFaulty starts n runtimes over one in-memory group, rank victim's
+// communicator wrapped with rules; StopLocal stops them.
+func startFaulty(t *testing.T, n, victim int, rules ...fault.Rule) []*hvd.Runtime {
+	t.Helper()
+	cfg := config.Default()
+	cfg.CycleTime = time.Millisecond
+	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
+	rts := make([]*hvd.Runtime, n)
+	var wg sync.WaitGroup
+	for i := range rts {
+		rts[i] = new(hvd.Runtime)
+		var c comm.Communicator = group[i]
+		if i == victim {
+			c = fault.Wrap(c, rules...)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := rts[i].Init(hvd.WithCommunicator(c), hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop())); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Cleanup(func() { hvd.StopLocal(rts) })
+	return rts
 }
 
 // TestAllgatherObjectThenJoin: AllgatherObject twice (the second from the

@@ -28,6 +28,7 @@ var readmeSnippets = []struct {
 	after   string
 }{
 	{"## Post-local SGD and model averaging", "var sgd optim.Optimizer; var coll optim.Collectives", "_ = opt"},
+	{"## Exchanging weights instead of gradients: decentralized, low-precision and asynchronous", "var sgd optim.Optimizer; var coll optim.Collectives; var steps int", ""},
 	{"## SyncBatchNorm", "var params []optim.Param; var h, dy []float32; var n int", "_, _, _ = y, dh, err"},
 	{"## Communication hooks and PowerSGD", "var sgd optim.Optimizer; var coll optim.Collectives", "_ = opt"},
 	{"## 8-bit exchanges and sharded optimizer state", "var sgd optim.Optimizer; var coll optim.Collectives; var params []optim.Param; var ctx context.Context", "_, _ = opt, qopt"},

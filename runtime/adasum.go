@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/gohorovod/gohorovod/runtime/internal/timeline"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -54,7 +55,7 @@ func (l *loop) adasum(resp *wire.Response) error {
 		}
 	}
 	end := time.Now()
-	l.tlActivity(l.ents, actAdasum, start, end)
+	l.tlActivity(l.ents, timeline.MPIAdasum, start, end)
 	l.tlEnd(l.ents, end)
 	finish(l.ents)
 	return nil

@@ -160,6 +160,16 @@ func AlltoallAsync(t *tensor.Tensor, splits []int, name string, opts ...CallOpti
 	return Default().AlltoallAsync(t, splits, name, opts...)
 }
 
+// Exchange: see Runtime.Exchange.
+func Exchange(ctx context.Context, t *tensor.Tensor, dest, source int, name string, opts ...CallOption) (*tensor.Tensor, error) {
+	return Default().Exchange(ctx, t, dest, source, name, opts...)
+}
+
+// ExchangeAsync: see Runtime.ExchangeAsync.
+func ExchangeAsync(t *tensor.Tensor, dest, source int, name string, opts ...CallOption) (*Handle, error) {
+	return Default().ExchangeAsync(t, dest, source, name, opts...)
+}
+
 // Reducescatter: see Runtime.Reducescatter.
 func Reducescatter(ctx context.Context, t *tensor.Tensor, name string, op ReduceOp, opts ...CallOption) (*tensor.Tensor, error) {
 	return Default().Reducescatter(ctx, t, name, op, opts...)

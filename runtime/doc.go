@@ -1,7 +1,9 @@
 // Package runtime is gohorovod's public API: Horovod's init, rank and size
 // queries and collectives (allreduce, grouped allreduce, allgather, grouped
 // allgather, broadcast, alltoall, reducescatter, grouped reducescatter,
-// barrier, join) for Go programs. Horovod's sparse_allreduce (an allgather
+// barrier, join) for Go programs, and a point-to-point Exchange (each rank
+// sends to one rank and receives from one, negotiated like any collective;
+// Horovod has none) for the decentralized algorithms. Horovod's sparse_allreduce (an allgather
 // of a sparse gradient's values and indices) is not provided: allgather the
 // two tensors, or use GroupedAllgather. Import it as hvd:
 //

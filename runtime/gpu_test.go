@@ -640,12 +640,12 @@ func TestGPUTimelinePhases(t *testing.T) {
 		bcast []string
 		pre   []string // a single allreduce with a prescale
 	}{
-		{"staged", gpuSetup{}, []string{in, hin, actAllreduce, hout, out}, nil,
-			[]string{hin, actBcast, hout}, []string{hin, actAllreduce, hout}},
+		{"staged", gpuSetup{}, []string{in, hin, timeline.MPIAllreduce, hout, out}, nil,
+			[]string{hin, timeline.MPIBcast, hout}, []string{hin, timeline.MPIAllreduce, hout}},
 		{"nccl", gpuSetup{nccl: true}, []string{in, ncclAR, out}, []string{timeline.InitNCCL},
 			[]string{timeline.NCCLBcast}, []string{scale, ncclAR}},
-		{"cuda-aware", gpuSetup{cudaAware: true}, []string{in, actAllreduce, scale, out}, nil,
-			[]string{actBcast}, []string{scale, actAllreduce}},
+		{"cuda-aware", gpuSetup{cudaAware: true}, []string{in, timeline.MPIAllreduce, scale, out}, nil,
+			[]string{timeline.MPIBcast}, []string{scale, timeline.MPIAllreduce}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig()
@@ -725,4 +725,4 @@ func phases(row *timeline.Row) []string {
 	return out
 }
 
-func actMemcpyInFusion() string { return actMemcpyIn }
+func actMemcpyInFusion() string { return timeline.MemcpyInFusion }

@@ -13,19 +13,6 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// Timeline activity names (Horovod's; see timeline/acts.go).
-const (
-	actMemcpyIn   = timeline.MemcpyInFusion
-	actMemcpyOut  = timeline.MemcpyOutFusion
-	actAllreduce  = timeline.MPIAllreduce
-	actAllgather  = timeline.MPIAllgather
-	actBcast      = timeline.MPIBcast
-	actAlltoall   = timeline.MPIAlltoall
-	actReduceScat = timeline.MPIReduceScat
-	actBarrier    = timeline.MPIBarrier
-	actAdasum     = timeline.MPIAdasum
-)
-
 func rowElems(shape []int64) int {
 	n := 1
 	for _, d := range shape[1:] {
@@ -148,10 +135,10 @@ func (l *loop) perform(resp *wire.Response) error {
 	act := ""
 	switch wire.RequestType(resp.Type) {
 	case wire.Allgather:
-		act = actAllgather
+		act = timeline.MPIAllgather
 		err = l.allgather(e, resp)
 	case wire.Broadcast:
-		act = actBcast
+		act = timeline.MPIBcast
 		if l.rank == int(e.req.Root) {
 			l.r.stats.sent.Add(int64(e.out.NumBytes()))
 			if e.out != e.in {
@@ -160,13 +147,17 @@ func (l *loop) perform(resp *wire.Response) error {
 		}
 		err = l.com.Bcast(e.out, int(e.req.Root))
 	case wire.Alltoall:
-		act = actAlltoall
-		err = l.alltoall(e)
+		act = timeline.MPIAlltoall
+		if e.exchange != nil {
+			err = l.exchange(e) // exchange.go
+		} else {
+			err = l.alltoall(e)
+		}
 	case wire.Reducescatter:
-		act = actReduceScat
+		act = timeline.MPIReduceScat
 		err = l.reducescatter(e, resp)
 	case wire.Barrier:
-		act = actBarrier
+		act = timeline.MPIBarrier
 		err = l.com.Barrier()
 	case wire.Join:
 		l.st.Unjoin()
@@ -319,7 +310,7 @@ func (l *loop) allreduce(resp *wire.Response) error {
 		}
 		tensor.Scale(dt, b, post)
 		end := time.Now()
-		l.tlActivity(l.ents, actAllreduce, start, end)
+		l.tlActivity(l.ents, timeline.MPIAllreduce, start, end)
 		l.tlEnd(l.ents, end)
 		finish(l.ents)
 		return nil
@@ -393,9 +384,9 @@ func (l *loop) allreduce(resp *wire.Response) error {
 		// With more than one chunk the copies interleave with the
 		// transport: the spans are those of the first copy in, the
 		// reductions and the last copy out.
-		l.tlActivity(l.ents, actMemcpyIn, start, t1)
-		l.tlActivity(l.ents, actAllreduce, t1, t2)
-		l.tlActivity(l.ents, actMemcpyOut, t2, end)
+		l.tlActivity(l.ents, timeline.MemcpyInFusion, start, t1)
+		l.tlActivity(l.ents, timeline.MPIAllreduce, t1, t2)
+		l.tlActivity(l.ents, timeline.MemcpyOutFusion, t2, end)
 		l.tlEnd(l.ents, end)
 	}
 	finish(l.ents)
@@ -434,7 +425,7 @@ func (l *loop) performRun(first *wire.Response, ents []*entry) error {
 	}
 	if l.tl != nil {
 		end := time.Now()
-		l.tlActivity(l.ents, actAllreduce, start, end)
+		l.tlActivity(l.ents, timeline.MPIAllreduce, start, end)
 		l.tlEnd(l.ents, end)
 		if err := l.tl.Flush(); err != nil {
 			l.log.Error().Err(err).Msg("timeline")

@@ -12,9 +12,12 @@ import (
 
 // entry is one tensor of an enqueued operation (Horovod's TensorTableEntry).
 type entry struct {
-	req      wire.Request
-	in, out  *tensor.Tensor
-	splits   []int // alltoall: rows to send to each rank, or nil
+	req     wire.Request
+	in, out *tensor.Tensor
+	splits  []int // alltoall: rows to send to each rank, or nil
+	// exchange makes an Alltoall entry a point-to-point exchange with
+	// these peers (exchange.go); nil for a plain alltoall.
+	exchange *exchangePeers
 	h        *Handle
 	idx      int // index of this tensor in h.outs
 	enqueued time.Time

@@ -30,8 +30,8 @@ mkdir -p bin/mpitest
 nodes=${NODES:-2x2 3x2}
 nodes_run=${NODES_RUN:-^TestMPI(Nodes.*|ProcessSet.*|Placement)$}
 # optim's tests on those layouts (NODES_RUN_OPTIM): hierarchical model
-# averaging, within each node and across nodes.
-nodes_run_optim=${NODES_RUN_OPTIM:-^TestMPILocalSGDHierarchical$}
+# averaging and hierarchical decentralized SGD, within each node and across nodes.
+nodes_run_optim=${NODES_RUN_OPTIM:-^TestMPI(LocalSGD|Decentralized)Hierarchical$}
 
 # nodes_run_for PKG: the tests PKG runs on the node layouts, or nothing.
 nodes_run_for() {

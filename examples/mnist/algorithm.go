@@ -35,6 +35,7 @@ func algorithmNames() string {
 	for n := range algorithms {
 		names = append(names, n)
 	}
+	names = append(names, weightAlgorithms...) // weights.go
 	slices.Sort(names)
 	return strings.Join(names, ", ")
 }
@@ -80,7 +81,7 @@ func newQAdam(o options, params []optim.Param) (optim.Optimizer, optim.CommHook,
 // checkAlgorithm checks --algorithm, --zero and the flags they do not
 // combine with.
 func (o options) checkAlgorithm() error {
-	if _, ok := algorithms[o.algorithm]; !ok {
+	if _, ok := algorithms[o.algorithm]; !ok && !o.alg.weights() {
 		return fmt.Errorf("mnist: unknown --algorithm %q (%s)", o.algorithm, algorithmNames())
 	}
 	other := o.algorithm != "gradient_allreduce"
@@ -96,7 +97,7 @@ func (o options) checkAlgorithm() error {
 	case o.qadamWarmup < 1 || o.adamEps <= 0:
 		return errors.New("mnist: --qadam-warmup must be at least 1 and --qadam-eps positive")
 	}
-	return nil
+	return o.alg.check(o) // the weight algorithms' own settings (weights.go)
 }
 
 // newZero returns the sharded SGD (Zero at --zero's stage) over params.

@@ -81,6 +81,18 @@
 //
 // # Elastic training
 //
+// --algorithm picks how the replicas are kept together:
+// gradient_allreduce (the default: the DistributedOptimizer and its flags
+// above), or one of Bagua's algorithms that exchange weights instead,
+// each over a plain SGD with the same schedule: decentralized
+// (--peer-selection all or shift_one, --communication-interval,
+// --hierarchical), low_precision_decentralized (8-bit weight changes
+// around a ring, --communication-interval) and async (background
+// averaging every --async-interval-ms). Their epoch lines give the test
+// accuracy of the ranks' mean and the bytes this rank sent per step;
+// every rank ends with that mean. They take none of --elastic,
+// --local-sgd-start, --batchnorm, --compression or --powersgd-rank.
+//
 // With --elastic the job survives lost workers and follows hosts that are
 // added or removed (optim/elastic, Horovod's elastic mode). Launch it
 // with gohorovodrun's elastic flags, on the embedded transport:

@@ -67,6 +67,9 @@ type options struct {
 	qadamWarmup   int
 	adamEps       float64
 	zero          int
+	// The weight algorithms' settings (decentralized, low-precision,
+	// async: weights.go).
+	alg algorithmOptions
 }
 
 func parse(args []string) (options, error) {
@@ -97,14 +100,16 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.localStart, "local-sgd-start", -1, "post-local SGD: after N synchronous steps, step on each rank's own gradients and average the parameters every --averaging-period steps (-1: off, always synchronous; 0: local from the first step)")
 	fs.IntVar(&o.period, "averaging-period", 4, "with --local-sgd-start: average the parameters across all ranks every K local steps")
 	fs.IntVar(&o.nodePeriod, "hierarchical-period", 0, "with --local-sgd-start: also average within each node every K1 local steps (K1 divides --averaging-period; 0: off)")
-	fs.StringVar(&o.algorithm, "algorithm", "gradient_allreduce", "how the ranks combine their gradients: "+algorithmNames())
+	fs.StringVar(&o.algorithm, "algorithm", "gradient_allreduce", "how the ranks combine their gradients, or their weights: "+algorithmNames()+" (see docs/TRAINING.md)")
 	fs.BoolVar(&o.errorFeedback, "error-feedback", false, "with --algorithm bytegrad: keep what the 8-bit quantization lost and add it to the next step's")
 	fs.IntVar(&o.qadamWarmup, "qadam-warmup", 200, "with --algorithm qadam: steps of plain Adam on allreduced gradients before the second moment is frozen")
 	fs.Float64Var(&o.adamEps, "qadam-eps", 1e-5, "with --algorithm qadam: Adam's eps, added to the frozen second moment's root (Adam's 1e-8 lets the 8-bit momenta's error blow up the weights that the warm-up saw no gradient for)")
 	fs.IntVar(&o.zero, "zero", 0, "shard the optimizer state (ZeRO stage 1 or 2; 0: off), with --algorithm gradient_allreduce")
+	addAlgorithmFlags(fs, &o.alg)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	o.alg.name = o.algorithm
 	if o.algorithm == "qadam" && !fs.Changed("lr") {
 		o.lr = 0.001 // Adam's rate, not SGD's
 	}
@@ -219,7 +224,7 @@ func main() {
 	o, err := parse(os.Args[1:])
 	if err == nil {
 		var opts []hvd.Option
-		if o.nodePeriod > 0 {
+		if o.nodePeriod > 0 || o.alg.hierarchical {
 			opts = append(opts, hvd.WithDynamicProcessSets()) // for the node sets
 		}
 		err = hvd.Init(opts...) // over MPI under mpirun or gohorovodrun, else one rank
@@ -296,6 +301,9 @@ type result struct {
 // run trains and evaluates on the initialised runtime r, printing progress
 // to out on rank 0.
 func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res result, err error) {
+	if o.alg.weights() {
+		return runWeights(ctx, o, r, out) // weights.go
+	}
 	rank := r.Rank()
 	size := r.Size()
 	coll, err := optim.FromRuntime(r)

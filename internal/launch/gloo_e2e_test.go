@@ -156,9 +156,16 @@ func TestE2EGlooNeverJoins(t *testing.T) {
 // and returns once every rank is ready.
 func startGlooJob(t *testing.T, np int) *trainingJob {
 	t.Helper()
+	return startGlooMode(t, np, "ready ", "rdzv-hang", "-1")
+}
+
+// startGlooMode starts `gohorovodrun --gloo -np np worker MODE DIR ARGS...`
+// and returns once np lines of output contain ready.
+func startGlooMode(t *testing.T, np int, ready, mode string, args ...string) *trainingJob {
+	t.Helper()
 	launcher, worker := build(t)
 	j := &trainingJob{dir: t.TempDir(), stderr: &syncBuffer{}, done: make(chan error, 1)}
-	j.cmd = exec.Command(launcher, "--gloo", "-np", strconv.Itoa(np), worker, "rdzv-hang", j.dir, "-1")
+	j.cmd = exec.Command(launcher, append([]string{"--gloo", "-np", strconv.Itoa(np), worker, mode, j.dir}, args...)...)
 	j.cmd.Stderr = j.stderr
 	stdout, err := j.cmd.StdoutPipe()
 	if err != nil {
@@ -175,7 +182,7 @@ func startGlooJob(t *testing.T, np int) *trainingJob {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for n := 0; sc.Scan(); {
-			if strings.Contains(sc.Text(), "ready ") {
+			if strings.Contains(sc.Text(), ready) {
 				if n++; n == np {
 					close(up)
 				}
@@ -193,10 +200,16 @@ func startGlooJob(t *testing.T, np int) *trainingJob {
 	return j
 }
 
-// TestE2EGlooKillRank: SIGKILL of one worker ends the job within
-// killDeadline, naming the rank and the signal, with nothing left.
+// TestE2EGlooKillRank: SIGKILL of one worker, waiting after the
+// rendezvous or in the middle of ring-shift exchanges (hvd.Exchange, as
+// decentralized SGD makes them), ends the job within killDeadline, naming
+// the rank and the signal, with nothing left.
 func TestE2EGlooKillRank(t *testing.T) {
-	j := startGlooJob(t, 3)
+	t.Run("waiting", func(t *testing.T) { glooKillRank(t, startGlooJob(t, 3)) })
+	t.Run("exchanging", func(t *testing.T) { glooKillRank(t, startGlooMode(t, 3, "training ", "train-exchange")) })
+}
+
+func glooKillRank(t *testing.T, j *trainingJob) {
 	victim := j.rankPID(t, 1)
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

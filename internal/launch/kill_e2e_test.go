@@ -37,12 +37,19 @@ type trainingJob struct {
 // returns once every rank has trained a few steps.
 func startTraining(t *testing.T, np int) *trainingJob {
 	t.Helper()
+	return startTrainingMode(t, np, "train")
+}
+
+// startTrainingMode is startTraining with the worker's mode: train
+// (allreduces) or train-exchange (ring shifts with hvd.Exchange).
+func startTrainingMode(t *testing.T, np int, mode string) *trainingJob {
+	t.Helper()
 	_, _ = binaries(t)
 	worker := filepath.Join(binDir, "worker-mpi")
 	if _, err := os.Stat(worker); err != nil {
 		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi worker (make deps installs Open MPI)")
 	}
-	return startJob(t, np, worker, "train", "training ")
+	return startJob(t, np, worker, mode, "training ")
 }
 
 // startJob starts `gohorovodrun -np np WORKER MODE DIR` and returns once
@@ -115,11 +122,18 @@ func (j *trainingJob) rankPID(t *testing.T, rank int) int {
 	return pid
 }
 
-// TestE2EKillRank SIGKILLs rank 2 of 4 while the job trains: the launcher
-// must end within killDeadline, with a non-zero status and a message that
-// names the rank and the signal, and nothing of the job may be left.
+// TestE2EKillRank SIGKILLs rank 2 of 4 while the job trains, with
+// allreduces or in the middle of ring-shift exchanges (hvd.Exchange, as
+// decentralized SGD makes them): the launcher must end within
+// killDeadline, with a non-zero status and a message that names the rank
+// and the signal, and nothing of the job may be left.
 func TestE2EKillRank(t *testing.T) {
-	j := startTraining(t, 4)
+	for _, mode := range []string{"train", "train-exchange"} {
+		t.Run(mode, func(t *testing.T) { killRank(t, startTrainingMode(t, 4, mode)) })
+	}
+}
+
+func killRank(t *testing.T, j *trainingJob) {
 	victim := j.rankPID(t, 2)
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,12 @@
 //	commtest  one conformance suite that every transport must pass
 //	fault     a wrapper that makes chosen calls fail, block or panic
 //
+// Exchange is the point-to-point exchange of the contract (each rank sends
+// to one peer and receives from one, such as a pairwise swap or a shift
+// along a ring): a transport may carry it natively (Exchanger); on every
+// other Communicator it is one sparse Alltoallv, with the same agreement
+// checks.
+//
 // When a rank fails, the others should learn which rank and why: a
 // communicator that can tear its group down with a cause implements Aborter,
 // and the other ranks then get a *PeerError (the in-memory group does; an MPI

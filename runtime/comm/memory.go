@@ -144,22 +144,6 @@ func NewGroupWith(n int, o GroupOptions) []Communicator {
 	return out
 }
 
-// kind names a collective, so that ranks calling different ones at the same
-// step are told so.
-type kind = agree.Kind
-
-const (
-	kindAllreduce     = agree.Allreduce
-	kindAllgatherv    = agree.Allgatherv
-	kindGatherv       = agree.Gatherv
-	kindBcast         = agree.Bcast
-	kindAlltoallv     = agree.Alltoallv
-	kindReduceScatter = agree.ReduceScatter
-	kindBarrier       = agree.Barrier
-	kindSplit         = agree.Split
-	kindSplitLocal    = agree.SplitLocal
-)
-
 // parallelBytes is the allreduce size from which every rank reduces its own
 // slice of the buffer instead of the last rank to arrive doing all the work.
 // Below it one step (one wake-up) is cheaper than two.
@@ -168,7 +152,7 @@ const parallelBytes = 64 << 10
 // post is what one rank contributes to one step: its arguments, borrowed
 // for the duration of the call, and the outcome the leader writes back.
 type post struct {
-	kind       kind
+	kind       agree.Kind
 	dtype      tensor.DType
 	op         tensor.ReduceOp
 	root       int
@@ -387,7 +371,7 @@ func (m *memComm) step(p *post) (slot int, err error) {
 // to finish (it will, promptly) so that no buffer is written after the call
 // returns; otherwise it tears the group down (on a timeout) and returns the
 // reason.
-func (m *memComm) abandon(seq uint64, k kind, timedOut bool) error {
+func (m *memComm) abandon(seq uint64, k agree.Kind, timedOut bool) error {
 	g := m.g
 	g.mu.Lock()
 	if g.seq != seq || g.leading {
@@ -449,7 +433,7 @@ func checkOp(opName string, op tensor.ReduceOp, dt tensor.DType) error {
 
 // Allreduce combines buf across ranks with op, in place.
 func (m *memComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
-	p := post{kind: kindAllreduce, op: op}
+	p := post{kind: agree.Allreduce, op: op}
 	b, err := hostBytes("allreduce", "buffer", buf)
 	if err == nil {
 		p.dtype, p.n, p.send = buf.DType(), buf.Len(), b
@@ -493,7 +477,7 @@ func (m *memComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 // Allgatherv concatenates counts[r] elements from each rank r into recv.
 func (m *memComm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 	const op = "allgatherv"
-	p := post{kind: kindAllgatherv, counts: counts}
+	p := post{kind: agree.Allgatherv, counts: counts}
 	sb, err := hostBytes(op, "send", send)
 	var rb []byte
 	if err == nil {
@@ -510,7 +494,7 @@ func (m *memComm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 // Gatherv concatenates counts[r] elements from each rank r into recv on root.
 func (m *memComm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
 	const op = "gatherv"
-	p := post{kind: kindGatherv, counts: counts, root: root}
+	p := post{kind: agree.Gatherv, counts: counts, root: root}
 	sb, err := hostBytes(op, "send", send)
 	if err == nil {
 		p.dtype, p.send = send.DType(), sb
@@ -530,7 +514,7 @@ func (m *memComm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) err
 
 // Bcast copies buf from root to every rank.
 func (m *memComm) Bcast(buf *tensor.Tensor, root int) error {
-	p := post{kind: kindBcast, root: root}
+	p := post{kind: agree.Bcast, root: root}
 	b, err := hostBytes("bcast", "buffer", buf)
 	if err == nil {
 		p.dtype, p.n, p.send = buf.DType(), buf.Len(), b
@@ -544,7 +528,7 @@ func (m *memComm) Bcast(buf *tensor.Tensor, root int) error {
 // from rank r.
 func (m *memComm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
 	const op = "alltoallv"
-	p := post{kind: kindAlltoallv, counts: sendCounts, recvCounts: recvCounts}
+	p := post{kind: agree.Alltoallv, counts: sendCounts, recvCounts: recvCounts}
 	sb, err := hostBytes(op, "send", send)
 	var rb []byte
 	if err == nil {
@@ -565,7 +549,7 @@ func (m *memComm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.
 // of the result in recv.
 func (m *memComm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
 	const name = "reducescatter"
-	p := post{kind: kindReduceScatter, counts: counts, op: op}
+	p := post{kind: agree.ReduceScatter, counts: counts, op: op}
 	sb, err := hostBytes(name, "send", send)
 	var rb []byte
 	if err == nil {
@@ -584,20 +568,20 @@ func (m *memComm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tens
 
 // Barrier returns once every rank has entered it.
 func (m *memComm) Barrier() error {
-	return m.finish(&post{kind: kindBarrier})
+	return m.finish(&post{kind: agree.Barrier})
 }
 
 // Split partitions the group by color into new, independent groups ordered
 // by key and then by rank. A negative color joins no group and gets an
 // error; the other ranks still get their groups.
 func (m *memComm) Split(color, key int) (Communicator, error) {
-	return m.split(&post{kind: kindSplit, color: color, key: key})
+	return m.split(&post{kind: agree.Split, color: color, key: key})
 }
 
 // SplitLocal returns the ranks on this rank's simulated node, as a new,
 // independent group ordered by rank.
 func (m *memComm) SplitLocal() (Communicator, error) {
-	return m.split(&post{kind: kindSplitLocal})
+	return m.split(&post{kind: agree.SplitLocal})
 }
 
 func (m *memComm) split(p *post) (Communicator, error) {
@@ -634,7 +618,7 @@ func (g *memGroup) lead(ps []post) {
 	p0 := &ps[0]
 	esz := p0.dtype.Size()
 	switch p0.kind {
-	case kindAllreduce:
+	case agree.Allreduce:
 		nb := p0.n * esz
 		if g.size == 1 || nb == 0 {
 			return
@@ -649,20 +633,20 @@ func (g *memGroup) lead(ps []post) {
 		for r := 1; r < g.size; r++ {
 			copy(ps[r].send, acc)
 		}
-	case kindAllgatherv:
+	case agree.Allgatherv:
 		for d := range ps {
 			gatherInto(ps[d].recv, ps, esz)
 		}
-	case kindGatherv:
+	case agree.Gatherv:
 		gatherInto(ps[p0.root].recv, ps, esz)
-	case kindBcast:
+	case agree.Bcast:
 		src := ps[p0.root].send
 		for r := range ps {
 			if r != p0.root {
 				copy(ps[r].send, src)
 			}
 		}
-	case kindAlltoallv:
+	case agree.Alltoallv:
 		// Receiver d takes block d of every sender s; g.offs[s] walks
 		// through sender s's blocks in order.
 		clear(g.offs)
@@ -675,7 +659,7 @@ func (g *memGroup) lead(ps []post) {
 				g.offs[s] += c
 			}
 		}
-	case kindReduceScatter:
+	case agree.ReduceScatter:
 		nb := Sum(p0.counts) * esz
 		acc := g.grow(nb)
 		copy(acc, p0.send)
@@ -688,15 +672,15 @@ func (g *memGroup) lead(ps []post) {
 			copy(ps[r].recv[:c], acc[at:at+c])
 			at += c
 		}
-	case kindBarrier:
-	case kindSplit:
+	case agree.Barrier:
+	case agree.Split:
 		g.split(ps, func(r int) int { return ps[r].color }, func(a, b int) int {
 			if ps[a].key != ps[b].key {
 				return ps[a].key - ps[b].key
 			}
 			return a - b
 		})
-	case kindSplitLocal:
+	case agree.SplitLocal:
 		g.split(ps, func(r int) int { return g.node[r] }, func(a, b int) int { return a - b })
 	}
 }
@@ -796,7 +780,7 @@ func (g *memGroup) check(ps []post) bool {
 
 // disagreement returns what disagrees across the ranks' (individually valid)
 // arguments, or "".
-func disagreement(k kind, ps []post) string {
+func disagreement(k agree.Kind, ps []post) string {
 	return agree.Disagreement(k, len(ps), func(r int) agree.Call {
 		p := &ps[r]
 		return agree.Call{Kind: p.kind, DType: p.dtype, Op: p.op, N: p.n, Counts: p.counts, RecvCounts: p.recvCounts, Root: p.root}

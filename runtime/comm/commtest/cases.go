@@ -68,6 +68,7 @@ func Cases() []Case {
 		Case{Name: "split/negative-color-opts-out", MinRanks: 2, Run: splitOptOut},
 		Case{Name: "splitlocal", Run: splitLocal},
 	)
+	cs = append(cs, exchangeCases()...)
 	cs = append(cs, errorCases()...)
 	return append(cs, faultCases()...)
 }

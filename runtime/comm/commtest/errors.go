@@ -219,6 +219,7 @@ func errorCases() []Case {
 			return c.ReduceScatter(send, recv, ones(c.Size()), tensor.Sum)
 		}},
 	}
+	es = append(es, exchangeErrorCases()...)
 	cs := make([]Case, len(es))
 	for i, e := range es {
 		cs[i] = e.toCase()

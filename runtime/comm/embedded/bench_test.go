@@ -37,6 +37,37 @@ func human(n int) string {
 }
 
 func benchAllreduce(b *testing.B, n, size int, unix bool) {
+	benchGroup(b, n, size, unix, func(r int, c comm.Communicator, buf, _ *tensor.Tensor) error {
+		return c.Allreduce(buf, tensor.Sum)
+	})
+}
+
+// BenchmarkExchange swaps float32 buffers of 1 MiB and 64 MiB between the
+// pairs of decentralized SGD's ShiftOne (comm.Exchange, each rank with one
+// peer) at np 2 and 4 over Unix sockets, beside an allreduce of the same
+// buffer (BenchmarkAllreduce's): the exchange moves the buffer once per
+// rank whatever the size of the group, a ring allreduce 2(n-1)/n times.
+// SetBytes is the buffer size.
+func BenchmarkExchange(b *testing.B) {
+	for _, n := range []int{2, 4} {
+		for _, size := range []int{1 << 20, 64 << 20} {
+			b.Run(fmt.Sprintf("exchange/np%d/%s", n, human(size)), func(b *testing.B) {
+				benchGroup(b, n, size, true, func(r int, c comm.Communicator, buf, recv *tensor.Tensor) error {
+					p := r ^ 1 // ShiftOne's first pairs, (0,2) and (1,3), differ only in who: the cost is one peer each
+					return comm.Exchange(c, buf, p, recv, p)
+				})
+			})
+			b.Run(fmt.Sprintf("allreduce/np%d/%s", n, human(size)), func(b *testing.B) {
+				benchAllreduce(b, n, size, true)
+			})
+		}
+	}
+}
+
+// benchGroup runs call on every rank of a local group of n, b.N times, on
+// a buffer of size bytes (and a receive buffer of as many), with the
+// agreement check off (as the runtime runs its collectives).
+func benchGroup(b *testing.B, n, size int, unix bool, call func(r int, c comm.Communicator, buf, recv *tensor.Tensor) error) {
 	cs, err := embedded.NewLocalGroup(n, embedded.GroupOptions{Unix: unix})
 	if err != nil {
 		b.Fatal(err)
@@ -46,17 +77,17 @@ func benchAllreduce(b *testing.B, n, size int, unix bool) {
 			c.Close()
 		}
 	}()
-	bufs := make([]*tensor.Tensor, n)
+	bufs, recvs := make([]*tensor.Tensor, n), make([]*tensor.Tensor, n)
 	for r, c := range cs {
 		c.(comm.AgreementChecker).SetCheck(false)
-		bufs[r] = tensor.New(tensor.Float32, size/4)
+		bufs[r], recvs[r] = tensor.New(tensor.Float32, size/4), tensor.New(tensor.Float32, size/4)
 	}
 	run := func(iters int) {
 		var wg sync.WaitGroup
 		for r, c := range cs {
 			wg.Go(func() {
 				for range iters {
-					if err := c.Allreduce(bufs[r], tensor.Sum); err != nil {
+					if err := call(r, c, bufs[r], recvs[r]); err != nil {
 						b.Error(err)
 						return
 					}

@@ -554,3 +554,44 @@ func (c *Comm) Barrier() error {
 	}
 	return c.finish(nil)
 }
+
+// Exchange sends send to dest and fills recv from source (comm.Exchange).
+// With the agreement check on it is comm.Exchange's sparse Alltoallv,
+// agreed like any collective; with the check off (as the runtime runs it,
+// once it has agreed on the pairs itself) only the two messages travel,
+// framed as an Alltoallv's blocks would be.
+func (c *Comm) Exchange(send *tensor.Tensor, dest int, recv *tensor.Tensor, source int) error {
+	if c.check {
+		return comm.ExchangeAlltoallv(c, send, dest, recv, source)
+	}
+	if err := c.begin(); err != nil {
+		return err
+	}
+	const name = "exchange"
+	d := desc{kind: kAlltoallv}
+	var sb, rb []byte
+	err := comm.CheckExchange(len(c.members), send, dest, recv, source)
+	if err == nil {
+		sb, rb, err = sendRecvBytes(name, send, recv)
+		d.dtype = send.DType()
+	}
+	self := dest == c.rank && source == c.rank
+	if err == nil && self && len(sb) != len(rb) {
+		err = &comm.MismatchError{Source: "comm", Op: name, Detail: fmt.Sprintf("rank %d sends itself %d elements but expects %d", c.rank, send.Len(), recv.Len())}
+	}
+	if err := c.agree(&d, err); err != nil {
+		return err
+	}
+	if source != comm.NoPeer && source != c.rank {
+		c.irecv(source, rb)
+	}
+	if dest != comm.NoPeer && dest != c.rank {
+		c.isend(dest, sb)
+	}
+	if self {
+		copy(rb, sb)
+	}
+	return c.finish(nil)
+}
+
+var _ comm.Exchanger = (*Comm)(nil)

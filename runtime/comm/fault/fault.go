@@ -24,11 +24,15 @@ const (
 	Barrier       Kind = "barrier"
 	Split         Kind = "split"
 	SplitLocal    Kind = "splitlocal"
+	// Exchange is comm.Exchange (the wrapper is a comm.Exchanger): its
+	// calls count as exchanges, not as the Alltoallv that may carry them.
+	Exchange Kind = "exchange"
 )
 
-// Kinds returns every Kind, in the order of comm.Communicator's methods.
+// Kinds returns every Kind, in the order of comm.Communicator's methods,
+// then Exchange.
 func Kinds() []Kind {
-	return []Kind{Allreduce, Allgatherv, Gatherv, Bcast, Alltoallv, ReduceScatter, Barrier, Split, SplitLocal}
+	return []Kind{Allreduce, Allgatherv, Gatherv, Bcast, Alltoallv, ReduceScatter, Barrier, Split, SplitLocal, Exchange}
 }
 
 // Rule says which calls of a wrapped communicator fault, and how.
@@ -241,6 +245,15 @@ func (c *Comm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.
 	return c.inner.ReduceScatter(send, recv, counts, op)
 }
 
+// Exchange applies the rules, then makes the exchange on inner
+// (comm.Exchange: inner's own Exchanger, or inner's Alltoallv).
+func (c *Comm) Exchange(send *tensor.Tensor, dest int, recv *tensor.Tensor, source int) error {
+	if err := c.inject(Exchange); err != nil {
+		return err
+	}
+	return comm.Exchange(c.inner, send, dest, recv, source)
+}
+
 // Barrier applies the rules, then calls inner's Barrier.
 func (c *Comm) Barrier() error {
 	if err := c.inject(Barrier); err != nil {
@@ -327,5 +340,6 @@ func (c *Comm) Done() <-chan struct{} {
 var (
 	_ comm.Communicator     = (*Comm)(nil)
 	_ comm.Aborter          = (*Comm)(nil)
+	_ comm.Exchanger        = (*Comm)(nil)
 	_ comm.AgreementChecker = (*Comm)(nil)
 )

@@ -149,6 +149,16 @@ var calls = []call{
 		}
 		return nil, nil
 	}},
+	{fault.Exchange, func(c comm.Communicator) (error, error) {
+		r, n := c.Rank(), c.Size()
+		send := filled(3, func(i int) float32 { return float32(10*r + i) })
+		recv := filled(3, func(int) float32 { return -1 })
+		if err := comm.Exchange(c, tensor.FromFloat32(send), (r+1)%n, tensor.FromFloat32(recv), (r+n-1)%n); err != nil {
+			return err, unchanged("exchange receive buffer", recv, filled(3, func(int) float32 { return -1 }))
+		}
+		s := (r + n - 1) % n
+		return nil, expect("exchange", recv, filled(3, func(i int) float32 { return float32(10*s + i) }))
+	}},
 }
 
 func callOf(k fault.Kind) call {

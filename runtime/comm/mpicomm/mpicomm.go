@@ -49,6 +49,7 @@ var (
 	_ comm.AgreementChecker  = (*mpiComm)(nil)
 	_ comm.PatientAllreducer = (*mpiComm)(nil)
 	_ comm.Doorbeller        = (*mpiComm)(nil)
+	_ comm.Exchanger         = (*mpiComm)(nil)
 )
 
 // mpiErr translates the binding's errors into the package's: a
@@ -144,6 +145,24 @@ func (m *mpiComm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.
 		return err
 	}
 	return mpiErr(m.c.Alltoallv(send, sendCounts, recv, recvCounts))
+}
+
+// Exchange sends send to dest and fills recv from source (comm.Exchange).
+// With the agreement check on it is comm.Exchange's sparse MPI_Alltoallv,
+// agreed like any collective; with the check off (as the runtime runs it,
+// once it has agreed on the pairs itself) it is one MPI_Sendrecv between
+// the pairs.
+func (m *mpiComm) Exchange(send *tensor.Tensor, dest int, recv *tensor.Tensor, source int) error {
+	if err := m.live(); err != nil {
+		return err
+	}
+	if m.c.Check() {
+		return comm.ExchangeAlltoallv(m, send, dest, recv, source)
+	}
+	if err := comm.CheckExchange(m.Size(), send, dest, recv, source); err != nil {
+		return err
+	}
+	return mpiErr(m.c.Sendrecv(send, dest, recv, source))
 }
 
 // ReduceScatter reduces send and scatters its blocks (MPI_Reduce_scatter).

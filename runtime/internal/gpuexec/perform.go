@@ -11,25 +11,6 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// Timeline activity names (Horovod's).
-const (
-	actMemcpyIn       = timeline.MemcpyInFusion
-	actMemcpyOut      = timeline.MemcpyOutFusion
-	actAllreduce      = timeline.MPIAllreduce
-	actAllgather      = timeline.MPIAllgather
-	actBcast          = timeline.MPIBcast
-	actAlltoall       = timeline.MPIAlltoall
-	actReduceScat     = timeline.MPIReduceScat
-	actNCCLAllreduce  = timeline.NCCLAllreduce
-	actNCCLAllgather  = timeline.NCCLAllgather
-	actNCCLBcast      = timeline.NCCLBcast
-	actNCCLAlltoall   = timeline.NCCLAlltoall
-	actNCCLReduceScat = timeline.NCCLReduceScat
-	actMemcpyInHost   = timeline.MemcpyInHost
-	actMemcpyOutHost  = timeline.MemcpyOutHost
-	actScaleOnHost    = timeline.ScaleOnHost
-)
-
 // Setup runs once per executor, at the first GPU response, before the
 // response's entries are taken: the ranks agree on the GPU capabilities
 // they all have and, when all have NCCL, make the NCCL communicator (made
@@ -136,7 +117,7 @@ func (o *gpuOp) scaleOnHost(p uintptr, n int, f float64) (err error) {
 	start := time.Now()
 	defer func() {
 		if err == nil {
-			o.h.Activity(actScaleOnHost, start, time.Now())
+			o.h.Activity(timeline.ScaleOnHost, start, time.Now())
 		}
 	}()
 	h, err := o.x.hostBuffer(o.dev, n)
@@ -215,7 +196,7 @@ func (o *gpuOp) allreduce(resp *wire.Response) error {
 		return err
 	}
 	if !single {
-		h.Activity(actMemcpyIn, start, t1)
+		h.Activity(timeline.MemcpyInFusion, start, t1)
 	}
 	if err := o.reduce(resp, buf, total, t1); err != nil {
 		return err
@@ -242,7 +223,7 @@ func (o *gpuOp) allreduce(resp *wire.Response) error {
 	if err != nil {
 		return err
 	}
-	h.Activity(actMemcpyOut, t2, t3)
+	h.Activity(timeline.MemcpyOutFusion, t2, t3)
 	return nil
 }
 
@@ -270,7 +251,7 @@ func (o *gpuOp) reduce(resp *wire.Response, buf uintptr, total int, start time.T
 		if err != nil {
 			return err
 		}
-		hs.Activity(actNCCLAllreduce, t1, t2)
+		hs.Activity(timeline.NCCLAllreduce, t1, t2)
 		return o.scaleOnHost(buf, total, post)
 	case gpupath.CUDAAwareMPI:
 		if err := o.scaleOnHost(buf, total, pre); err != nil {
@@ -284,7 +265,7 @@ func (o *gpuOp) reduce(resp *wire.Response, buf uintptr, total int, start time.T
 		if err := hs.Comm().Allreduce(devTensor(dev, dt, buf, count), op); err != nil {
 			return err
 		}
-		hs.Activity(actAllreduce, t1, time.Now())
+		hs.Activity(timeline.MPIAllreduce, t1, time.Now())
 		return o.scaleOnHost(buf, total, post)
 	}
 	h, err := g.hostBuffer(dev, total)
@@ -300,7 +281,7 @@ func (o *gpuOp) reduce(resp *wire.Response, buf uintptr, total int, start time.T
 	err = dev.Stage(buf, h, g.stagePiece(dt), func(b []byte) error {
 		if t1.IsZero() {
 			t1 = time.Now()
-			hs.Activity(actMemcpyInHost, start, t1)
+			hs.Activity(timeline.MemcpyInHost, start, t1)
 		}
 		tensor.Scale(dt, b, pre)
 		if err := hs.ReduceBytes(b, dt, op); err != nil {
@@ -314,15 +295,15 @@ func (o *gpuOp) reduce(resp *wire.Response, buf uintptr, total int, start time.T
 	}
 	if t1.IsZero() { // nothing to stage
 		t1 = time.Now()
-		hs.Activity(actMemcpyInHost, start, t1)
+		hs.Activity(timeline.MemcpyInHost, start, t1)
 	}
 	t2 := time.Now()
-	hs.Activity(actAllreduce, t1, t2)
+	hs.Activity(timeline.MPIAllreduce, t1, t2)
 	t3, err := o.mark()
 	if err != nil {
 		return err
 	}
-	hs.Activity(actMemcpyOutHost, t2, t3)
+	hs.Activity(timeline.MemcpyOutHost, t2, t3)
 	return nil
 }
 
@@ -398,7 +379,7 @@ func (o *gpuOp) staged(act string, ins, outs []span, fn func(in, out []*tensor.T
 		return err
 	}
 	t1 := time.Now()
-	hs.Activity(actMemcpyInHost, start, t1)
+	hs.Activity(timeline.MemcpyInHost, start, t1)
 	if err := fn(hin, hout); err != nil {
 		return err
 	}
@@ -412,7 +393,7 @@ func (o *gpuOp) staged(act string, ins, outs []span, fn func(in, out []*tensor.T
 	if err := dev.Sync(); err != nil {
 		return err
 	}
-	hs.Activity(actMemcpyOutHost, t2, time.Now())
+	hs.Activity(timeline.MemcpyOutHost, t2, time.Now())
 	return nil
 }
 
@@ -459,10 +440,10 @@ func (o *gpuOp) allgather(e *Entry, resp *wire.Response) error {
 			return err
 		}
 	default:
-		return o.staged(actAllgather, []span{{e.In.DevicePtr(), e.In.NumBytes()}}, []span{{out.DevicePtr(), out.NumBytes()}},
+		return o.staged(timeline.MPIAllgather, []span{{e.In.DevicePtr(), e.In.NumBytes()}}, []span{{out.DevicePtr(), out.NumBytes()}},
 			func(in, outs []*tensor.Tensor) error { return h.Comm().Allgatherv(in[0], outs[0], counts) })
 	}
-	return o.activity(actNCCLAllgather, actAllgather, start)
+	return o.activity(timeline.NCCLAllgather, timeline.MPIAllgather, start)
 }
 
 func (o *gpuOp) broadcast(e *Entry) error {
@@ -497,7 +478,7 @@ func (o *gpuOp) broadcast(e *Entry) error {
 	default:
 		return o.stagedBcast(e.Out.DevicePtr(), n, root)
 	}
-	return o.activity(actNCCLBcast, actBcast, start)
+	return o.activity(timeline.NCCLBcast, timeline.MPIBcast, start)
 }
 
 // stagedBcast broadcasts n bytes of device memory at p through the staging
@@ -519,7 +500,7 @@ func (o *gpuOp) stagedBcast(p uintptr, n, root int) error {
 		}
 	}
 	t1 := time.Now()
-	hs.Activity(actMemcpyInHost, start, t1)
+	hs.Activity(timeline.MemcpyInHost, start, t1)
 	t, err := tensor.FromBytes(o.dt, h)
 	if err != nil {
 		return err
@@ -528,7 +509,7 @@ func (o *gpuOp) stagedBcast(p uintptr, n, root int) error {
 		return err
 	}
 	t2 := time.Now()
-	hs.Activity(actBcast, t1, t2)
+	hs.Activity(timeline.MPIBcast, t1, t2)
 	if hs.Rank() != root {
 		if err := dev.CopyHtoD(p, h); err != nil {
 			return err
@@ -537,7 +518,7 @@ func (o *gpuOp) stagedBcast(p uintptr, n, root int) error {
 			return err
 		}
 	}
-	hs.Activity(actMemcpyOutHost, t2, time.Now())
+	hs.Activity(timeline.MemcpyOutHost, t2, time.Now())
 	return nil
 }
 
@@ -563,7 +544,7 @@ func (o *gpuOp) alltoall(e *Entry) error {
 			err = h.Comm().Alltoallv(send, sendCounts, out, recvCounts)
 		}
 	default:
-		err = o.staged(actAlltoall, []span{{send.DevicePtr(), send.NumBytes()}}, []span{{out.DevicePtr(), out.NumBytes()}},
+		err = o.staged(timeline.MPIAlltoall, []span{{send.DevicePtr(), send.NumBytes()}}, []span{{out.DevicePtr(), out.NumBytes()}},
 			func(in, outs []*tensor.Tensor) error {
 				return h.Comm().Alltoallv(in[0], sendCounts, outs[0], recvCounts)
 			})
@@ -575,7 +556,7 @@ func (o *gpuOp) alltoall(e *Entry) error {
 	if o.path == gpupath.Staged {
 		return nil
 	}
-	return o.activity(actNCCLAlltoall, actAlltoall, start)
+	return o.activity(timeline.NCCLAlltoall, timeline.MPIAlltoall, start)
 }
 
 func (o *gpuOp) reducescatter(e *Entry, resp *wire.Response) error {
@@ -597,7 +578,7 @@ func (o *gpuOp) reducescatter(e *Entry, resp *wire.Response) error {
 	}
 	pre, post := resp.Prescale, resp.Postscale
 	if o.path == gpupath.Staged {
-		return o.staged(actReduceScat, []span{{e.In.DevicePtr(), e.In.NumBytes()}}, []span{{e.Out.DevicePtr(), e.Out.NumBytes()}},
+		return o.staged(timeline.MPIReduceScat, []span{{e.In.DevicePtr(), e.In.NumBytes()}}, []span{{e.Out.DevicePtr(), e.Out.NumBytes()}},
 			func(in, outs []*tensor.Tensor) error {
 				tensor.ScaleTensor(in[0], pre)
 				if err := h.Comm().ReduceScatter(in[0], outs[0], counts, tensor.Sum); err != nil {
@@ -633,7 +614,7 @@ func (o *gpuOp) reducescatter(e *Entry, resp *wire.Response) error {
 	if err != nil {
 		return err
 	}
-	if err := o.activity(actNCCLReduceScat, actReduceScat, start); err != nil {
+	if err := o.activity(timeline.NCCLReduceScat, timeline.MPIReduceScat, start); err != nil {
 		return err
 	}
 	return o.scaleOnHost(e.Out.DevicePtr(), e.Out.NumBytes(), post)

@@ -123,6 +123,8 @@ func main() {
 		os.Exit(hvdAllreduce())
 	case "rdzv-server":
 		os.Exit(rdzvServer(os.Args[2], os.Args[3], os.Args[4]))
+	case "train-exchange":
+		os.Exit(trainExchange(os.Args[2]))
 	case "train":
 		os.Exit(train(os.Args[2]))
 	case "preempt":
@@ -255,13 +257,42 @@ func sleepy(d time.Duration) int {
 	return 0
 }
 
-func train(dir string) int { return trainLoop(dir, 1<<12, nil) }
+func train(dir string) int { return trainWith(dir, allreduceStep(1<<12), nil) }
 
-// trainLoop is train's loop: hvd.Init, DIR/<rank>.pid, an allreduce step
-// after step. When start is given, it is called once after Init; its
-// after runs after every step and ends the loop with an exit status when
-// it says so (a nil after: exit at once with code).
-func trainLoop(dir string, elems int, start func(r int) (after func(step int) (code int, end bool), code int)) int {
+// allreduceStep is a step of train: an allreduce (Average) of elems
+// float32s.
+func allreduceStep(elems int) func(ctx context.Context, r, step int) error {
+	grad := make([]float32, elems)
+	return func(ctx context.Context, r, step int) error {
+		for i := range grad {
+			grad[i] = float32(r + step)
+		}
+		_, err := hvd.Allreduce(ctx, tensor.FromFloat32(grad), "grad", hvd.Average)
+		return err
+	}
+}
+
+// trainExchange trains as train does with a ring shift of the weights
+// (hvd.Exchange, decentralized SGD's point-to-point exchange) instead of
+// an allreduce at each step.
+func trainExchange(dir string) int {
+	w := make([]float32, 1<<12)
+	return trainWith(dir, func(ctx context.Context, r, step int) error {
+		n := hvd.Size()
+		for i := range w {
+			w[i] = float32(r + step)
+		}
+		_, err := hvd.Exchange(ctx, tensor.FromFloat32(w), (r+1)%n, (r+n-1)%n, "weights")
+		return err
+	}, nil)
+}
+
+// trainWith runs step until it fails or two minutes pass, writing this
+// rank's pid to dir and printing "training RANK pid PID" at step 10. When
+// start is given, it is called once after Init; its after runs after
+// every step and ends the loop with an exit status when it says so (a nil
+// after: exit at once with code).
+func trainWith(dir string, step func(ctx context.Context, r, step int) error, start func(r int) (after func(step int) (code int, end bool), code int)) int {
 	if err := hvd.Init(); err != nil {
 		fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
 		return 4
@@ -275,22 +306,18 @@ func trainLoop(dir string, elems int, start func(r int) (after func(step int) (c
 			return code
 		}
 	}
-	grad := make([]float32, elems)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for step := 0; ctx.Err() == nil; step++ {
-		for i := range grad {
-			grad[i] = float32(r + step)
-		}
-		if _, err := hvd.Allreduce(ctx, tensor.FromFloat32(grad), "grad", hvd.Average); err != nil {
-			fmt.Fprintf(os.Stderr, "worker %d: step %d: %v\n", r, step, err)
+	for s := 0; ctx.Err() == nil; s++ {
+		if err := step(ctx, r, s); err != nil {
+			fmt.Fprintf(os.Stderr, "worker %d: step %d: %v\n", r, s, err)
 			return 3
 		}
-		if step == 10 {
+		if s == 10 {
 			fmt.Printf("training %d pid %d\n", r, os.Getpid())
 		}
 		if after != nil {
-			if code, end := after(step); end {
+			if code, end := after(s); end {
 				return code
 			}
 		}

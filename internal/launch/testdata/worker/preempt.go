@@ -23,7 +23,7 @@ import (
 // with 0.
 func preemptible(dir string, steps int) int {
 	last := filepath.Join(dir, "last")
-	return trainLoop(dir, 1<<10, func(r int) (func(int) (int, bool), int) {
+	return trainWith(dir, allreduceStep(1<<10), func(r int) (func(int) (int, bool), int) {
 		ckpt := filepath.Join(dir, strconv.Itoa(r)+".ckpt")
 		from := 0
 		if b, err := os.ReadFile(last); err == nil {
