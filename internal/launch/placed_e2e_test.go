@@ -197,13 +197,15 @@ func TestE2EPlacedFaults(t *testing.T) {
 // torchrun returns the command that starts torch's torchrun: its own
 // launcher (torch.distributed.run) through testdata/torchrun/torchrun.py,
 // which works around Debian 12's torch 1.13 failing under Python 3.11
-// before it starts any worker. It skips the test where no Python here has
-// torch.
+// before it starts any worker. Its agent keeps its logs in the test's
+// temporary directory (--log_dir), which the test removes, instead of
+// leaving a torchelastic_* directory in /tmp. It skips the test where no
+// Python here has torch.
 func torchrun(t *testing.T) []string {
 	t.Helper()
 	for _, py := range []string{"/usr/bin/python3", "python3"} {
 		if exec.Command(py, "-c", "import torch.distributed.run").Run() == nil {
-			return []string{py, "testdata/torchrun/torchrun.py"}
+			return []string{py, "testdata/torchrun/torchrun.py", "--log_dir", t.TempDir()}
 		}
 	}
 	t.Skip("torch is not installed (apt-get install python3-torch; scripts/deps.sh does): torchrun tests skipped")
