@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -43,6 +44,10 @@ type preemption struct {
 	forward func(os.Signal)
 	timer   *time.Timer
 	done    chan struct{}
+	// dir is where the workers on this host that stop at step
+	// boundaries announce themselves (preempt.EnvListeners); "" when it
+	// could not be made, and then every job is taken to listen.
+	dir string
 }
 
 // preemptionKey carries a Run's preemption in its context to the run
@@ -67,6 +72,9 @@ func (l *Launcher) watchSignals(ctx context.Context, grace time.Duration) (conte
 	jctx, cancel := context.WithCancel(ctx)
 	p := &preemption{stderr: l.Stderr, cancel: cancel, done: make(chan struct{})}
 	p.m.Grace = grace
+	if dir, err := os.MkdirTemp("", "gohorovod-preempt-"); err == nil {
+		p.dir = dir
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -89,7 +97,36 @@ func (l *Launcher) watchSignals(ctx context.Context, grace time.Duration) (conte
 		}
 		p.mu.Unlock()
 		cancel()
+		if p.dir != "" {
+			os.RemoveAll(p.dir)
+		}
 	}
+}
+
+// listened reports whether a worker on this host watches for stop
+// signals (it announced itself in p.dir), so that passing a signal on
+// lets the job stop at a step boundary.
+func (p *preemption) listened() bool {
+	if p.dir == "" {
+		return true
+	}
+	entries, _ := os.ReadDir(p.dir)
+	return len(entries) > 0
+}
+
+// workerEnviron is environ with preempt.EnvListeners naming the directory
+// in which the job's workers announce that they listen.
+func (p *preemption) workerEnviron(environ []string) []string {
+	if p == nil || p.dir == "" {
+		return environ
+	}
+	out := make([]string, 0, len(environ)+1)
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, ipreempt.EnvListeners+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, ipreempt.EnvListeners+"="+p.dir)
 }
 
 func (p *preemption) signal(s os.Signal) {
@@ -97,9 +134,6 @@ func (p *preemption) signal(s os.Signal) {
 	defer p.mu.Unlock()
 	switch p.m.Signal(time.Now()) {
 	case ipreempt.Forward:
-		d, _ := p.m.Deadline()
-		fmt.Fprintf(p.stderr, "gohorovodrun: %v: asking the workers to stop at their next step boundary (within %v; again to stop them at once)\n",
-			s, time.Until(d).Round(time.Second))
 		if p.forward == nil {
 			// No workers yet (or a run path that cannot pass signals
 			// on): nothing can stop at a step boundary; stop at once.
@@ -107,6 +141,16 @@ func (p *preemption) signal(s os.Signal) {
 			p.cancel()
 			return
 		}
+		if !p.listened() {
+			// A program that does not checkpoint when told to
+			// (optim/preempt) is stopped at once, as always.
+			fmt.Fprintf(p.stderr, "gohorovodrun: no worker here watches for %v (optim/preempt); stopping them now\n", s)
+			p.cancel()
+			return
+		}
+		d, _ := p.m.Deadline()
+		fmt.Fprintf(p.stderr, "gohorovodrun: %v: asking the workers to stop at their next step boundary (within %v; again to stop them at once)\n",
+			s, time.Until(d).Round(time.Second))
 		p.forward(s)
 		p.arm()
 	case ipreempt.StopNow:

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
+
+	ipreempt "github.com/gohorovod/gohorovod/internal/preempt"
 )
 
 // The job's result from its workers' exits while it is being preempted.
@@ -82,5 +86,40 @@ func TestPreemptionStops(t *testing.T) {
 	}
 	if !stopped(ctx) {
 		t.Error("the grace period ran out and the job was not stopped")
+	}
+}
+
+// TestPreemptionNeedsAListener: a signal is passed on, and the job given
+// its grace period, only when a worker announced in the preemption's
+// directory that it watches (optim/preempt); otherwise the job stops at
+// once, as a program that does not checkpoint must. The workers' environment
+// names the directory, replacing any inherited one.
+func TestPreemptionNeedsAListener(t *testing.T) {
+	dir := t.TempDir()
+	start := func() (*preemption, context.Context, *[]os.Signal) {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		p := &preemption{stderr: io.Discard, cancel: cancel, dir: dir}
+		p.m.Grace = time.Hour
+		var fwd []os.Signal
+		p.setForward(func(s os.Signal) { fwd = append(fwd, s) })
+		return p, ctx, &fwd
+	}
+	p, ctx, fwd := start()
+	p.signal(syscall.SIGTERM)
+	if len(*fwd) != 0 || ctx.Err() == nil {
+		t.Errorf("no listener: forwarded %v, job stopped %v; want nothing forwarded and the job stopped", *fwd, ctx.Err() != nil)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "4242"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, ctx, fwd = start()
+	p.signal(syscall.SIGTERM)
+	if len(*fwd) != 1 || ctx.Err() != nil {
+		t.Errorf("a listener: forwarded %v, job stopped %v; want SIGTERM forwarded and the job running", *fwd, ctx.Err() != nil)
+	}
+	env := p.workerEnviron([]string{"A=1", ipreempt.EnvListeners + "=/elsewhere"})
+	if want := []string{"A=1", ipreempt.EnvListeners + "=" + dir}; !slices.Equal(env, want) {
+		t.Errorf("workerEnviron: %q, want %q", env, want)
 	}
 }

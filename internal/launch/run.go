@@ -161,6 +161,11 @@ func (l *Launcher) Run(ctx context.Context, args []string) error {
 	}
 	ctx, pre, stopWatch := l.watchSignals(ctx, grace)
 	defer stopWatch()
+	if pre != nil {
+		environ := l.Environ
+		l.Environ = pre.workerEnviron(environ) // the workers announce there that they listen
+		defer func() { l.Environ = environ }()
+	}
 	ctx = context.WithValue(ctx, preemptionKey{}, pre)
 	nodes, multiNode, err := NodesFrom(o, config.Lookup(l.Environ), l.CPUs)
 	if err != nil {

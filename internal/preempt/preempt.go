@@ -10,6 +10,14 @@ import "time"
 // of a process killed by signal N.
 const ExitStatus = 99
 
+// EnvListeners names the directory in which each worker that stops at
+// step boundaries when told to (optim/preempt's Watcher) keeps a file named
+// by its pid while it watches. gohorovodrun makes the directory and sets
+// the variable for its workers; on a stop signal it passes the signal on
+// and waits only when a worker listens there, and otherwise stops the job
+// at once, as for a program that does not checkpoint.
+const EnvListeners = "GOHOROVOD_PREEMPT_DIR"
+
 // DefaultGrace is how long a worker has, from the first signal, to reach
 // the next step boundary, agree, checkpoint and exit: under Kubernetes'
 // default termination grace period of 30 s.

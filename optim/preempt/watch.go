@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -67,6 +69,9 @@ type Watcher struct {
 	sigs chan os.Signal
 	done chan struct{}
 	wg   sync.WaitGroup
+	// listening is the file that tells gohorovodrun this process
+	// listens (announce), removed by Close; "" when there is none.
+	listening string
 
 	mu    sync.Mutex
 	m     ipreempt.Worker
@@ -99,6 +104,7 @@ func Watch(coll optim.Collectives, o Options) (*Watcher, error) {
 	w.m.Grace = o.Grace
 	if len(o.Signals) > 0 { // Notify with none would relay every signal
 		signal.Notify(w.sigs, o.Signals...)
+		w.listening = announce(os.Getenv(ipreempt.EnvListeners))
 	}
 	w.wg.Add(1)
 	go w.watch()
@@ -224,6 +230,9 @@ func (w *Watcher) sum(flag bool, name string) (int, error) {
 // cancels the grace period's timer.
 func (w *Watcher) Close() error {
 	signal.Stop(w.sigs)
+	if w.listening != "" {
+		os.Remove(w.listening)
+	}
 	w.mu.Lock()
 	select {
 	case <-w.done:
@@ -236,4 +245,20 @@ func (w *Watcher) Close() error {
 	w.mu.Unlock()
 	w.wg.Wait()
 	return nil
+}
+
+// announce tells gohorovodrun that this process stops at step boundaries
+// when told to: a file named by its pid in dir (the launcher's
+// GOHOROVOD_PREEMPT_DIR), whose path it returns. With no dir, or one that
+// is not here (a worker on another host than its launcher), it returns "":
+// the launcher then sees no listener on its own host.
+func announce(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	p := filepath.Join(dir, strconv.Itoa(os.Getpid()))
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		return ""
+	}
+	return p
 }

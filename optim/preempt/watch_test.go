@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -227,5 +229,25 @@ func TestWatchBadInput(t *testing.T) {
 	}
 	if ExitCode(nil) != 0 || ExitCode(fmt.Errorf("x: %w", ErrPreempted)) != ExitStatus || ExitCode(errors.New("x")) != 1 {
 		t.Error("ExitCode")
+	}
+}
+
+// TestAnnouncesToTheLauncher: under gohorovodrun (GOHOROVOD_PREEMPT_DIR
+// set), a Watcher keeps a file named by its pid there while it watches,
+// so that the launcher passes a stop signal on instead of ending the job.
+func TestAnnouncesToTheLauncher(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(ipreempt.EnvListeners, dir)
+	w := watchOne(t, Options{Exit: func(int) {}})
+	mark := filepath.Join(dir, strconv.Itoa(os.Getpid()))
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("no announcement while watching: %v", err)
+	}
+	w.Close()
+	if _, err := os.Stat(mark); !os.IsNotExist(err) {
+		t.Fatalf("the announcement outlived Close: %v", err)
+	}
+	if got := announce(filepath.Join(dir, "not-here")); got != "" {
+		t.Errorf("announce in a directory that does not exist: %q, want none", got)
 	}
 }
