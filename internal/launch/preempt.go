@@ -12,6 +12,7 @@ import (
 	"time"
 
 	ipreempt "github.com/gohorovod/gohorovod/internal/preempt"
+	"github.com/gohorovod/gohorovod/internal/sockdir"
 )
 
 // ExitPreempted is gohorovodrun's exit status when its job was preempted:
@@ -72,7 +73,9 @@ func (l *Launcher) watchSignals(ctx context.Context, grace time.Duration) (conte
 	jctx, cancel := context.WithCancel(ctx)
 	p := &preemption{stderr: l.Stderr, cancel: cancel, done: make(chan struct{})}
 	p.m.Grace = grace
-	if dir, err := os.MkdirTemp("", "gohorovod-preempt-"); err == nil {
+	// A private directory locked for the launcher's life (sockdir), so
+	// that one left by a killed launcher is removed by the next.
+	if dir, err := sockdir.Make(os.TempDir()); err == nil {
 		p.dir = dir
 	}
 	var wg sync.WaitGroup
@@ -98,7 +101,7 @@ func (l *Launcher) watchSignals(ctx context.Context, grace time.Duration) (conte
 		p.mu.Unlock()
 		cancel()
 		if p.dir != "" {
-			os.RemoveAll(p.dir)
+			sockdir.Remove(p.dir)
 		}
 	}
 }
@@ -111,7 +114,12 @@ func (p *preemption) listened() bool {
 		return true
 	}
 	entries, _ := os.ReadDir(p.dir)
-	return len(entries) > 0
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") { // not the directory's lock
+			return true
+		}
+	}
+	return false
 }
 
 // workerEnviron is environ with preempt.EnvListeners naming the directory

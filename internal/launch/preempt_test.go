@@ -96,6 +96,10 @@ func TestPreemptionStops(t *testing.T) {
 // names the directory, replacing any inherited one.
 func TestPreemptionNeedsAListener(t *testing.T) {
 	dir := t.TempDir()
+	// The directory's own lock file is no listener.
+	if err := os.WriteFile(filepath.Join(dir, ".lock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	start := func() (*preemption, context.Context, *[]os.Signal) {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
