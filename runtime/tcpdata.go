@@ -180,7 +180,8 @@ func openTCPData(com comm.Communicator, cfg config.Config, nodes []int) (*embedd
 // the addresses all ranks publish. Collective over com; a rank that finds
 // none returns the reason.
 func tcpListenIP(com comm.Communicator, cfg config.Config, nodes []int) (string, error) {
-	mine, err := json.Marshal(ownAddrs())
+	own := ownAddrs()
+	mine, err := json.Marshal(own)
 	if err != nil {
 		return "", err
 	}
@@ -203,10 +204,6 @@ func tcpListenIP(com comm.Communicator, cfg config.Config, nodes []int) (string,
 			return "", fmt.Errorf("rank %d's interface addresses: %w", r, err)
 		}
 		others = append(others, a)
-	}
-	var own hostAddrs
-	if err := json.Unmarshal(recs[com.Rank()], &own); err != nil {
-		return "", err
 	}
 	return pickListenIP(own, others)
 }

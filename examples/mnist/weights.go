@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -292,19 +291,12 @@ func evaluateMean(ctx context.Context, coll optim.Collectives, opt weightTrainer
 	return result{loss: v[0], accuracy: v[1]}, nil
 }
 
-// averageParams replaces every parameter by its mean over the ranks.
+// averageParams replaces every parameter by its mean over the ranks
+// (optim's ModelAverager, at once).
 func averageParams(ctx context.Context, coll optim.Collectives, params []optim.Param) error {
-	var ws []optim.Waiter
-	for i, p := range params {
-		w, err := coll.AllreduceAsync(p.Value, fmt.Sprintf("mnist.mean.%d", i), optim.Average, 1, 1)
-		if err != nil {
-			return err
-		}
-		ws = append(ws, w)
+	avg, err := optim.NewModelAverager(coll, params, 1)
+	if err != nil {
+		return err
 	}
-	var errs []error
-	for _, w := range ws {
-		errs = append(errs, w.Wait(ctx))
-	}
-	return errors.Join(errs...)
+	return avg.AverageNow(ctx, 0)
 }
