@@ -23,41 +23,33 @@ import (
 // float32 as a float32 tensor would be, postscaled, and rounded to their own
 // precision once at the end, as Horovod's CPU Adasum computes half precision
 // in float32.
-func (l *loop) adasum(resp *wire.Response) error {
-	if err := l.entries(resp); err != nil {
-		return err
-	}
+func (p *performer) adasum(resp *wire.Response, ents []*entry) error {
 	start := time.Now()
-	l.tlStart(l.ents, "ADASUM", start)
-	for _, e := range l.ents {
+	for _, e := range ents {
 		if e.out != e.in {
 			copy(e.out.Bytes(), e.in.Bytes())
 		}
 		tensor.ScaleTensor(e.out, resp.Prescale)
 		n := e.out.Len()
-		all := tensor.New(e.out.DType(), n*l.size)
-		for r := range l.counts {
-			l.counts[r] = n
+		all := tensor.New(e.out.DType(), n*p.size)
+		for r := range p.counts {
+			p.counts[r] = n
 		}
-		if err := l.com.Allgatherv(e.out, all, l.counts); err != nil {
-			l.tlEnd(l.ents, time.Now())
-			return collectiveErr(l.ents, err)
+		if err := p.com.Allgatherv(e.out, all, p.counts); err != nil {
+			return err
 		}
 		switch e.out.DType() {
 		case tensor.Float32:
-			copy(e.out.Float32s(), adasumTree(all.Float32s(), n, l.size))
+			copy(e.out.Float32s(), adasumTree(all.Float32s(), n, p.size))
 			tensor.ScaleTensor(e.out, resp.Postscale)
 		case tensor.Float64:
-			copy(e.out.Float64s(), adasumTree(all.Float64s(), n, l.size))
+			copy(e.out.Float64s(), adasumTree(all.Float64s(), n, p.size))
 			tensor.ScaleTensor(e.out, resp.Postscale)
 		case tensor.Float16, tensor.BFloat16:
-			adasumHalf(e.out, all, n, l.size, resp.Postscale)
+			adasumHalf(e.out, all, n, p.size, resp.Postscale)
 		}
 	}
-	end := time.Now()
-	l.tlActivity(l.ents, timeline.MPIAdasum, start, end)
-	l.tlEnd(l.ents, end)
-	finish(l.ents)
+	p.activity(timeline.MPIAdasum, start, time.Now())
 	return nil
 }
 

@@ -52,18 +52,18 @@ func (l *loop) openTuning() error {
 	d := config.Default()
 	init := autotune.Params{FusionBytes: l.cfg.FusionThreshold, CycleTime: l.cfg.CycleTime,
 		HierarchicalAllreduce: l.cfg.HierarchicalAllreduce, HierarchicalAllgather: l.cfg.HierarchicalAllgather,
-		CacheEnabled: l.cfg.CacheCapacity > 0, ChunkBytes: int64(l.chunk), FusionChunkBytes: int64(l.fuseChunk)}
+		CacheEnabled: l.cfg.CacheCapacity > 0, ChunkBytes: int64(l.p.chunk), FusionChunkBytes: int64(l.p.fuseChunk)}
 	tu := &tuning{sync: cycle.NewTuningSync(l.rank, init), since: time.Now(), capacity: l.cfg.CacheCapacity,
 		seen: make(map[string]bool)}
 	if l.rank == 0 {
 		fixed := map[string]bool{
 			autotune.DimFusionMB:               l.cfg.FusionThreshold != d.FusionThreshold,
 			autotune.DimCycleTimeMs:            l.cfg.CycleTime != d.CycleTime,
-			autotune.BoolHierarchicalAllreduce: l.hier == nil || l.cfg.HierarchicalAllreduce,
-			autotune.BoolHierarchicalAllgather: l.hier == nil || l.cfg.HierarchicalAllgather,
+			autotune.BoolHierarchicalAllreduce: l.p.hier == nil || l.cfg.HierarchicalAllreduce,
+			autotune.BoolHierarchicalAllgather: l.p.hier == nil || l.cfg.HierarchicalAllgather,
 			autotune.BoolCacheEnabled:          l.cfg.CacheCapacity != d.CacheCapacity || l.cfg.CacheCapacity <= 0,
-			autotune.ChoiceChunkBytes:          l.chunk != defaultChunkBytes,
-			autotune.ChoiceFusionChunkBytes:    l.fuseChunk != defaultFusionChunkBytes,
+			autotune.ChoiceChunkBytes:          l.p.chunk != defaultChunkBytes,
+			autotune.ChoiceFusionChunkBytes:    l.p.fuseChunk != defaultFusionChunkBytes,
 		}
 		c := autotune.Config{Initial: init, Fixed: fixed, MaxSamples: l.cfg.AutotuneMaxSamples,
 			WarmupSamples: l.cfg.AutotuneWarmupSamples, StepsPerSample: l.cfg.AutotuneStepsPerSample,
@@ -112,7 +112,7 @@ func (l *loop) syncTuning() error {
 		}
 		l.cfg.FusionThreshold, l.cfg.CycleTime = p.FusionBytes, p.CycleTime
 		l.cfg.HierarchicalAllreduce, l.cfg.HierarchicalAllgather = p.HierarchicalAllreduce, p.HierarchicalAllgather
-		l.chunk, l.fuseChunk = int(p.ChunkBytes), int(p.FusionChunkBytes)
+		l.p.chunk, l.p.fuseChunk = int(p.ChunkBytes), int(p.FusionChunkBytes)
 		l.log.Debug().Int64("fusion_threshold", p.FusionBytes).Dur("cycle_time", p.CycleTime).
 			Bool("hierarchical_allreduce", p.HierarchicalAllreduce).Bool("hierarchical_allgather", p.HierarchicalAllgather).
 			Int64("chunk_bytes", p.ChunkBytes).Int64("fusion_chunk_bytes", p.FusionChunkBytes).

@@ -38,7 +38,7 @@ func TestMPIAutotune(t *testing.T) {
 	r.Shutdown()
 	l := r.loop
 	const n = 6
-	mine := []int64{l.cfg.FusionThreshold, int64(l.cfg.CycleTime), b2i(!l.tune.sync.Active()), int64(l.chunk), int64(l.fuseChunk),
+	mine := []int64{l.cfg.FusionThreshold, int64(l.cfg.CycleTime), b2i(!l.tune.sync.Active()), int64(l.p.chunk), int64(l.p.fuseChunk),
 		int64(l.st.Cache().Capacity())}
 	all := make([]int64, n*world.Size())
 	counts := make([]int, world.Size())

@@ -75,10 +75,10 @@ func TestAutotune(t *testing.T) {
 					t.Errorf("rank %d: Stats.Tuning is still true after tuning", i)
 				}
 				if l.tune.sync.Active() || l.cfg.FusionThreshold != final.FusionBytes || l.cfg.CycleTime != final.CycleTime ||
-					int64(l.chunk) != final.ChunkBytes || int64(l.fuseChunk) != final.FusionChunkBytes ||
+					int64(l.p.chunk) != final.ChunkBytes || int64(l.p.fuseChunk) != final.FusionChunkBytes ||
 					l.tune.sync.Applied().CacheEnabled != final.CacheEnabled {
 					t.Errorf("rank %d: done %v, fusion %d cycle %v chunk %d fusion chunk %d; rank 0's tuner kept %+v",
-						i, !l.tune.sync.Active(), l.cfg.FusionThreshold, l.cfg.CycleTime, l.chunk, l.fuseChunk, final)
+						i, !l.tune.sync.Active(), l.cfg.FusionThreshold, l.cfg.CycleTime, l.p.chunk, l.p.fuseChunk, final)
 				}
 			}
 			b, err := os.ReadFile(logPath)

@@ -75,15 +75,15 @@ func (r *Runtime) Exchange(ctx context.Context, t *tensor.Tensor, dest, source i
 // (destination, source, rows) tells each rank what it receives and lets
 // every rank check, alike, that the pairs match; then comm.Exchange moves
 // the data.
-func (l *loop) exchange(e *entry) error {
-	n := l.size
+func (p *performer) exchange(e *entry) error {
+	n := p.size
 	mine := []int64{int64(e.exchange.dest), int64(e.exchange.source), int64(e.in.Shape()[0])}
 	all := make([]int64, 3*n)
 	counts := make([]int, n)
 	for i := range counts {
 		counts[i] = 3
 	}
-	if err := l.com.Allgatherv(tensor.FromInt64(mine), tensor.FromInt64(all), counts); err != nil {
+	if err := p.com.Allgatherv(tensor.FromInt64(mine), tensor.FromInt64(all), counts); err != nil {
 		return err
 	}
 	if detail := exchangeMismatch(all, n); detail != "" {
@@ -99,7 +99,7 @@ func (l *loop) exchange(e *entry) error {
 	if e.exchange.dest == NoPeer {
 		send = tensor.New(e.req.DType, 0)
 	}
-	return comm.Exchange(l.com, send, e.exchange.dest, e.out, e.exchange.source)
+	return comm.Exchange(p.com, send, e.exchange.dest, e.out, e.exchange.source)
 }
 
 // exchangeMismatch returns what is wrong with the ranks' pairs (all holds

@@ -98,86 +98,55 @@ func onGPU(resp *wire.Response, rank int) bool {
 	return rank < len(resp.Devices) && resp.Devices[rank] != wire.CPU
 }
 
-// gpuHost is the loop as the GPU executor sees it.
-type gpuHost struct{ l *loop }
+// gpuHost is the performer as the GPU executor sees it.
+type gpuHost struct{ p *performer }
 
 var _ gpuexec.Host = gpuHost{}
 
-func (h gpuHost) Comm() comm.Communicator { return h.l.com }
-func (h gpuHost) Rank() int               { return h.l.rank }
-func (h gpuHost) Size() int               { return h.l.size }
-func (h gpuHost) FusionThreshold() int64  { return h.l.cfg.FusionThreshold }
-func (h gpuHost) Timeline() bool          { return h.l.tl != nil }
-func (h gpuHost) Log() *zerolog.Logger    { return &h.l.log }
+func (h gpuHost) Comm() comm.Communicator { return h.p.com }
+func (h gpuHost) Rank() int               { return h.p.rank }
+func (h gpuHost) Size() int               { return h.p.size }
+func (h gpuHost) FusionThreshold() int64  { return h.p.cfg.FusionThreshold }
+func (h gpuHost) Timeline() bool          { return h.p.timing }
+func (h gpuHost) Log() *zerolog.Logger    { return h.p.log }
 
 func (h gpuHost) ReduceBytes(b []byte, dt tensor.DType, op tensor.ReduceOp) error {
-	return h.l.reduceBytes(b, dt, op)
+	return h.p.reduceBytes(b, dt, op)
 }
 
-func (h gpuHost) Activity(act string, start, end time.Time) {
-	h.l.tlActivity(h.l.ents, act, start, end)
-}
+func (h gpuHost) Activity(act string, start, end time.Time) { h.p.activity(act, start, end) }
 
 func (h gpuHost) PlanAlltoall(splits []int, shape []int64) (gpuexec.AlltoallPlan, error) {
-	p, err := h.l.planAlltoall(&entry{req: wire.Request{Shape: shape}, splits: splits})
+	p, err := h.p.planAlltoall(&entry{req: wire.Request{Shape: shape}, splits: splits})
 	return gpuexec.AlltoallPlan{RecvSplits: p.recvSplits, SendCounts: p.sendCounts, RecvCounts: p.recvCounts,
 		Sent: p.sent, Shape: p.shape}, err
 }
 
-// performGPU executes one response on GPU tensors through the executor.
-// Like perform, it returns an error only when the runtime must stop.
-func (l *loop) performGPU(resp *wire.Response) error {
-	typ := wire.RequestType(resp.Type)
-	if typ == wire.Adasum {
-		if err := l.entries(resp); err != nil {
-			return err
-		}
-		for _, e := range l.ents {
-			if e.h != nil {
-				e.h.fail(&OpError{Name: e.req.Name, Message: adasumGPUText})
-			}
-		}
-		return nil
-	}
-	h := gpuHost{l}
+// performGPU executes one response on GPU tensors through the executor
+// (the controller refuses Adasum on GPU tensors itself), setting up the
+// executor first when needed.
+func (p *performer) performGPU(resp *wire.Response, ents []*entry) error {
+	h := gpuHost{p}
 	start := time.Now()
-	made, err := l.gpu.Setup(h)
+	made, err := p.gpu.Setup(h)
 	if err != nil {
 		return err
 	}
-	setupEnd := time.Now()
-	if typ == wire.Allreduce {
-		if err := l.entries(resp); err != nil {
-			return err
-		}
-	} else {
-		e := l.q.take(resp.Names[0])
-		if e == nil {
-			return fmt.Errorf("internal: response %v for %q, which this rank did not submit", resp.Type, resp.Names[0])
-		}
-		l.ents = append(l.ents[:0], e)
-	}
-	l.tlStart(l.ents, resp.Type.String(), start)
 	if made {
-		h.Activity(timeline.InitNCCL, start, setupEnd)
+		p.activity(timeline.InitNCCL, start, time.Now())
 	}
-	ge := l.gpuEnts[:0]
-	for _, e := range l.ents {
+	ge := p.gpuEnts[:0]
+	for _, e := range ents {
 		ge = append(ge, gpuexec.Entry{Req: &e.req, In: e.in, Out: e.out, Splits: e.splits})
 	}
-	l.gpuEnts = ge
-	err = l.gpu.Perform(h, resp, ge)
-	for i, e := range l.ents {
+	p.gpuEnts = ge
+	err = p.gpu.Perform(h, resp, ge)
+	for i, e := range ents {
 		e.out = ge[i].Out
 		if ge[i].RecvSplits != nil && e.h != nil {
 			e.h.splits = ge[i].RecvSplits
 		}
 		ge[i] = gpuexec.Entry{} // keep no tensors alive
 	}
-	l.tlEnd(l.ents, time.Now())
-	if err != nil {
-		return collectiveErr(l.ents, err)
-	}
-	finish(l.ents)
-	return nil
+	return err
 }

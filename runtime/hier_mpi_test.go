@@ -74,7 +74,7 @@ func TestMPINodesHierarchical(t *testing.T) {
 		flatRT.Shutdown()
 		world.Barrier()
 		hierRT, even := nodesRuntime(t, true, sets)
-		if hierRT.loop.hier == nil {
+		if hierRT.loop.p.hier == nil {
 			t.Fatalf("hierarchical collectives are off on %d nodes", hierRT.CrossSize())
 		}
 		if sets {
@@ -114,7 +114,7 @@ func hierIgnoredOnOneNode(t *testing.T) {
 		r.Shutdown()
 		world.Barrier()
 	}()
-	if r.loop.hier != nil {
+	if r.loop.p.hier != nil {
 		t.Fatal("hierarchical collectives are on with one node")
 	}
 	s, err := r.Allreduce(mpiCtx(t), tensor.FromInt64([]int64{int64(r.Rank())}), "one.node", Sum)

@@ -32,9 +32,9 @@ func warnUnimplemented(log zerolog.Logger, cfg config.Config) {
 // own when the first GPU tensor arrives.
 func (l *loop) agreedSettings() []config.Setting {
 	return append(l.cfg.Agreed(),
-		config.Setting{Name: "hvd.WithChunkBytes", Value: strconv.Itoa(l.chunk)},
+		config.Setting{Name: "hvd.WithChunkBytes", Value: strconv.Itoa(l.p.chunk)},
 		config.Setting{Name: "hvd.WithMaxFusedBytes", Value: strconv.FormatInt(l.planner.MaxFused, 10)},
-		config.Setting{Name: "hvd.WithFusionChunkBytes", Value: strconv.Itoa(l.fuseChunk)},
+		config.Setting{Name: "hvd.WithFusionChunkBytes", Value: strconv.Itoa(l.p.fuseChunk)},
 	)
 }
 

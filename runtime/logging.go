@@ -214,18 +214,6 @@ func (l *loop) logPlan(in, out []wire.Response) {
 		Int64("allreduce_bytes", bytes).Int64("threshold", l.cfg.FusionThreshold).Msg("fusion plan")
 }
 
-// logFused logs, at debug, how a fused allreduce went: its bytes, how many
-// were reduced where they lie (views of one buffer) and how many copied
-// through the fusion buffer, in how many pieces of at most step bytes.
-func (l *loop) logFused(total, inPlace, step int) {
-	pieces := 0
-	if step > 0 {
-		pieces = (total + step - 1) / step
-	}
-	l.log.Debug().Str("first", l.ents[0].req.Name).Int("tensors", len(l.ents)).Int("bytes", total).
-		Int("in_place", inPlace).Int("copied", total-inPlace).Int("pieces", pieces).Msg("fused allreduce")
-}
-
 // tracePerform logs, at trace, each response as it is performed.
 func (l *loop) tracePerform(resp *wire.Response) {
 	l.log.Trace().Str("response", describe(resp)).Int("tensors", len(resp.Names)).Msg("performing")

@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
-	"weak"
 
 	"github.com/rs/zerolog"
 
@@ -15,8 +14,6 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/internal/cache"
 	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
 	"github.com/gohorovod/gohorovod/runtime/internal/fusion"
-	"github.com/gohorovod/gohorovod/runtime/internal/gpuexec"
-	"github.com/gohorovod/gohorovod/runtime/internal/hier"
 	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
 	"github.com/gohorovod/gohorovod/runtime/internal/schedule"
 	"github.com/gohorovod/gohorovod/runtime/internal/stall"
@@ -37,12 +34,10 @@ type loop struct {
 	com        comm.Communicator
 	rank, size int // within the set
 	q          *queue
-	gpu        *gpuexec.Executor // the set's GPU executor (the runtime's for the global set)
-	set        *pset             // the process set (set by initProcessSets and addSet)
-	global     *loop             // a non-global set's loop: the global set's; nil on the global set
-	subs       []*loop           // the global set's loop: the other sets' loops, by id
-	hier       *hier.Comms       // node-aware communicators, when hierarchical collectives are on (nodes.go)
-	tune       *tuning           // the global set's autotuning, or nil (autotune.go)
+	set        *pset   // the process set (set by initProcessSets and addSet)
+	global     *loop   // a non-global set's loop: the global set's; nil on the global set
+	subs       []*loop // the global set's loop: the other sets' loops, by id
+	tune       *tuning // the global set's autotuning, or nil (autotune.go)
 	cfg        config.Config
 	log        zerolog.Logger
 	stopReq    <-chan struct{}
@@ -52,31 +47,25 @@ type loop struct {
 	neg       *cycle.Negotiation     // the slow path's exchange (drive.go)
 	planner   fusion.Planner
 	stall     *stall.Inspector
-	tl        *timeline.Timeline                      // rank 0 while a timeline is written (timeline.go)
-	fusion    []byte                                  // persistent fusion buffer, grown up to the threshold
-	views     map[viewKey]weak.Pointer[tensor.Tensor] // transport views, reused (see view)
-	chunk     int                                     // bytes per collective call on large buffers; 0: no chunking
-	fuseChunk int                                     // bytes of fused tensors copied, reduced and copied back at a time; 0: all
-	performed bool                                    // the last cycle performed at least one response
-	slow      bool                                    // the last cycle negotiated
-	syncedAt  time.Time                               // when the last agreement allreduce returned
-	stallErr  error                                   // rank 0: the stall inspector stopped the job
-	failing   error                                   // this rank failed where the others can still be told
-	aligned   bool                                    // no collective entered yet this cycle (see fail)
+	tl        *timeline.Timeline // rank 0 while a timeline is written (timeline.go)
+	p         *performer         // puts the agreed responses on the wire (performer.go)
+	performed bool               // the last cycle performed at least one response
+	slow      bool               // the last cycle negotiated
+	syncedAt  time.Time          // when the last agreement allreduce returned
+	stallErr  error              // rank 0: the stall inspector stopped the job
+	failing   error              // this rank failed where the others can still be told
+	aligned   bool               // no collective entered yet this cycle (see fail)
 	checker   comm.AgreementChecker
-	wholeT    *tensor.Tensor         // the word of allWhole's agreement (perform.go)
 	testPanic atomic.Pointer[func()] // tests: called at the start of each cycle
 	static                           // the static schedule's state (static.go)
 
 	// Reused from cycle to cycle.
 	msgs, back  []*entry
 	items       []cycle.Item
-	respEnts    []*entry        // the entry of each response of the cycle, when known
-	sources     []int           // indices in the cycle's responses of the response performed
-	ents        []*entry        // the entries taken for the response being performed
-	gpuEnts     []gpuexec.Entry // ents, as the GPU executor takes them
+	respEnts    []*entry // the entry of each response of the cycle, when known
+	sources     []int    // indices in the cycle's responses of the response performed
+	ents        []*entry // the entries taken for the response being performed
 	syncT, invT *tensor.Tensor
-	counts      []int // per-rank counts of the collective being performed
 }
 
 // newLoop makes the loop of the set whose communicator is com and whose
@@ -84,13 +73,10 @@ type loop struct {
 func newLoop(r *Runtime, com comm.Communicator, q *queue) (*loop, error) {
 	rank, size := com.Rank(), com.Size()
 	l := &loop{
-		r: r, com: com, rank: rank, size: size, q: q, gpu: r.gpu, cfg: r.cfg, log: r.log, stopReq: r.stopReq,
-		views:     make(map[viewKey]weak.Pointer[tensor.Tensor]),
-		chunk:     defaultChunkBytes,
-		fuseChunk: defaultFusionChunkBytes,
-		planner:   fusion.Planner{MaxFused: defaultMaxFusedBytes},
-		counts:    make([]int, size),
+		r: r, com: com, rank: rank, size: size, q: q, cfg: r.cfg, log: r.log, stopReq: r.stopReq,
+		planner: fusion.Planner{MaxFused: defaultMaxFusedBytes},
 	}
+	l.p = newPerformer(com, &l.cfg, &r.stats, &l.log, r.gpu)
 	isGlobal := q == &r.q
 	// Negotiation guarantees that the ranks' arguments agree, so the
 	// transport's own agreement check (one extra collective per call) is
@@ -587,11 +573,7 @@ func (l *loop) performAll(resps []wire.Response) error {
 	if l.global == nil {
 		l.observeTuning(resps)
 	}
-	if l.tl != nil {
-		if err := l.tl.Flush(); err != nil {
-			l.log.Error().Err(err).Msg("timeline")
-		}
-	}
+	l.flushTimeline()
 	return nil
 }
 

@@ -122,7 +122,7 @@ func (l *loop) openHier(ranks []int) error {
 	if err != nil {
 		return fmt.Errorf("hierarchical collectives: %w", err)
 	}
-	l.hier = h
+	l.p.hier = h
 	if l.rank == 0 {
 		if !h.Layout.Homogeneous() {
 			l.log.Warn().Msg(unevenNodesWarning)
@@ -145,10 +145,10 @@ func (l *loop) setID() int {
 
 // closeHier releases the node-aware communicators.
 func (l *loop) closeHier() {
-	if l.hier != nil {
-		if err := l.hier.Close(); err != nil {
+	if l.p.hier != nil {
+		if err := l.p.hier.Close(); err != nil {
 			l.log.Debug().Err(err).Msg("closing the hierarchical communicators")
 		}
-		l.hier = nil
+		l.p.hier = nil
 	}
 }

@@ -45,8 +45,8 @@ func (l *loop) addSet(ps *ProcessSet, ranks []int) error {
 			return err
 		}
 		sl.set, sl.global = p, l
-		sl.chunk, sl.fuseChunk, sl.planner.MaxFused = l.chunk, l.fuseChunk, l.planner.MaxFused
-		sl.gpu = l.gpu.ForSet(sl.log)
+		sl.p.chunk, sl.p.fuseChunk, sl.planner.MaxFused = l.p.chunk, l.p.fuseChunk, l.planner.MaxFused
+		sl.p.gpu = l.p.gpu.ForSet(sl.log)
 		sl.set = p
 		if err := sl.openHier(ranks); err != nil {
 			sub.Close()
@@ -93,7 +93,7 @@ func (l *loop) removeSet(id int) error {
 // last, and returns the communicator's Close error.
 func (l *loop) closeSet() error {
 	l.closeHier()
-	if err := l.gpu.Close(); err != nil {
+	if err := l.p.gpu.Close(); err != nil {
 		l.log.Error().Err(err).Msg("releasing the process set's GPU resources")
 	}
 	return l.com.Close()

@@ -247,7 +247,7 @@ func (r *Runtime) Init(opts ...Option) error {
 	}
 	if p, ok := acrossNodesPath(cfg, transport, countNodes(nodes)); ok && !onRing { // knobs.go
 		r.cfg.FusionThreshold, l.cfg.FusionThreshold = p.fusion, p.fusion
-		l.chunk, l.fuseChunk, l.planner.MaxFused = p.chunk, p.fuseChunk, p.maxFused
+		l.p.chunk, l.p.fuseChunk, l.planner.MaxFused = p.chunk, p.fuseChunk, p.maxFused
 		if rank == 0 {
 			log.Info().Int64("fusion_threshold", p.fusion).Msg("the job spans nodes over MPI: one MPI call per fused response, every tensor fused")
 		}
@@ -258,13 +258,13 @@ func (r *Runtime) Init(opts ...Option) error {
 		}
 	}
 	if o.chunk != nil {
-		l.chunk = max(*o.chunk, 0)
+		l.p.chunk = max(*o.chunk, 0)
 	}
 	if o.maxFuse != nil {
 		l.planner.MaxFused = max(*o.maxFuse, 0)
 	}
 	if o.fuseChk != nil {
-		l.fuseChunk = max(*o.fuseChk, 0)
+		l.p.fuseChunk = max(*o.fuseChk, 0)
 	}
 	if err := l.agree(); err != nil {
 		return r.initFailed(com, owns, err)

@@ -62,8 +62,8 @@ func TestMPINodesHostData(t *testing.T) {
 		if !ring {
 			t.Fatal("HOROVOD_CPU_OPERATIONS=gloo: the host collectives are not on the TCP ring")
 		}
-		if multi := countNodes(r.nodes) > 1; multi != (r.loop.hier != nil) {
-			t.Fatalf("%d nodes, hierarchical collectives on: %v", countNodes(r.nodes), r.loop.hier != nil)
+		if multi := countNodes(r.nodes) > 1; multi != (r.loop.p.hier != nil) {
+			t.Fatalf("%d nodes, hierarchical collectives on: %v", countNodes(r.nodes), r.loop.p.hier != nil)
 		}
 		checkHostData(t, r)
 	})
