@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -190,7 +191,12 @@ func TestFarewellCause(t *testing.T) {
 		{"stall", [][]byte{rec(wire.FarewellStall, "hvd: stall inspector: x"), rec(wire.FarewellNone, "")}, 1, "hvd: rank 0 failed: hvd: stall inspector: x"},
 		{"unreadable", [][]byte{nil, nil}, 0, "<nil>"},
 	} {
-		if got := fmt.Sprint(farewellCause(tt.recs, tt.me)); got != tt.want {
+		var c cycle.Control // no failure of its own: the records decide
+		var got error
+		if o := c.Resolve(tt.recs, tt.me, nil); o.Found {
+			got = rankError(o.Cause)
+		}
+		if got := fmt.Sprint(got); got != tt.want {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
 	}

@@ -5,13 +5,9 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
 
-// farewellCause is cycle.FarewellCause as the error rank me reports: a
-// *RankError naming the rank, or nil.
-func farewellCause(recs [][]byte, me int) error {
-	c, ok := cycle.FarewellCause(recs, me)
-	if !ok {
-		return nil
-	}
+// rankError is the error that reports c, another rank's farewell: a
+// *RankError naming the rank.
+func rankError(c cycle.Cause) *RankError {
 	if c.Kind == wire.FarewellShutdown {
 		return &RankError{Rank: c.Rank, Shutdown: true}
 	}

@@ -49,12 +49,9 @@ type loop struct {
 	stall     *stall.Inspector
 	tl        *timeline.Timeline // rank 0 while a timeline is written (timeline.go)
 	p         *performer         // puts the agreed responses on the wire (performer.go)
+	ctl       cycle.Control      // the stop rule, the failure protocol, the tick
 	performed bool               // the last cycle performed at least one response
 	slow      bool               // the last cycle negotiated
-	syncedAt  time.Time          // when the last agreement allreduce returned
-	stallErr  error              // rank 0: the stall inspector stopped the job
-	failing   error              // this rank failed where the others can still be told
-	aligned   bool               // no collective entered yet this cycle (see fail)
 	checker   comm.AgreementChecker
 	testPanic atomic.Pointer[func()] // tests: called at the start of each cycle
 	static                           // the static schedule's state (static.go)
@@ -161,7 +158,7 @@ func (l *loop) run() {
 	for {
 		// Sleep until the tick unless a caller waits on names still
 		// in flight (see Handle.Wait).
-		if d := time.Until(next); d > 0 && (l.staticIdle || !l.hot()) {
+		if d := time.Until(next); cycle.Sleep(d, l.staticIdle, l.hot()) {
 			timer.Reset(d)
 			select {
 			case <-timer.C:
@@ -175,13 +172,7 @@ func (l *loop) run() {
 		}
 		t0 := time.Now()
 		stop, err := l.safeCycle()
-		// The next tick counts from the agreement allreduce, where the
-		// ranks met, so that their cycles stay in phase and no rank waits
-		// in the next agreement for a peer that is still asleep.
-		next = l.syncedAt.Add(l.cfg.CycleTime)
-		if l.staticIdle {
-			next = l.staticWake
-		}
+		next = l.ctl.NextTick(l.cfg.CycleTime, l.staticIdle, l.staticWake)
 		for _, s := range l.subs {
 			l.performed = l.performed || s.performed
 			l.slow = l.slow || s.slow
@@ -216,7 +207,7 @@ func (l *loop) run() {
 // safeCycle runs one cycle, turning a panic into a *PanicError (the stack
 // goes to the log).
 func (l *loop) safeCycle() (stop bool, err error) {
-	l.aligned = true
+	l.ctl.BeginCycle()
 	defer func() {
 		if p := recover(); p != nil {
 			pe := &PanicError{Value: p, Stack: debug.Stack()}
@@ -265,17 +256,15 @@ func (l *loop) hot() bool {
 // fail handles an error that stops this rank's loop, and returns the root
 // cause the rank's handles and later calls report (run fails them: the
 // queue's, and those of the response being performed, whose entries have
-// left the queue). When the failure came before this rank entered any
-// collective of the cycle, the other ranks are waiting for it in the
-// cycle's agreement: one more cycle asks them to stop, and the farewell
-// exchange tells them which rank failed and why. Otherwise the ranks are
-// out of step: the transport is torn down with the cause where it can be
-// (comm.Aborter), so that no rank waits for ever.
+// left the queue). What to do is cycle.Control's decision (Fail): tell the
+// others in one more cycle and the farewell exchange, or abort the
+// transport with the cause where it can be (comm.Aborter), or leave a
+// group that a peer's failure has torn down already.
 func (l *loop) fail(err error) error {
 	l.log.Error().Err(err).Msg("Horovod background loop uncaught exception")
 	var peer *comm.PeerError
-	if l.aligned && !errors.As(err, &peer) && l.failing == nil {
-		l.failing = err
+	act := l.ctl.Fail(err, errors.As(err, &peer))
+	if act == cycle.TellOthers {
 		stop, ferr := l.safeCycle() // takes nothing: it stops before performing
 		if ferr == nil && stop {
 			return l.farewell() // never nil: this rank's record says it failed
@@ -283,11 +272,9 @@ func (l *loop) fail(err error) error {
 		if ferr != nil {
 			l.log.Error().Err(ferr).Msg("telling the other ranks")
 		}
+		act = cycle.Abort
 	}
-	// A peer's failure (PeerError) has torn the group down already, on
-	// every rank: aborting again would only race the root cause with a
-	// second one naming this rank.
-	if a, ok := l.com.(comm.Aborter); ok && !errors.As(err, &peer) {
+	if a, ok := l.com.(comm.Aborter); ok && act == cycle.Abort {
 		if aerr := a.Abort(err); aerr != nil {
 			l.log.Error().Err(aerr).Msg("aborting the transport")
 		}
@@ -309,45 +296,26 @@ func (l *loop) failTaken(err error) {
 // farewell runs once every rank has agreed to stop: each rank tells the
 // others why it stops (nothing, Shutdown called, the stall inspector, a
 // failure), so that every rank's handles and later calls report the same
-// root cause: the lowest failing rank's error, or else which rank called
-// Shutdown. It returns that cause (nil on the rank that called Shutdown,
-// when no rank failed).
+// root cause (cycle.Control.Resolve): the lowest failing rank's error, or
+// else which rank called Shutdown. It returns that cause (nil on the rank
+// that called Shutdown, when no rank failed).
 func (l *loop) farewell() error {
-	f := cycle.FarewellOf(l.failing, l.stallErr, l.shutdownRequested())
-	recs, err := l.exchangeFarewell(f)
+	recs, err := l.exchangeFarewell(l.ctl.Farewell(l.shutdownRequested()))
 	if err != nil {
 		l.log.Error().Err(err).Msg("farewell exchange")
-		if l.failing != nil {
-			return l.failing
-		}
-		if l.stallErr != nil {
-			return l.stallErr
-		}
-		return err
 	}
-	cause := farewellCause(recs, l.rank)
-	if cause == nil {
-		return nil
+	o := l.ctl.Resolve(recs, l.rank, err)
+	if o.Own != nil || !o.Found {
+		return o.Own
 	}
-	var re *RankError
-	if errors.As(cause, &re) {
-		if re.Rank == l.rank {
-			// This rank's own failure: its own error, unflattened.
-			if l.failing != nil {
-				return l.failing
-			}
-			if l.stallErr != nil {
-				return l.stallErr
-			}
-		}
-		if re.Stall {
-			dumpStacks(l.log, "the stall inspector on rank 0 stopped the job")
-		}
-		if !re.Shutdown {
-			l.log.Error().Err(re).Msg("stopping: another rank failed")
-		}
+	re := rankError(o.Cause)
+	if re.Stall {
+		dumpStacks(l.log, "the stall inspector on rank 0 stopped the job")
 	}
-	return cause
+	if !re.Shutdown {
+		l.log.Error().Err(re).Msg("stopping: another rank failed")
+	}
+	return re
 }
 
 // exchangeFarewell gathers every rank's farewell record on every rank.
@@ -361,9 +329,7 @@ func (l *loop) exchangeFarewell(f wire.Farewell) ([][]byte, error) {
 
 // stopping is the stop rule: this rank asks the others to stop when
 // Shutdown was called, a stall ended the job, or a collective failed.
-func (l *loop) stopping() bool {
-	return l.shutdownRequested() || l.stallErr != nil || l.failing != nil
-}
+func (l *loop) stopping() bool { return l.ctl.Stopping(l.shutdownRequested()) }
 
 func (l *loop) shutdownRequested() bool {
 	select {
@@ -461,13 +427,13 @@ func (l *loop) cycle() (bool, error) {
 			switch act {
 			case cycle.StallStop:
 				l.log.Error().Msg(msg)
-				l.stallErr = &StallError{Message: msg}
+				l.ctl.Stall(&StallError{Message: msg})
 				dumpStacks(l.log, "the stall inspector is shutting the job down")
 				l.st.Stop()
 			case cycle.StallStopNext:
 				// The global set's next cycle stops every rank.
 				l.log.Error().Msg(msg)
-				l.global.stallErr = &StallError{Message: msg}
+				l.global.ctl.Stall(&StallError{Message: msg})
 				dumpStacks(l.log, "the stall inspector is shutting the job down")
 			default:
 				l.log.Warn().Msg(msg)
@@ -481,7 +447,7 @@ func (l *loop) cycle() (bool, error) {
 	// cycle): a failure before can still be told to the others (see
 	// fail). Once in a collective, a transport error leaves the ranks'
 	// states unknown: no more collectives are tried.
-	l.aligned = false
+	l.ctl.EnterCollective()
 	if isGlobal {
 		if err := l.syncTuning(); err != nil { // autotune.go
 			return false, err
@@ -490,7 +456,7 @@ func (l *loop) cycle() (bool, error) {
 	if err := l.agreeAllreduce(wordsTensor(&l.syncT, words)); err != nil {
 		return false, fmt.Errorf("cache agreement: %w", err)
 	}
-	l.syncedAt = time.Now()
+	l.ctl.Synced(time.Now())
 	inv := l.st.Agreed()
 	invalidated := inv != nil
 	if inv != nil {

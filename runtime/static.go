@@ -40,10 +40,8 @@ type static struct {
 	hdr        []uint64
 	hdrT       *tensor.Tensor
 	resps      []wire.Response
-	offsets    []int // performUnits: where each unit's responses begin
-	lastHeader time.Time
-	readySince time.Time // the current unit has been ready since, unperformed
-	stuckSince time.Time // a caller has waited since, on an incomplete unit
+	offsets    []int           // performUnits: where each unit's responses begin
+	clocks     schedule.Clocks // the last header, ready and stuck since
 	// staticIdle: the last cycle ran on the schedule and had nothing to
 	// do; the loop sleeps to staticWake, even while a caller waits, unless
 	// the queue wakes it (every request does while the schedule is
@@ -96,7 +94,7 @@ func (l *loop) learn(d *cycle.Decision, invalidated bool) {
 	if l.sched.ObserveUnits(d.Bits, l.starts) {
 		l.q.eager.Store(true)
 		l.r.stats.staticLocks.Add(1)
-		l.lastHeader, l.readySince, l.stuckSince = time.Now(), time.Time{}, time.Time{}
+		l.clocks.Locked(time.Now())
 		l.log.Debug().Int("units", len(l.sched.Units())).Msg("static schedule locked")
 	}
 }
@@ -120,33 +118,14 @@ func (l *loop) staticCycle() (done bool, err error) {
 			run = l.sched.ReadyRun(l.pending)
 		}
 		ready := run > 0
-		loc := schedule.Local{Deviant: l.deviant || stopping, Ready: ready, SinceHeader: now.Sub(l.lastHeader)}
-		if ready {
-			if l.readySince.IsZero() {
-				l.readySince = now
-			}
-			loc.ReadyFor = now.Sub(l.readySince)
-			l.stuckSince = time.Time{}
-		} else if l.q.hot() {
-			if l.stuckSince.IsZero() {
-				l.stuckSince = now
-			}
-			loc.StuckFor = now.Sub(l.stuckSince)
-		} else {
-			l.stuckSince = time.Time{}
-		}
+		loc := l.clocks.Observe(now, l.deviant || stopping, ready, l.q.hot())
 		vote, join := schedule.Choose(loc, staticTiming)
 		if !join {
 			// Nothing to do until a request arrives (the queue
 			// wakes the loop), the heartbeat is due, or a waiting
 			// caller has waited long enough to end the schedule.
 			l.staticIdle = true
-			l.staticWake = l.lastHeader.Add(staticTiming.Heartbeat)
-			if !l.stuckSince.IsZero() {
-				if t := l.stuckSince.Add(staticTiming.Stuck); t.Before(l.staticWake) {
-					l.staticWake = t
-				}
-			}
+			l.staticWake = l.clocks.Wake(staticTiming)
 			return true, nil
 		}
 		inRun := 0
@@ -155,18 +134,18 @@ func (l *loop) staticCycle() (done bool, err error) {
 		}
 		hdr := l.sched.Header(vote, run, inRun, l.hdr)
 		l.hdr = hdr
-		l.aligned = false
+		l.ctl.EnterCollective()
 		if err := l.agreeAllreduce(wordsTensor(&l.hdrT, hdr)); err != nil {
 			return true, fmt.Errorf("static schedule header: %w", err)
 		}
-		l.syncedAt = time.Now()
-		l.lastHeader = l.syncedAt
+		l.ctl.Synced(time.Now())
+		l.clocks.Joined(l.ctl.SyncedAt())
 		switch outcome, n := schedule.Resolve(hdr); outcome {
 		case schedule.Perform:
 			if err := l.performUnits(now, n, schedule.RunOf(hdr) >= n); err != nil {
 				return true, err
 			}
-			l.readySince = time.Time{}
+			l.clocks.Performed()
 		case schedule.Retry:
 			if vote != schedule.Ready {
 				return true, nil
@@ -308,7 +287,7 @@ func (l *loop) dissolve(vote schedule.Vote, loc schedule.Local) {
 	clear(l.pend)
 	clear(l.pendEnt)
 	l.pend, l.classified, l.deviant = l.pend[:0], 0, false
-	l.readySince, l.stuckSince = time.Time{}, time.Time{}
+	l.clocks.Dissolved()
 	if l.log.Debug().Enabled() {
 		l.log.Debug().Str("vote", vote.String()).Bool("deviant", loc.Deviant).Dur("ready_for", loc.ReadyFor).
 			Dur("stuck_for", loc.StuckFor).Int("need", l.sched.Need()).Msg("static schedule dissolved")

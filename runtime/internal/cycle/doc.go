@@ -15,6 +15,12 @@
 // step. Gather is the same for the control exchanges outside a cycle
 // (every rank's bytes on every rank).
 //
+// Control holds what the loop decides from cycle to cycle beside the
+// agreement: the stop rule, the failure protocol (tell the other ranks in
+// one more cycle, abort the transport, or leave a group a peer tore
+// down), the farewell record and which rank's cause every rank reports,
+// and the tick policy (when the next cycle starts, whether to sleep).
+//
 // No goroutines, no sleeps, no transport: a whole multi-rank cycle, with
 // joins, cache hits, invalidations, negotiation and shutdowns, is scripted
 // in one goroutine by the tests, which stand in for the transport by

@@ -33,4 +33,9 @@
 //
 // No goroutines, no clock, no transport: the tests script N ranks in one
 // goroutine, combining their headers by hand.
+//
+// Whether a rank joins a header, and with which vote, is Choose's decision
+// from what the rank knows (Local); Clocks keep the rank's timers (its last
+// header, how long a unit has been ready, how long a caller has waited)
+// from the times the loop gives, and say when an idle rank looks again.
 package schedule
