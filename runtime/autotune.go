@@ -7,7 +7,6 @@ import (
 
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/autotune"
-	"github.com/gohorovod/gohorovod/runtime/internal/cache"
 	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
@@ -131,32 +130,29 @@ func (l *loop) syncTuning() error {
 	return nil
 }
 
-// switchTuningCache runs before a global cycle begins: when the last
-// setting switched the response cache, every rank (at the same cycle, the
-// one after the broadcast) replaces its cache, with an empty one of the
-// configured capacity or with none. It runs after tuning has finished too,
-// for a final setting that switched the cache.
-func (l *loop) switchTuningCache() {
-	tu := l.tune
+// cacheSwitch is asked before a global cycle begins: when the last setting
+// switched the response cache, every rank (at the same cycle, the one after
+// the broadcast) replaces its cache, with an empty one of capacity (the
+// configured capacity, or 0 for none). It is asked after tuning has
+// finished too, for a final setting that switched the cache.
+func (tu *tuning) cacheSwitch() (capacity int, ok bool) {
 	if tu == nil || !tu.switchCache {
-		return
+		return 0, false
 	}
 	tu.switchCache = false
-	capacity := 0
 	if tu.sync.Applied().CacheEnabled {
-		capacity = tu.capacity
+		return tu.capacity, true
 	}
-	l.st.SetCache(cache.New(capacity, l.rank))
+	return 0, true
 }
 
-// observeTuning gives rank 0's tuner one observation per training step:
+// observe gives rank 0's tuner one observation per training step:
 // the bytes allreduced in the step and the time it took. As Horovod counts
 // steps per tensor name, a step ends at the cycle that reduces a name
 // already reduced since the last step ended; each observation covers the
 // cycles since the last one, that one included, and the time since it.
 // Cycles that reduce nothing are only time.
-func (l *loop) observeTuning(resps []wire.Response) {
-	tu := l.tune
+func (tu *tuning) observe(resps []wire.Response) {
 	if tu == nil || !tu.sync.Active() || tu.t == nil {
 		return
 	}

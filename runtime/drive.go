@@ -5,9 +5,8 @@ import (
 	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/internal/cache"
 	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
-	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
-	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -58,38 +57,39 @@ func gatherBytes(c comm.Communicator, mine []byte) ([][]byte, error) {
 	return g.Result(), nil
 }
 
-// negotiate is the slow path: every rank sends its uncached requests to rank
-// 0, which validates them and broadcasts the ordered responses. The
+// negotiate is the slow path of a cycle that decided d: every rank sends
+// its uncached requests to rank 0, which validates them and broadcasts the
+// ordered responses, which are added to d and to the response cache. The
 // exchange is cycle.Negotiation's; this function performs its collectives
 // and writes what rank 0's coordinator saw to the timeline.
-func (l *loop) negotiate(uncached []int) (*wire.ResponseList, error) {
+func (l *loop) negotiate(d *cycle.Decision) error {
+	l.r.stats.slow.Add(1)
+	l.slow = true
 	if l.checker != nil {
 		l.checker.SetCheck(true)
 		defer l.checker.SetCheck(false)
 	}
 	n := l.neg
-	n.Begin(l.items, uncached, l.global == nil && l.stopping())
+	n.Begin(l.cyc.items, d.Uncached, l.global == nil && l.stopping())
 	for st := n.Next(); st != nil; st = n.Next() {
 		if err := doStep(l.com, st); err != nil {
-			return nil, fmt.Errorf("%s: %w", st.What, err)
+			return fmt.Errorf("%s: %w", st.What, err)
 		}
 		now := time.Now()
 		if err := n.Done(now); err != nil {
-			return nil, err
+			return err
 		}
-		if l.tl == nil {
-			continue
-		}
-		for _, ev := range n.Events() {
-			switch ev.Kind {
-			case negotiate.Started:
-				l.tl.NegotiateStart(ev.Name, ev.Type.String(), now)
-			case negotiate.RankReady:
-				l.tl.NegotiateRankReady(ev.Name, int(ev.Rank), now)
-			case negotiate.Finished:
-				l.tl.NegotiateEnd(ev.Name, now)
-			}
-		}
+		l.tl.negotiation(n.Events(), now)
 	}
-	return n.Responses(), nil
+	list := n.Responses()
+	if l.st.Negotiated(list) {
+		l.log.Warn().Msg(cache.EvictionWarning(int(l.cfg.CacheCapacity)))
+	}
+	if l.log.Debug().Enabled() {
+		l.log.logNegotiated(len(d.Uncached), list, l.st.Cache())
+	}
+	for range list.Responses {
+		l.cyc.respEnts = append(l.cyc.respEnts, nil)
+	}
+	return nil
 }

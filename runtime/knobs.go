@@ -46,7 +46,7 @@ func (l *loop) agreedSettings() []config.Setting {
 func (l *loop) agree() (err error) {
 	defer func() {
 		if err != nil {
-			l.closeTimeline(time.Now())
+			l.tl.close(time.Now())
 		}
 	}()
 	if l.size == 1 {

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/cache"
 	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
 	"github.com/gohorovod/gohorovod/runtime/internal/fusion"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
@@ -121,17 +122,20 @@ func hexWords(w []uint64) string {
 	return b.String()
 }
 
+// loopLog is a loop's logger, with what the loop logs about its cycles.
+type loopLog struct{ zerolog.Logger }
+
 // traceStart logs, at trace, a cycle that popped requests, with this
 // rank's agreement vector before the AND.
-func (l *loop) traceStart(words []uint64) {
-	l.log.Trace().Int("requests", len(l.msgs)).Str("words", hexWords(words)).Msg("cycle start")
+func (lg *loopLog) traceStart(requests int, words []uint64) {
+	lg.Trace().Int("requests", requests).Str("words", hexWords(words)).Msg("cycle start")
 }
 
 // traceAgreed logs, at trace, what the agreement decided: the ANDed
 // vector, the cached responses every rank performs, the requests sent back
 // to the queue, whether the ranks negotiate.
-func (l *loop) traceAgreed(words []uint64, d *cycle.Decision) {
-	l.log.Trace().Int("requests", len(l.msgs)).Str("agreed", hexWords(words)).
+func (lg *loopLog) traceAgreed(requests int, words []uint64, d *cycle.Decision) {
+	lg.Trace().Int("requests", requests).Str("agreed", hexWords(words)).
 		Int("cached", len(d.Responses)).Int("back", len(d.Back)).Int("uncached", len(d.Uncached)).
 		Bool("negotiate", d.Negotiate).Bool("shutdown", d.Shutdown).Msg("cycle agreed")
 }
@@ -141,7 +145,7 @@ func (l *loop) traceAgreed(words []uint64, d *cycle.Decision) {
 // logResponses others), and the evictions it caused in the response cache.
 // A negotiation that sent and decided nothing (every cycle while some rank
 // waits for a peer to submit its requests) is logged at trace only.
-func (l *loop) logNegotiated(sent int, list *wire.ResponseList) {
+func (lg *loopLog) logNegotiated(sent int, list *wire.ResponseList, c *cache.Cache) {
 	lvl := zerolog.DebugLevel
 	if sent == 0 && len(list.Responses) == 0 && !list.Shutdown {
 		lvl = zerolog.TraceLevel
@@ -160,11 +164,10 @@ func (l *loop) logNegotiated(sent int, list *wire.ResponseList) {
 	if n := len(list.Responses) - len(descs); n > 0 {
 		descs = append(descs, "+"+strconv.Itoa(n)+" more")
 	}
-	c := l.st.Cache()
-	l.log.WithLevel(lvl).Int("sent", sent).Int("responses", len(list.Responses)).Int("errors", errs).
+	lg.WithLevel(lvl).Int("sent", sent).Int("responses", len(list.Responses)).Int("errors", errs).
 		Bool("shutdown", list.Shutdown).Strs("list", descs).Int("cache_entries", c.Len()).Msg("negotiated")
 	if n := c.Evictions(); n > 0 {
-		l.log.Debug().Int("evicted", n).Int("cache_entries", c.Len()).Int("capacity", c.Capacity()).
+		lg.Debug().Int("evicted", n).Int("cache_entries", c.Len()).Int("capacity", c.Capacity()).
 			Msg("response cache full: least recently used responses evicted")
 	}
 }
@@ -172,8 +175,7 @@ func (l *loop) logNegotiated(sent int, list *wire.ResponseList) {
 // logInvalidated logs, at debug, the cache entries that some rank
 // submitted with changed parameters (inv, the ORed invalid-bit vector):
 // every rank erases them, and their names go through negotiation again.
-func (l *loop) logInvalidated(inv []uint64) {
-	c := l.st.Cache()
+func (lg *loopLog) logInvalidated(inv []uint64, c *cache.Cache) {
 	var names []string
 	for wi, w := range inv {
 		for b := 0; w != 0; b, w = b+1, w>>1 {
@@ -182,7 +184,7 @@ func (l *loop) logInvalidated(inv []uint64) {
 			}
 		}
 	}
-	l.log.Debug().Int("entries", len(names)).Str("names", capNames(names)).
+	lg.Debug().Int("entries", len(names)).Str("names", capNames(names)).
 		Msg("response cache: parameters changed, entries erased on every rank")
 }
 
@@ -190,7 +192,7 @@ func (l *loop) logInvalidated(inv []uint64) {
 // response: how many responses became how many collectives, how many of
 // those are fused and with how many bytes, and how many allreduces run
 // alone for being larger than the largest fused tensor.
-func (l *loop) logPlan(in, out []wire.Response) {
+func (lg *loopLog) logPlan(in, out []wire.Response, maxFused, threshold int64) {
 	fused, tensors, alone := 0, 0, 0
 	var bytes, fusedBytes int64
 	for i := range out {
@@ -205,16 +207,16 @@ func (l *loop) logPlan(in, out []wire.Response) {
 			fused++
 			tensors += len(r.Names)
 			fusedBytes += b
-		case l.planner.MaxFused > 0 && b > l.planner.MaxFused:
+		case maxFused > 0 && b > maxFused:
 			alone++
 		}
 	}
-	l.log.Debug().Int("responses", len(in)).Int("collectives", len(out)).Int("fused", fused).
+	lg.Debug().Int("responses", len(in)).Int("collectives", len(out)).Int("fused", fused).
 		Int("fused_tensors", tensors).Int64("fused_bytes", fusedBytes).Int("too_large", alone).
-		Int64("allreduce_bytes", bytes).Int64("threshold", l.cfg.FusionThreshold).Msg("fusion plan")
+		Int64("allreduce_bytes", bytes).Int64("threshold", threshold).Msg("fusion plan")
 }
 
 // tracePerform logs, at trace, each response as it is performed.
-func (l *loop) tracePerform(resp *wire.Response) {
-	l.log.Trace().Str("response", describe(resp)).Int("tensors", len(resp.Names)).Msg("performing")
+func (lg *loopLog) tracePerform(resp *wire.Response) {
+	lg.Trace().Str("response", describe(resp)).Int("tensors", len(resp.Names)).Msg("performing")
 }

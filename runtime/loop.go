@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/cache"
@@ -17,7 +15,6 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
 	"github.com/gohorovod/gohorovod/runtime/internal/schedule"
 	"github.com/gohorovod/gohorovod/runtime/internal/stall"
-	"github.com/gohorovod/gohorovod/runtime/internal/timeline"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -39,29 +36,32 @@ type loop struct {
 	subs       []*loop // the global set's loop: the other sets' loops, by id
 	tune       *tuning // the global set's autotuning, or nil (autotune.go)
 	cfg        config.Config
-	log        zerolog.Logger
+	log        loopLog
 	stopReq    <-chan struct{}
 
 	st        *cycle.State
-	coord     *negotiate.Coordinator // rank 0 only
-	neg       *cycle.Negotiation     // the slow path's exchange (drive.go)
+	neg       *cycle.Negotiation // the slow path's exchange (drive.go)
 	planner   fusion.Planner
 	stall     *stall.Inspector
-	tl        *timeline.Timeline // rank 0 while a timeline is written (timeline.go)
-	p         *performer         // puts the agreed responses on the wire (performer.go)
-	ctl       cycle.Control      // the stop rule, the failure protocol, the tick
-	performed bool               // the last cycle performed at least one response
-	slow      bool               // the last cycle negotiated
+	tl        observer      // rank 0 while a timeline is written (timeline.go)
+	p         *performer    // puts the agreed responses on the wire (performer.go)
+	ctl       cycle.Control // the stop rule, the failure protocol, the tick
+	performed bool          // the last cycle performed at least one response
+	slow      bool          // the last cycle negotiated
 	checker   comm.AgreementChecker
 	testPanic atomic.Pointer[func()] // tests: called at the start of each cycle
-	static                           // the static schedule's state (static.go)
+	sc        static                 // the static schedule's state (static.go)
 
-	// Reused from cycle to cycle.
-	msgs, back  []*entry
+	cyc  cycleBufs // the cycle's working set
+	ents []*entry  // the entries taken for the response being performed
+}
+
+// cycleBufs is what a cycle works on, reused from cycle to cycle.
+type cycleBufs struct {
+	msgs, back  []*entry // popped from the queue; sent back to its head
 	items       []cycle.Item
 	respEnts    []*entry // the entry of each response of the cycle, when known
 	sources     []int    // indices in the cycle's responses of the response performed
-	ents        []*entry // the entries taken for the response being performed
 	syncT, invT *tensor.Tensor
 }
 
@@ -70,10 +70,11 @@ type loop struct {
 func newLoop(r *Runtime, com comm.Communicator, q *queue) (*loop, error) {
 	rank, size := com.Rank(), com.Size()
 	l := &loop{
-		r: r, com: com, rank: rank, size: size, q: q, cfg: r.cfg, log: r.log, stopReq: r.stopReq,
+		r: r, com: com, rank: rank, size: size, q: q, cfg: r.cfg, log: loopLog{r.log}, stopReq: r.stopReq,
 		planner: fusion.Planner{MaxFused: defaultMaxFusedBytes},
 	}
-	l.p = newPerformer(com, &l.cfg, &r.stats, &l.log, r.gpu)
+	l.tl.log = &l.log.Logger
+	l.p = newPerformer(com, &l.cfg, &r.stats, &l.log.Logger, r.gpu)
 	isGlobal := q == &r.q
 	// Negotiation guarantees that the ranks' arguments agree, so the
 	// transport's own agreement check (one extra collective per call) is
@@ -82,8 +83,9 @@ func newLoop(r *Runtime, com comm.Communicator, q *queue) (*loop, error) {
 		l.checker = c
 		c.SetCheck(false)
 	}
+	var coord *negotiate.Coordinator
 	if l.rank == 0 {
-		l.coord = negotiate.New(l.size)
+		coord = negotiate.New(l.size)
 	}
 	s, warning := stall.New(stall.Config{Disabled: r.cfg.StallCheckDisable, Warn: r.cfg.StallCheckTime,
 		Shutdown: r.cfg.StallShutdownTime})
@@ -92,15 +94,15 @@ func newLoop(r *Runtime, com comm.Communicator, q *queue) (*loop, error) {
 	}
 	l.stall = s
 	l.st = cycle.New(cache.New(r.cfg.CacheCapacity, rank), s)
-	l.sched = schedule.New(0)
+	l.sc.sched = schedule.New(0)
 	if isGlobal {
-		l.sched = schedule.New(r.cfg.StaticSchedule)
+		l.sc.sched = schedule.New(r.cfg.StaticSchedule)
 	}
-	l.neg = cycle.NewNegotiation(rank, size, l.coord, s)
+	l.neg = cycle.NewNegotiation(rank, size, coord, s)
 	if !isGlobal {
 		return l, nil
 	}
-	if err := l.openTimeline(); err != nil { // timeline.go
+	if err := l.tl.open(l.cfg, l.rank); err != nil { // timeline.go
 		return nil, err
 	}
 	return l, nil
@@ -130,7 +132,7 @@ const defaultMaxFusedBytes = 64 << 10
 func (l *loop) run() {
 	var cause error
 	defer func() {
-		l.closeTimeline(time.Now())
+		l.tl.close(time.Now())
 		// Reject new calls with the cause before any handle completes:
 		// a caller that sees its handle fail must find the runtime
 		// stopped. Then the queue's handles, and those of the response
@@ -139,7 +141,7 @@ func (l *loop) run() {
 		err := &shutdownError{cause: cause}
 		l.r.q.close(err)
 		l.failTaken(err)
-		l.closeHier()
+		l.p.closeHier()
 		if l.tune != nil && l.tune.t != nil {
 			l.tune.closeLog(l)
 		}
@@ -158,7 +160,7 @@ func (l *loop) run() {
 	for {
 		// Sleep until the tick unless a caller waits on names still
 		// in flight (see Handle.Wait).
-		if d := time.Until(next); cycle.Sleep(d, l.staticIdle, l.hot()) {
+		if d := time.Until(next); cycle.Sleep(d, l.sc.staticIdle, l.hot()) {
 			timer.Reset(d)
 			select {
 			case <-timer.C:
@@ -172,7 +174,7 @@ func (l *loop) run() {
 		}
 		t0 := time.Now()
 		stop, err := l.safeCycle()
-		next = l.ctl.NextTick(l.cfg.CycleTime, l.staticIdle, l.staticWake)
+		next = l.ctl.NextTick(l.cfg.CycleTime, l.sc.staticIdle, l.sc.staticWake)
 		for _, s := range l.subs {
 			l.performed = l.performed || s.performed
 			l.slow = l.slow || s.slow
@@ -228,7 +230,7 @@ func (l *loop) safeCycle() (stop bool, err error) {
 	// gone from it, on every rank alike.
 	for i := 0; i < len(l.subs); i++ {
 		s := l.subs[i]
-		s.tl = l.tl
+		s.tl.w = l.tl.w
 		if f := s.testPanic.Load(); f != nil {
 			(*f)()
 		}
@@ -300,8 +302,9 @@ func (l *loop) failTaken(err error) {
 // else which rank called Shutdown. It returns that cause (nil on the rank
 // that called Shutdown, when no rank failed).
 func (l *loop) farewell() error {
-	recs, err := l.exchangeFarewell(l.ctl.Farewell(l.shutdownRequested()))
+	recs, err := gatherBytes(l.com, wire.AppendFarewell(nil, l.ctl.Farewell(l.shutdownRequested()))) // drive.go
 	if err != nil {
+		err = fmt.Errorf("gathering farewells: %w", err)
 		l.log.Error().Err(err).Msg("farewell exchange")
 	}
 	o := l.ctl.Resolve(recs, l.rank, err)
@@ -310,21 +313,12 @@ func (l *loop) farewell() error {
 	}
 	re := rankError(o.Cause)
 	if re.Stall {
-		dumpStacks(l.log, "the stall inspector on rank 0 stopped the job")
+		dumpStacks(l.log.Logger, "the stall inspector on rank 0 stopped the job")
 	}
 	if !re.Shutdown {
 		l.log.Error().Err(re).Msg("stopping: another rank failed")
 	}
 	return re
-}
-
-// exchangeFarewell gathers every rank's farewell record on every rank.
-func (l *loop) exchangeFarewell(f wire.Farewell) ([][]byte, error) {
-	recs, err := gatherBytes(l.com, wire.AppendFarewell(nil, f)) // drive.go
-	if err != nil {
-		return nil, fmt.Errorf("gathering farewells: %w", err)
-	}
-	return recs, nil
 }
 
 // stopping is the stop rule: this rank asks the others to stop when
@@ -385,126 +379,48 @@ func (l *loop) cycle() (bool, error) {
 	now := time.Now()
 	isGlobal := l.global == nil
 	if isGlobal {
-		l.applyTimeline(now) // StartTimeline, StopTimeline (timeline.go)
-		if l.tl != nil {
-			l.tl.MarkCycle(now)
-		}
+		l.tl.apply(&l.r.tlc, now) // StartTimeline, StopTimeline (timeline.go)
+		l.tl.mark(now)
 	}
 	l.performed, l.slow = false, false
 	defer l.forget()
-	if l.sched.Active() {
+	if l.sc.sched.Active() {
 		// The static schedule (static.go): no agreement this cycle,
 		// unless the schedule dissolves in it.
 		if done, err := l.staticCycle(); done || err != nil {
 			return false, err
 		}
 	}
-	l.msgs = l.q.pop(l.msgs[:0])
-	l.items = l.items[:0]
-	for _, e := range l.msgs {
-		l.items = append(l.items, cycle.Item{Req: &e.req, Bit: e.bit})
-	}
+	l.cyc.pop(l.q)
 	// Only the global set decides to stop; the other sets' cycles run
 	// after its cycle, and not at all once it has stopped.
 	stopping := isGlobal && l.stopping()
 	if isGlobal {
-		l.switchTuningCache() // autotune.go
+		if capacity, ok := l.tune.cacheSwitch(); ok { // autotune.go
+			l.st.SetCache(cache.New(capacity, l.rank))
+		}
 	}
-	words := l.st.Begin(l.items, stopping)
-	if len(l.msgs) > 0 && l.log.Trace().Enabled() {
-		l.traceStart(words)
+	words := l.st.Begin(l.cyc.items, stopping)
+	if len(l.cyc.msgs) > 0 && l.log.Trace().Enabled() {
+		l.log.traceStart(len(l.cyc.msgs), words)
 	}
-	for i, e := range l.msgs {
-		e.bit = l.items[i].Bit
+	for i, e := range l.cyc.msgs {
+		e.bit = l.cyc.items[i].Bit
 	}
 	if l.stall.Enabled() {
-		l.st.StaleCached(now)
-		set := 0
-		if !isGlobal {
-			set = l.set.id
-		}
-		if msg, act, ok := l.neg.Stalled(now, set); ok {
-			switch act {
-			case cycle.StallStop:
-				l.log.Error().Msg(msg)
-				l.ctl.Stall(&StallError{Message: msg})
-				dumpStacks(l.log, "the stall inspector is shutting the job down")
-				l.st.Stop()
-			case cycle.StallStopNext:
-				// The global set's next cycle stops every rank.
-				l.log.Error().Msg(msg)
-				l.global.ctl.Stall(&StallError{Message: msg})
-				dumpStacks(l.log, "the stall inspector is shutting the job down")
-			default:
-				l.log.Warn().Msg(msg)
-			}
-		}
+		l.inspectStall(now, isGlobal)
 	}
-
-	// The agreement: one bitwise-AND allreduce, plus an OR when some rank
-	// found a cached entry with changed parameters. Until this rank
-	// enters it, it is where every other rank is (at the start of a
-	// cycle): a failure before can still be told to the others (see
-	// fail). Once in a collective, a transport error leaves the ranks'
-	// states unknown: no more collectives are tried.
-	l.ctl.EnterCollective()
-	if isGlobal {
-		if err := l.syncTuning(); err != nil { // autotune.go
-			return false, err
-		}
+	d, invalidated, err := l.agreeOn(now, words, isGlobal)
+	if err != nil {
+		return false, err
 	}
-	if err := l.agreeAllreduce(wordsTensor(&l.syncT, words)); err != nil {
-		return false, fmt.Errorf("cache agreement: %w", err)
-	}
-	l.ctl.Synced(time.Now())
-	inv := l.st.Agreed()
-	invalidated := inv != nil
-	if inv != nil {
-		if err := l.com.Allreduce(wordsTensor(&l.invT, inv), tensor.BitOr); err != nil {
-			return false, fmt.Errorf("cache invalidation: %w", err)
-		}
-		if l.log.Debug().Enabled() {
-			l.logInvalidated(inv)
-		}
-	}
-	d := l.st.Decide(now)
-	if (len(l.msgs) > 0 || len(d.Responses) > 0 || d.Negotiate || d.Shutdown) && l.log.Trace().Enabled() {
-		l.traceAgreed(words, d)
-	}
-	l.noteCachedProgress(now, len(d.Responses))
-	// The cached responses, and beside each the entry it performs (nil
-	// where this rank has joined and submitted nothing): the entries are
-	// then taken without looking their names up (see entries).
-	l.respEnts = l.respEnts[:0]
-	for _, i := range d.Items {
-		var e *entry
-		if i != cycle.None {
-			e = l.msgs[i]
-		}
-		l.respEnts = append(l.respEnts, e)
-	}
-	l.back = l.back[:0]
-	for _, i := range d.Back {
-		l.back = append(l.back, l.msgs[i])
-	}
+	l.cyc.sort(d)
 	if d.Negotiate {
-		l.r.stats.slow.Add(1)
-		l.slow = true
-		list, err := l.negotiate(d.Uncached)
-		if err != nil {
+		if err := l.negotiate(d); err != nil { // drive.go
 			return false, err
 		}
-		if l.st.Negotiated(list) {
-			l.log.Warn().Msg(cache.EvictionWarning(int(l.cfg.CacheCapacity)))
-		}
-		if l.log.Debug().Enabled() {
-			l.logNegotiated(len(d.Uncached), list)
-		}
-		for range list.Responses {
-			l.respEnts = append(l.respEnts, nil)
-		}
 	}
-	l.q.pushFront(l.back)
+	l.q.pushFront(l.cyc.back)
 	if d.Shutdown {
 		// Every rank stops; pending operations fail with the cause that
 		// the farewell exchange finds.
@@ -515,31 +431,119 @@ func (l *loop) cycle() (bool, error) {
 		// their callers reuse once the handles complete.
 		l.learn(d, invalidated)
 	}
-	if err := l.performAll(d.Responses); err != nil {
-		return false, err
-	}
-	return false, nil
+	return false, l.performAll(d.Responses)
 }
 
-// performAll fuses the cycle's responses, whose entries l.respEnts holds
+// inspectStall runs rank 0's stall inspection of the cycle at now, and
+// carries out what it decides: a warning, or stopping the job in this
+// cycle (the global set) or the global set's next one.
+func (l *loop) inspectStall(now time.Time, isGlobal bool) {
+	l.st.StaleCached(now)
+	set := 0
+	if !isGlobal {
+		set = l.set.id
+	}
+	msg, act, ok := l.neg.Stalled(now, set)
+	if !ok {
+		return
+	}
+	switch act {
+	case cycle.StallStop:
+		l.log.Error().Msg(msg)
+		l.ctl.Stall(&StallError{Message: msg})
+		dumpStacks(l.log.Logger, "the stall inspector is shutting the job down")
+		l.st.Stop()
+	case cycle.StallStopNext:
+		// The global set's next cycle stops every rank.
+		l.log.Error().Msg(msg)
+		l.global.ctl.Stall(&StallError{Message: msg})
+		dumpStacks(l.log.Logger, "the stall inspector is shutting the job down")
+	default:
+		l.log.Warn().Msg(msg)
+	}
+}
+
+// agreeOn runs the cycle's agreement on this rank's vector words: one
+// bitwise-AND allreduce, plus an OR when some rank found a cached entry
+// with changed parameters (invalidated). Until this rank enters it, it is
+// where every other rank is (at the start of a cycle): a failure before can
+// still be told to the others (see fail). Once in a collective, a transport
+// error leaves the ranks' states unknown: no more collectives are tried.
+func (l *loop) agreeOn(now time.Time, words []uint64, isGlobal bool) (d *cycle.Decision, invalidated bool, err error) {
+	l.ctl.EnterCollective()
+	if isGlobal {
+		if err := l.syncTuning(); err != nil { // autotune.go
+			return nil, false, err
+		}
+	}
+	if err := l.agreeAllreduce(wordsTensor(&l.cyc.syncT, words)); err != nil {
+		return nil, false, fmt.Errorf("cache agreement: %w", err)
+	}
+	l.ctl.Synced(time.Now())
+	inv := l.st.Agreed()
+	if inv != nil {
+		if err := l.com.Allreduce(wordsTensor(&l.cyc.invT, inv), tensor.BitOr); err != nil {
+			return nil, false, fmt.Errorf("cache invalidation: %w", err)
+		}
+		if l.log.Debug().Enabled() {
+			l.log.logInvalidated(inv, l.st.Cache())
+		}
+	}
+	d = l.st.Decide(now)
+	if (len(l.cyc.msgs) > 0 || len(d.Responses) > 0 || d.Negotiate || d.Shutdown) && l.log.Trace().Enabled() {
+		l.log.traceAgreed(len(l.cyc.msgs), words, d)
+	}
+	l.neg.CachedProgress(now, len(d.Responses))
+	return d, inv != nil, nil
+}
+
+// pop takes the queue's requests for the cycle.
+func (b *cycleBufs) pop(q *queue) {
+	b.msgs = q.pop(b.msgs[:0])
+	b.items = b.items[:0]
+	for _, e := range b.msgs {
+		b.items = append(b.items, cycle.Item{Req: &e.req, Bit: e.bit})
+	}
+}
+
+// sort sorts the popped entries by d: beside each cached response the
+// entry it performs (nil where this rank has joined and submitted nothing),
+// so that the entries are taken without looking their names up (see
+// entries); and the entries that go back to the queue.
+func (b *cycleBufs) sort(d *cycle.Decision) {
+	b.respEnts = b.respEnts[:0]
+	for _, i := range d.Items {
+		var e *entry
+		if i != cycle.None {
+			e = b.msgs[i]
+		}
+		b.respEnts = append(b.respEnts, e)
+	}
+	b.back = b.back[:0]
+	for _, i := range d.Back {
+		b.back = append(b.back, b.msgs[i])
+	}
+}
+
+// performAll fuses the cycle's responses, whose entries l.cyc.respEnts holds
 // where known, and performs them.
 func (l *loop) performAll(resps []wire.Response) error {
 	plan := l.planner.Plan(resps, l.cfg.FusionThreshold)
 	if len(resps) > 1 && l.log.Debug().Enabled() {
-		l.logPlan(resps, plan)
+		l.log.logPlan(resps, plan, l.planner.MaxFused, l.cfg.FusionThreshold)
 	}
 	for k, resp := range plan {
 		l.performed = true
-		l.sources = l.planner.Sources(k)
+		l.cyc.sources = l.planner.Sources(k)
 		l.ents = l.ents[:0]
 		if err := l.perform(&resp); err != nil {
 			return err
 		}
 	}
 	if l.global == nil {
-		l.observeTuning(resps)
+		l.tune.observe(resps)
 	}
-	l.flushTimeline()
+	l.tl.flush()
 	return nil
 }
 
@@ -547,10 +551,10 @@ func (l *loop) performAll(resps []wire.Response) error {
 // tensors: the slices are reused, and what they held past the cycle would
 // keep memory the callers have let go of alive.
 func (l *loop) forget() {
-	clear(l.msgs)
-	clear(l.items)
-	clear(l.back)
-	clear(l.respEnts)
+	clear(l.cyc.msgs)
+	clear(l.cyc.items)
+	clear(l.cyc.back)
+	clear(l.cyc.respEnts)
 	// l.ents is cleared by safeCycle: when the cycle fails, fail needs
 	// the entries taken for the response it failed in.
 }

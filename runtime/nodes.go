@@ -144,11 +144,11 @@ func (l *loop) setID() int {
 }
 
 // closeHier releases the node-aware communicators.
-func (l *loop) closeHier() {
-	if l.p.hier != nil {
-		if err := l.p.hier.Close(); err != nil {
-			l.log.Debug().Err(err).Msg("closing the hierarchical communicators")
+func (p *performer) closeHier() {
+	if p.hier != nil {
+		if err := p.hier.Close(); err != nil {
+			p.log.Debug().Err(err).Msg("closing the hierarchical communicators")
 		}
-		l.p.hier = nil
+		p.hier = nil
 	}
 }

@@ -19,7 +19,7 @@ import (
 // communicator has failed and the runtime must stop.
 func (l *loop) perform(resp *wire.Response) error {
 	if l.log.Trace().Enabled() {
-		l.tracePerform(resp)
+		l.log.tracePerform(resp)
 	}
 	if resp.Type == wire.Error {
 		for _, name := range resp.Names {
@@ -53,9 +53,9 @@ func (l *loop) perform(resp *wire.Response) error {
 		l.st.Unjoin()
 		e.h.joinRank = l.set.globalRank(int(resp.LastJoinedRank)) // Join reports a global rank
 	}
-	l.p.timing = l.tl != nil
+	l.p.timing = l.tl.on()
 	err := l.p.perform(resp, l.ents)
-	l.observe(l.ents, resp.Type.String(), start, time.Now())
+	l.tl.response(l.ents, resp.Type.String(), start, time.Now(), l.p.acts)
 	if err != nil {
 		return collectiveErr(l.ents, err)
 	}
@@ -81,9 +81,9 @@ func (l *loop) take(resp *wire.Response) error {
 // entries takes the entries of an allreduce-like response; a joined rank
 // contributes zeros for names it never submitted.
 func (l *loop) entries(resp *wire.Response) error {
-	// The entries of cached responses are known already (l.respEnts), one
+	// The entries of cached responses are known already (l.cyc.respEnts), one
 	// per source response: no name is looked up then.
-	l.ents = l.q.takeAll(l.ents[:0], resp.Names, l.respEnts, l.sources)
+	l.ents = l.q.takeAll(l.ents[:0], resp.Names, l.cyc.respEnts, l.cyc.sources)
 	for i, name := range resp.Names {
 		if e := l.ents[i]; e == nil {
 			if !l.st.Joined() {
@@ -108,47 +108,16 @@ func (l *loop) performRun(first *wire.Response, ents []*entry) error {
 	}
 	l.ents = append(l.ents[:0], ents...)
 	start := time.Now()
-	l.p.timing = l.tl != nil
+	l.p.timing = l.tl.on()
 	l.p.acts = l.p.acts[:0]
 	err := l.p.reduceRun(first, l.ents)
-	l.observe(l.ents, first.Type.String(), start, time.Now())
+	l.tl.response(l.ents, first.Type.String(), start, time.Now(), l.p.acts)
 	if err != nil {
 		return collectiveErr(l.ents, err)
 	}
-	l.flushTimeline()
+	l.tl.flush()
 	finish(l.ents)
 	return nil
-}
-
-// observe draws a performed response's entries on the timeline, the one
-// place that does: a span each from start to end (a cached entry's wait
-// since it was enqueued is drawn before it, see timeline.Timeline.Start),
-// and in it the activities the performer recorded.
-func (l *loop) observe(ents []*entry, op string, start, end time.Time) {
-	if l.tl == nil {
-		return
-	}
-	for _, e := range ents {
-		l.tl.Start(e.req.Name, op, e.enqueued, start)
-	}
-	for _, a := range l.p.acts {
-		for _, e := range ents {
-			l.tl.ActivityStart(e.req.Name, a.name, a.start)
-			l.tl.ActivityEnd(e.req.Name, a.end)
-		}
-	}
-	for _, e := range ents {
-		l.tl.End(e.req.Name, e.req.DType.String(), wire.FormatShape(e.req.Shape), end)
-	}
-}
-
-// flushTimeline writes what the timeline holds to its file.
-func (l *loop) flushTimeline() {
-	if l.tl != nil {
-		if err := l.tl.Flush(); err != nil {
-			l.log.Error().Err(err).Msg("timeline")
-		}
-	}
 }
 
 // finish completes the entries of a performed response. Consecutive

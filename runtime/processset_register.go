@@ -46,7 +46,7 @@ func (l *loop) addSet(ps *ProcessSet, ranks []int) error {
 		}
 		sl.set, sl.global = p, l
 		sl.p.chunk, sl.p.fuseChunk, sl.planner.MaxFused = l.p.chunk, l.p.fuseChunk, l.planner.MaxFused
-		sl.p.gpu = l.p.gpu.ForSet(sl.log)
+		sl.p.gpu = l.p.gpu.ForSet(sl.log.Logger)
 		sl.set = p
 		if err := sl.openHier(ranks); err != nil {
 			sub.Close()
@@ -92,7 +92,7 @@ func (l *loop) removeSet(id int) error {
 // closeSet releases what a non-global set's loop holds, its communicator
 // last, and returns the communicator's Close error.
 func (l *loop) closeSet() error {
-	l.closeHier()
+	l.p.closeHier()
 	if err := l.p.gpu.Close(); err != nil {
 		l.log.Error().Err(err).Msg("releasing the process set's GPU resources")
 	}

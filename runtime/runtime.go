@@ -285,8 +285,8 @@ func (r *Runtime) Init(opts ...Option) error {
 		r.live, err = r.startLiveness(com, cfg, transport, cfg.Elastic, log) // liveness.go
 	}
 	if err != nil {
-		l.closeHier()
-		l.closeTimeline(time.Now())
+		l.p.closeHier()
+		l.tl.close(time.Now())
 		for _, s := range l.subs {
 			s.closeSet()
 		}

@@ -167,7 +167,7 @@ func TestStallShutdownDumpsStacks(t *testing.T) {
 
 // TestStallDiagnosisSeesCachedWork: rank 2 never submits "a" but keeps
 // making a cached allreduce with the others. Cached cycles send no request
-// lists; the coordinator learns from them (noteCachedProgress) that rank 2
+// lists; the coordinator learns from them (cycle.Negotiation.CachedProgress) that rank 2
 // is active, so the report says it skips "a" rather than that it is silent.
 func TestStallDiagnosisSeesCachedWork(t *testing.T) {
 	cfg := testConfig()

@@ -73,29 +73,29 @@ func (l *loop) staticAllowed() bool {
 // pattern.
 func (l *loop) learn(d *cycle.Decision, invalidated bool) {
 	if d.Negotiate || invalidated || d.AllJoined || l.st.Joined() {
-		l.sched.Reset()
+		l.sc.sched.Reset()
 		return
 	}
 	if len(d.Bits) == 0 {
 		return // an idle cycle: nothing to learn, and no lock taken
 	}
 	if !l.staticAllowed() {
-		l.sched.Reset()
+		l.sc.sched.Reset()
 		return
 	}
 	// A unit ends where one call's requests end and another's begin
 	// (a bucket of the optimizer is one grouped call).
-	l.starts = l.starts[:0]
+	l.sc.starts = l.sc.starts[:0]
 	for k := 1; k < len(d.Bits); k++ {
-		if a, b := l.respEnts[k-1], l.respEnts[k]; a == nil || b == nil || a.h != b.h {
-			l.starts = append(l.starts, k)
+		if a, b := l.cyc.respEnts[k-1], l.cyc.respEnts[k]; a == nil || b == nil || a.h != b.h {
+			l.sc.starts = append(l.sc.starts, k)
 		}
 	}
-	if l.sched.ObserveUnits(d.Bits, l.starts) {
+	if l.sc.sched.ObserveUnits(d.Bits, l.sc.starts) {
 		l.q.eager.Store(true)
 		l.r.stats.staticLocks.Add(1)
-		l.clocks.Locked(time.Now())
-		l.log.Debug().Int("units", len(l.sched.Units())).Msg("static schedule locked")
+		l.sc.clocks.Locked(time.Now())
+		l.log.Debug().Int("units", len(l.sc.sched.Units())).Msg("static schedule locked")
 	}
 }
 
@@ -107,45 +107,45 @@ func (l *loop) learn(d *cycle.Decision, invalidated bool) {
 // dissolved in this cycle: the pending requests are back in the queue, and
 // the caller runs a negotiated cycle now, as every rank does.
 func (l *loop) staticCycle() (done bool, err error) {
-	l.staticIdle = false
+	l.sc.staticIdle = false
 	for {
 		now := time.Now()
 		stopping := l.stopping()
-		l.pend = l.q.pop(l.pend)
-		l.classify()
+		l.sc.pend = l.q.pop(l.sc.pend)
+		l.sc.classify(l.st.Cache())
 		run := 0
-		if !l.deviant {
-			run = l.sched.ReadyRun(l.pending)
+		if !l.sc.deviant {
+			run = l.sc.sched.ReadyRun(l.sc.pending)
 		}
 		ready := run > 0
-		loc := l.clocks.Observe(now, l.deviant || stopping, ready, l.q.hot())
+		loc := l.sc.clocks.Observe(now, l.sc.deviant || stopping, ready, l.q.hot())
 		vote, join := schedule.Choose(loc, staticTiming)
 		if !join {
 			// Nothing to do until a request arrives (the queue
 			// wakes the loop), the heartbeat is due, or a waiting
 			// caller has waited long enough to end the schedule.
-			l.staticIdle = true
-			l.staticWake = l.clocks.Wake(staticTiming)
+			l.sc.staticIdle = true
+			l.sc.staticWake = l.sc.clocks.Wake(staticTiming)
 			return true, nil
 		}
 		inRun := 0
 		if ready {
-			inRun = l.runOfMemory(run)
+			inRun = l.sc.runOfMemory(run, l.st.Cache())
 		}
-		hdr := l.sched.Header(vote, run, inRun, l.hdr)
-		l.hdr = hdr
+		hdr := l.sc.sched.Header(vote, run, inRun, l.sc.hdr)
+		l.sc.hdr = hdr
 		l.ctl.EnterCollective()
-		if err := l.agreeAllreduce(wordsTensor(&l.hdrT, hdr)); err != nil {
+		if err := l.agreeAllreduce(wordsTensor(&l.sc.hdrT, hdr)); err != nil {
 			return true, fmt.Errorf("static schedule header: %w", err)
 		}
 		l.ctl.Synced(time.Now())
-		l.clocks.Joined(l.ctl.SyncedAt())
+		l.sc.clocks.Joined(l.ctl.SyncedAt())
 		switch outcome, n := schedule.Resolve(hdr); outcome {
 		case schedule.Perform:
 			if err := l.performUnits(now, n, schedule.RunOf(hdr) >= n); err != nil {
 				return true, err
 			}
-			l.clocks.Performed()
+			l.sc.clocks.Performed()
 		case schedule.Retry:
 			if vote != schedule.Ready {
 				return true, nil
@@ -163,25 +163,24 @@ func (l *loop) staticCycle() (done bool, err error) {
 // their bits pending: a request that is not a hit (a new name, a changed
 // shape, a join, a barrier, a control request) or whose bit is in no unit
 // is outside the schedule.
-func (l *loop) classify() {
-	c := l.st.Cache()
-	if n := c.Bits(); len(l.pendEnt) < n {
-		l.pendEnt = append(l.pendEnt, make([]*entry, n-len(l.pendEnt))...)
+func (s *static) classify(c *cache.Cache) {
+	if n := c.Bits(); len(s.pendEnt) < n {
+		s.pendEnt = append(s.pendEnt, make([]*entry, n-len(s.pendEnt))...)
 	}
-	for _, e := range l.pend[l.classified:] {
+	for _, e := range s.pend[s.classified:] {
 		st, bit := c.LookupHint(&e.req, e.bit)
 		e.bit = bit
-		if st != cache.Hit || e.setOp != nil || !l.sched.Scheduled(bit) {
-			l.deviant = true
+		if st != cache.Hit || e.setOp != nil || !s.sched.Scheduled(bit) {
+			s.deviant = true
 			continue
 		}
-		l.pendEnt[bit] = e
+		s.pendEnt[bit] = e
 	}
-	l.classified = len(l.pend)
+	s.classified = len(s.pend)
 }
 
 // pending reports whether a request at cache bit is pending.
-func (l *loop) pending(bit int) bool { return bit < len(l.pendEnt) && l.pendEnt[bit] != nil }
+func (s *static) pending(bit int) bool { return bit < len(s.pendEnt) && s.pendEnt[bit] != nil }
 
 // runOfMemory returns how many of the ready units from the current one on
 // (ready of them) lie, in the units' order, in one run of host memory on
@@ -191,14 +190,14 @@ func (l *loop) pending(bit int) bool { return bit < len(l.pendEnt) && l.pendEnt[
 // optimizer's flat buffer do. The header carries the count, and units that
 // every rank has in one run are reduced in one call where they lie
 // (performRun): no fusion plan, no copies, and no agreement on the layout.
-func (l *loop) runOfMemory(ready int) int {
-	units, slot, c := l.sched.Units(), l.sched.Slot(), l.st.Cache()
+func (s *static) runOfMemory(ready int, c *cache.Cache) int {
+	units, slot := s.sched.Units(), s.sched.Slot()
 	var first *wire.Response
 	var prev *tensor.Tensor
 	size, room := 0, 0 // bytes so far; the first tensor's capacity, which must hold them
 	for k := range ready {
 		for _, bit := range units[slot+k] {
-			e, r := l.pendEnt[bit], c.Get(bit)
+			e, r := s.pendEnt[bit], c.Get(bit)
 			if e == nil || wire.RequestType(r.Type) != wire.Allreduce || e.in != e.out || e.in.NumBytes() == 0 {
 				return k
 			}
@@ -229,67 +228,67 @@ func (l *loop) runOfMemory(ready int) int {
 // units in one run of memory (runOfMemory), and they are reduced there in
 // one call.
 func (l *loop) performUnits(now time.Time, n int, inRun bool) error {
-	units := l.sched.Units()
-	slot := l.sched.Slot()
+	units := l.sc.sched.Units()
+	slot := l.sc.sched.Slot()
 	c := l.st.Cache()
 	// The entry of each response: unit u's bits begin at offsets[u-slot].
-	l.offsets = l.offsets[:0]
+	l.sc.offsets = l.sc.offsets[:0]
 	total := 0
 	for _, u := range units[slot : slot+n] {
-		l.offsets = append(l.offsets, total)
+		l.sc.offsets = append(l.sc.offsets, total)
 		total += len(u)
 	}
 	// A run needs only its first response (runOfMemory checked that the
 	// others match it); the fused path, every one.
-	l.resps = l.resps[:0]
+	l.sc.resps = l.sc.resps[:0]
 	if !inRun {
 		for _, u := range units[slot : slot+n] {
 			for _, bit := range u {
-				l.resps = append(l.resps, *c.Get(bit))
+				l.sc.resps = append(l.sc.resps, *c.Get(bit))
 			}
 		}
 	}
-	if cap(l.respEnts) < total {
-		l.respEnts = make([]*entry, total)
+	if cap(l.cyc.respEnts) < total {
+		l.cyc.respEnts = make([]*entry, total)
 	} else {
-		l.respEnts = l.respEnts[:total]
-		clear(l.respEnts)
+		l.cyc.respEnts = l.cyc.respEnts[:total]
+		clear(l.cyc.respEnts)
 	}
-	kept := l.pend[:0]
-	for _, e := range l.pend {
-		if u := l.sched.UnitOf(e.bit); u >= slot && u < slot+n {
-			l.respEnts[l.offsets[u-slot]+l.sched.Pos(e.bit)] = e
-			l.pendEnt[e.bit] = nil
+	kept := l.sc.pend[:0]
+	for _, e := range l.sc.pend {
+		if u := l.sc.sched.UnitOf(e.bit); u >= slot && u < slot+n {
+			l.cyc.respEnts[l.sc.offsets[u-slot]+l.sc.sched.Pos(e.bit)] = e
+			l.sc.pendEnt[e.bit] = nil
 			continue
 		}
 		kept = append(kept, e)
 	}
-	clear(l.pend[len(kept):])
-	l.pend, l.classified = kept, len(kept)
-	l.noteCachedProgress(now, total)
+	clear(l.sc.pend[len(kept):])
+	l.sc.pend, l.sc.classified = kept, len(kept)
+	l.neg.CachedProgress(now, total)
 	first := c.Get(units[slot][0])
-	l.sched.Advance(n)
+	l.sc.sched.Advance(n)
 	l.r.stats.staticUnits.Add(int64(n))
 	if inRun {
-		return l.performRun(first, l.respEnts)
+		return l.performRun(first, l.cyc.respEnts)
 	}
-	return l.performAll(l.resps)
+	return l.performAll(l.sc.resps)
 }
 
 // dissolve leaves the schedule on this rank, as every rank does after the
 // same header: the pending requests go back to the head of the queue, in
 // order, for the negotiated cycle that follows.
 func (l *loop) dissolve(vote schedule.Vote, loc schedule.Local) {
-	l.sched.Dissolve()
+	l.sc.sched.Dissolve()
 	l.q.eager.Store(false)
 	l.r.stats.staticDissolved.Add(1)
-	l.q.pushFront(l.pend)
-	clear(l.pend)
-	clear(l.pendEnt)
-	l.pend, l.classified, l.deviant = l.pend[:0], 0, false
-	l.clocks.Dissolved()
+	l.q.pushFront(l.sc.pend)
+	clear(l.sc.pend)
+	clear(l.sc.pendEnt)
+	l.sc.pend, l.sc.classified, l.sc.deviant = l.sc.pend[:0], 0, false
+	l.sc.clocks.Dissolved()
 	if l.log.Debug().Enabled() {
 		l.log.Debug().Str("vote", vote.String()).Bool("deviant", loc.Deviant).Dur("ready_for", loc.ReadyFor).
-			Dur("stuck_for", loc.StuckFor).Int("need", l.sched.Need()).Msg("static schedule dissolved")
+			Dur("stuck_for", loc.StuckFor).Int("need", l.sc.sched.Need()).Msg("static schedule dissolved")
 	}
 }

@@ -7,8 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
 	"github.com/gohorovod/gohorovod/runtime/internal/timeline"
+	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
 
 // timelineDisabledText is Horovod's text for start_timeline without
@@ -133,63 +137,128 @@ func (r *Runtime) timelineRequest(req *timelineReq, stopped <-chan struct{}) err
 	}
 }
 
-// openTimeline opens the timeline HOROVOD_TIMELINE names, on rank 0.
-func (l *loop) openTimeline() error {
-	if l.rank != 0 || l.cfg.Timeline == "" || l.cfg.Timeline == config.TimelineDynamic {
+// observer is what a loop shows of its work on the timeline: rank 0's
+// writer while one is open (w, shared by the process sets' loops), fed from
+// a few places only: the cycle marks, negotiation's events, and each
+// performed response with the activities its performer recorded.
+type observer struct {
+	w   *timeline.Timeline
+	log *zerolog.Logger
+}
+
+// on reports whether a timeline is being written.
+func (o *observer) on() bool { return o.w != nil }
+
+// open opens the timeline HOROVOD_TIMELINE names, on rank 0.
+func (o *observer) open(cfg config.Config, rank int) error {
+	if rank != 0 || cfg.Timeline == "" || cfg.Timeline == config.TimelineDynamic {
 		return nil
 	}
-	tl, err := timeline.Open(l.cfg.Timeline, time.Now(), l.cfg.TimelineMarkCycles)
+	w, err := timeline.Open(cfg.Timeline, time.Now(), cfg.TimelineMarkCycles)
 	if err != nil {
 		return err
 	}
-	l.tl = tl
+	o.w = w
 	return nil
 }
 
-// applyTimeline performs a pending StartTimeline or StopTimeline request,
-// at the start of a cycle (now), where no span of an operation is open.
-func (l *loop) applyTimeline(now time.Time) {
-	c := &l.r.tlc
+// apply performs a pending StartTimeline or StopTimeline request (c's), at
+// the start of a cycle (now), where no span of an operation is open.
+func (o *observer) apply(c *timelineControl, now time.Time) {
 	req := c.pending.Load()
 	if req == nil || !c.pending.CompareAndSwap(req, nil) {
 		return
 	}
-	if req.path == "" && l.tl == nil {
-		l.log.Info().Msg("Timeline is already stopped. Please start timeline before stopping it.")
+	if req.path == "" && o.w == nil {
+		o.log.Info().Msg("Timeline is already stopped. Please start timeline before stopping it.")
 		req.done <- nil
 		return
 	}
 	var errs []error
-	if err := l.closeTimeline(now); err != nil {
+	if err := o.close(now); err != nil {
 		errs = append(errs, fmt.Errorf("completing the current timeline: %w", err))
 	}
 	if req.path != "" {
-		tl, err := timeline.Open(req.path, now, req.mark)
+		w, err := timeline.Open(req.path, now, req.mark)
 		if err != nil {
 			errs = append(errs, err)
 		} else {
-			l.tl = tl
+			o.w = w
 		}
 	}
 	req.done <- errors.Join(errs...)
 }
 
-// closeTimeline completes and closes the timeline, if one is open: its
-// open spans end at now.
-func (l *loop) closeTimeline(now time.Time) error {
-	if l.tl == nil {
+// close completes and closes the timeline, if one is open: its open spans
+// end at now.
+func (o *observer) close(now time.Time) error {
+	if o.w == nil {
 		return nil
 	}
-	tl := l.tl
-	l.tl = nil
-	if n := tl.Repairs(); n > 0 {
+	w := o.w
+	o.w = nil
+	if n := w.Repairs(); n > 0 {
 		// The writer kept the file well-formed, but the loop reported
 		// times out of order or an end without a start: a bug here.
-		l.log.Error().Int("events", n).Msg("timeline: events out of order were repaired")
+		o.log.Error().Int("events", n).Msg("timeline: events out of order were repaired")
 	}
-	err := tl.Close(now)
+	err := w.Close(now)
 	if err != nil {
-		l.log.Error().Err(err).Msg("closing the timeline")
+		o.log.Error().Err(err).Msg("closing the timeline")
 	}
 	return err
+}
+
+// mark marks the start of a cycle, when the timeline marks cycles.
+func (o *observer) mark(now time.Time) {
+	if o.w != nil {
+		o.w.MarkCycle(now)
+	}
+}
+
+// negotiation draws rank 0's coordinator's events of one negotiation step.
+func (o *observer) negotiation(events []negotiate.Event, now time.Time) {
+	if o.w == nil {
+		return
+	}
+	for _, ev := range events {
+		switch ev.Kind {
+		case negotiate.Started:
+			o.w.NegotiateStart(ev.Name, ev.Type.String(), now)
+		case negotiate.RankReady:
+			o.w.NegotiateRankReady(ev.Name, int(ev.Rank), now)
+		case negotiate.Finished:
+			o.w.NegotiateEnd(ev.Name, now)
+		}
+	}
+}
+
+// response draws a performed response's entries: a span each from start
+// to end (a cached entry's wait since it was enqueued is drawn before it,
+// see timeline.Timeline.Start), and in it the activities acts.
+func (o *observer) response(ents []*entry, op string, start, end time.Time, acts []activity) {
+	if o.w == nil {
+		return
+	}
+	for _, e := range ents {
+		o.w.Start(e.req.Name, op, e.enqueued, start)
+	}
+	for _, a := range acts {
+		for _, e := range ents {
+			o.w.ActivityStart(e.req.Name, a.name, a.start)
+			o.w.ActivityEnd(e.req.Name, a.end)
+		}
+	}
+	for _, e := range ents {
+		o.w.End(e.req.Name, e.req.DType.String(), wire.FormatShape(e.req.Shape), end)
+	}
+}
+
+// flush writes what the timeline holds to its file.
+func (o *observer) flush() {
+	if o.w != nil {
+		if err := o.w.Flush(); err != nil {
+			o.log.Error().Err(err).Msg("timeline")
+		}
+	}
 }
