@@ -162,34 +162,9 @@ func (o *gpuOp) allreduce(resp *wire.Response) error {
 		}
 	}
 	single := len(o.ents) == 1 && o.ents[0].In.Device().Kind == tensor.GPU
-	var buf uintptr
-	if single {
-		e := &o.ents[0]
-		buf = e.Out.DevicePtr()
-		if e.Out != e.In {
-			if err := dev.CopyDtoD(buf, e.In.DevicePtr(), total); err != nil {
-				return err
-			}
-		}
-	} else {
-		var err error
-		if buf, err = g.fusionBuffer(dev, total, h.FusionThreshold()); err != nil {
-			return err
-		}
-		b := g.batch()
-		off := uintptr(0)
-		for _, e := range o.ents {
-			n := e.In.NumBytes()
-			if e.In.Device().Kind == tensor.GPU {
-				b.add(buf+off, e.In.DevicePtr(), n)
-			} else if err := dev.CopyHtoD(buf+off, e.In.Bytes()); err != nil {
-				return err
-			}
-			off += uintptr(n)
-		}
-		if err := b.run(dev); err != nil {
-			return err
-		}
+	buf, err := o.gatherIn(single, total)
+	if err != nil {
+		return err
 	}
 	t1, err := o.mark()
 	if err != nil {
@@ -205,18 +180,7 @@ func (o *gpuOp) allreduce(resp *wire.Response) error {
 		return nil
 	}
 	t2 := time.Now()
-	b := g.batch()
-	off := uintptr(0)
-	for _, e := range o.ents {
-		n := e.Out.NumBytes()
-		if e.Out.Device().Kind == tensor.GPU {
-			b.add(e.Out.DevicePtr(), buf+off, n)
-		} else if err := dev.CopyDtoH(e.Out.Bytes(), buf+off); err != nil {
-			return err
-		}
-		off += uintptr(n)
-	}
-	if err := b.run(dev); err != nil {
+	if err := o.scatterOut(buf); err != nil {
 		return err
 	}
 	t3, err := o.mark()
@@ -225,6 +189,56 @@ func (o *gpuOp) allreduce(resp *wire.Response) error {
 	}
 	h.Activity(timeline.MemcpyOutFusion, t2, t3)
 	return nil
+}
+
+// gatherIn returns the device buffer the allreduce of total bytes runs in:
+// a single GPU tensor's output, its input copied there, or else the fusion
+// buffer with every input copied in (device tensors in one batch of
+// copies, host tensors one by one).
+func (o *gpuOp) gatherIn(single bool, total int) (uintptr, error) {
+	g, dev := o.x, o.dev
+	if single {
+		e := &o.ents[0]
+		buf := e.Out.DevicePtr()
+		if e.Out != e.In {
+			if err := dev.CopyDtoD(buf, e.In.DevicePtr(), total); err != nil {
+				return 0, err
+			}
+		}
+		return buf, nil
+	}
+	buf, err := g.fusionBuffer(dev, total, o.h.FusionThreshold())
+	if err != nil {
+		return 0, err
+	}
+	b := g.batch()
+	off := uintptr(0)
+	for _, e := range o.ents {
+		n := e.In.NumBytes()
+		if e.In.Device().Kind == tensor.GPU {
+			b.add(buf+off, e.In.DevicePtr(), n)
+		} else if err := dev.CopyHtoD(buf+off, e.In.Bytes()); err != nil {
+			return 0, err
+		}
+		off += uintptr(n)
+	}
+	return buf, b.run(dev)
+}
+
+// scatterOut copies the reduced fusion buffer at buf back to the outputs.
+func (o *gpuOp) scatterOut(buf uintptr) error {
+	b := o.x.batch()
+	off := uintptr(0)
+	for _, e := range o.ents {
+		n := e.Out.NumBytes()
+		if e.Out.Device().Kind == tensor.GPU {
+			b.add(e.Out.DevicePtr(), buf+off, n)
+		} else if err := o.dev.CopyDtoH(e.Out.Bytes(), buf+off); err != nil {
+			return err
+		}
+		off += uintptr(n)
+	}
+	return b.run(o.dev)
 }
 
 // reduce allreduces total bytes of device memory at buf along o's path,

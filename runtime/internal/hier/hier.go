@@ -335,6 +335,15 @@ func (h *Comms) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 		return nil
 	}
 
+	return h.allgatherNodes(send, recv, counts, total)
+}
+
+// allgatherNodes is Allgatherv over several nodes with several ranks on
+// some: gather in the node to its local rank 0, allgather the nodes'
+// blocks across, broadcast in the node.
+func (h *Comms) allgatherNodes(send, recv *tensor.Tensor, counts []int, total int) error {
+	const name = "allgatherv"
+	l := h.Layout
 	dt, esz := send.DType(), send.DType().Size()
 	members := l.Ranks(l.Node(h.rank))
 	local := ints(&h.counts, len(members))

@@ -173,6 +173,13 @@ func (tr *Trace) check(i int, e *rawEvent, rows map[rowKey]*rowState, global *ro
 		return bad("pid %d: ts %d before the row's previous event at %d (timestamps moving backward)", pid, ts, st.last)
 	}
 	st.any, st.last = true, ts
+	return tr.event(ph, name, pid, ts, e, st, st == global, bad)
+}
+
+// event applies one B, E, X or instant event at ts to its row's state st
+// (global: the row of global instants), adding the spans it closes to the
+// row of pid.
+func (tr *Trace) event(ph, name string, pid, ts int64, e *rawEvent, st *rowState, global bool, bad func(string, ...any) error) error {
 	row := tr.Rows[int(pid)]
 	switch ph {
 	case "B":
@@ -210,7 +217,7 @@ func (tr *Trace) check(i int, e *rawEvent, rows map[rowKey]*rowState, global *ro
 		if err != nil {
 			return bad("%v", err)
 		}
-		if st != global {
+		if !global {
 			row.Spans = append(row.Spans, Span{Name: name, Begin: ts, End: ts + dur, Depth: len(st.stack), Args: args})
 		}
 		if n := len(st.stack); n > 0 {
