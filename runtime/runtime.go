@@ -223,7 +223,7 @@ func (r *Runtime) Init(opts ...Option) error {
 	r.initOpts = append([]Option(nil), opts...)
 	running.Add(1)
 	go l.run()
-	startLauncherWatch(cfg, rank, r.stopped, log) // guard.go: exit if gohorovodrun is gone
+	transport.WatchLauncher(cfg, rank, r.stopped, log) // exit if gohorovodrun is gone
 	log.Debug().Str("transport", pl.Name).
 		Int("size", size).Int("local_rank", r.localRank).Int("local_size", r.localSize).
 		Int("cross_rank", r.crossRank).Int("cross_size", r.crossSize).

@@ -199,10 +199,11 @@ func TestRoomsStayApart(t *testing.T) {
 	}
 }
 
-// transportRooms are the packages that know the transports or how a job
-// is formed: only runtime/internal/transport may open them for the runtime
-// package, which knows the transports through the contract alone.
-var transportRooms = []string{"mpi", "runtime/comm/mpicomm", "runtime/comm/embedded", "internal/job/..."}
+// transportRooms are the packages that know the transports, how a job is
+// formed or the launcher's process: only runtime/internal/transport may use
+// them for the runtime package, which knows the transports through the
+// contract alone.
+var transportRooms = []string{"mpi", "runtime/comm/mpicomm", "runtime/comm/embedded", "internal/job/...", "internal/procid"}
 
 // TestRuntimeOpensNoTransport fails when the runtime package (its non-test
 // files) imports a transport, MPI or job formation directly instead of

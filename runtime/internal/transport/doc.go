@@ -8,7 +8,9 @@
 // workers meet in torch's TCPStore), or nothing at all (one rank in
 // memory). Under MPI it can also move the host collectives onto the
 // embedded transport's TCP ring beside MPI (OpenHostData,
-// HOROVOD_CPU_OPERATIONS=gloo).
+// HOROVOD_CPU_OPERATIONS=gloo). WatchLauncher is the worker's side of the
+// launcher guard: a worker that gohorovodrun started on this host exits
+// when the launcher is gone.
 //
 // This is the one room of the runtime that knows the transports: the
 // runtime package imports only the contract (runtime/comm), its
