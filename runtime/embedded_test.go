@@ -2,10 +2,8 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,62 +117,5 @@ func TestInitEmbedded(t *testing.T) {
 		if err != nil {
 			t.Errorf("worker %d: %v", i, err)
 		}
-	}
-}
-
-// TestInitEmbeddedErrors: the embedded transport's set-up errors say what
-// is missing.
-func TestInitEmbeddedErrors(t *testing.T) {
-	cfgs := glooJob(t, []rendezvous.Slot{{Host: "h", LocalRank: 0}, {Host: "h", LocalRank: 1}})
-	for _, tt := range []struct {
-		name string
-		edit func(*config.Config)
-		want string
-	}{
-		{"no secret", func(c *config.Config) { c.Secret = "" }, "GOHOROVOD_SECRET"},
-		{"no local rank", func(c *config.Config) { c.LocalRank = config.Unset }, "HOROVOD_LOCAL_RANK"},
-		{"wrong secret", func(c *config.Config) { c.Secret = config.Secret(strings.Repeat("ab", 32)) }, "secret"},
-		{"missing peer", func(c *config.Config) { c.GlooTimeout = 300 * time.Millisecond }, "local rank 1"},
-		{"no server", func(c *config.Config) { c.RendezvousAddr, c.Controller = "", config.ControllerGloo }, "rendezvous"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			c := cfgs[0]
-			tt.edit(&c)
-			if tt.name == "wrong secret" {
-				c.GlooTimeout = 500 * time.Millisecond
-			}
-			var r Runtime
-			err := r.Init(WithConfig(c), WithLogger(zerolog.Nop()))
-			if err == nil {
-				r.Shutdown()
-				t.Fatal("Init succeeded")
-			}
-			if !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(tt.want)) {
-				t.Fatalf("%v does not mention %q", err, tt.want)
-			}
-			if errors.Is(err, ErrAlreadyInitialized) {
-				t.Fatal(err)
-			}
-		})
-	}
-}
-
-// TestInitEmbeddedFromEnvironment: a program that passes its own
-// configuration (WithConfig) still runs on the embedded transport when the
-// launcher's variables say so, as it runs on MPI under mpirun; otherwise
-// each worker of a --gloo job would run alone.
-func TestInitEmbeddedFromEnvironment(t *testing.T) {
-	cfgs := glooJob(t, []rendezvous.Slot{{Host: "h", LocalRank: 0}})
-	for _, kv := range cfgs[0].Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
-	var r Runtime
-	if err := r.Init(WithConfig(testConfig()), WithLogger(zerolog.Nop())); err != nil {
-		t.Fatal(err)
-	}
-	defer r.Shutdown()
-	if r.transport != transportEmbedded {
-		t.Fatalf("transport %q, want %q", r.transport, transportEmbedded)
 	}
 }

@@ -11,34 +11,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/gohorovod/gohorovod/mpi"
 	"github.com/gohorovod/gohorovod/tensor"
 )
-
-func TestUseMPI(t *testing.T) {
-	none := mpi.LaunchEnv{}
-	one := mpi.LaunchEnv{Var: "OMPI_COMM_WORLD_SIZE", Size: 1}
-	four := mpi.LaunchEnv{Var: "SLURM_STEP_NUM_TASKS", Size: 4}
-	tests := []struct {
-		name         string
-		built, mpiUp bool
-		launch       mpi.LaunchEnv
-		want         bool
-	}{
-		{"no MPI, alone", false, false, none, false},
-		{"no MPI, mpirun -np 1", false, false, one, false},
-		{"no MPI, four ranks: MPI's refusal", false, false, four, true},
-		{"MPI, alone: one rank, no singleton MPI", true, false, none, false},
-		{"MPI, alone, program ran mpi.Init", true, true, none, true},
-		{"MPI, mpirun -np 1", true, false, one, true},
-		{"MPI, four ranks", true, false, four, true},
-	}
-	for _, tt := range tests {
-		if got := useMPI(tt.built, tt.mpiUp, tt.launch); got != tt.want {
-			t.Errorf("%s: useMPI = %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
 
 // noLauncher clears the launcher variables for the test, so that Init
 // runs as one rank alone.

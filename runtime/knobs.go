@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/transport"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
 
@@ -102,8 +103,8 @@ type dataPath struct {
 // kept the default threshold, so that a model's gradients go in one call
 // (measured on the emulated cluster, docs/BENCHMARKS.md, "Across nodes").
 // The Init options, applied after, still override each.
-func acrossNodesPath(cfg config.Config, transport string, nodes int) (dataPath, bool) {
-	if transport != transportMPI || nodes < 2 {
+func acrossNodesPath(cfg config.Config, name string, nodes int) (dataPath, bool) {
+	if name != transport.MPI || nodes < 2 {
 		return dataPath{}, false
 	}
 	p := dataPath{fusion: cfg.FusionThreshold}

@@ -14,6 +14,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/transport"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -229,19 +230,19 @@ func TestUnimplementedKnobWarning(t *testing.T) {
 
 func TestAcrossNodesPath(t *testing.T) {
 	def := config.Default()
-	if _, ok := acrossNodesPath(def, transportMPI, 1); ok {
+	if _, ok := acrossNodesPath(def, transport.MPI, 1); ok {
 		t.Error("one node: the defaults must stand")
 	}
-	if _, ok := acrossNodesPath(def, transportEmbedded, 3); ok {
+	if _, ok := acrossNodesPath(def, transport.Embedded, 3); ok {
 		t.Error("the embedded transport keeps its defaults across nodes")
 	}
-	p, ok := acrossNodesPath(def, transportMPI, 2)
+	p, ok := acrossNodesPath(def, transport.MPI, 2)
 	if !ok || p != (dataPath{fusion: acrossNodesFusion}) {
 		t.Errorf("MPI across 2 nodes: %+v %v; want one call per fused response, every tensor fused, 128 MiB", p, ok)
 	}
 	mine := def
 	mine.FusionThreshold = 1 << 20
-	if p, _ := acrossNodesPath(mine, transportMPI, 2); p.fusion != 1<<20 {
+	if p, _ := acrossNodesPath(mine, transport.MPI, 2); p.fusion != 1<<20 {
 		t.Errorf("the user's threshold %d became %d", mine.FusionThreshold, p.fusion)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/liveness"
+	"github.com/gohorovod/gohorovod/runtime/internal/transport"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -34,8 +35,8 @@ const frozenGrace = 10 * time.Second
 // (its HOROVOD_HEARTBEAT_TIMEOUT_SECONDS is the job's), makes a fresh key
 // and broadcasts both with its addresses over com; every rank calls it at
 // Init, with com still idle. It returns nil where the check is off.
-func (r *Runtime) startLiveness(com comm.Communicator, cfg config.Config, transport string, elastic bool, log zerolog.Logger) (*liveness.Star, error) {
-	if (transport != transportMPI && transport != transportEmbedded) || com.Size() < 2 {
+func (r *Runtime) startLiveness(com comm.Communicator, cfg config.Config, pl transport.Place, log zerolog.Logger) (*liveness.Star, error) {
+	if (pl.Name != transport.MPI && pl.Name != transport.Embedded) || com.Size() < 2 {
 		return nil, nil
 	}
 	rank := com.Rank()
@@ -71,7 +72,7 @@ func (r *Runtime) startLiveness(com comm.Communicator, cfg config.Config, transp
 	timeout := info.Timeout
 	return liveness.Start(liveness.Config{
 		Rank: rank, Size: com.Size(), Host: host, RootHost: info.Host, Key: info.Key, Timeout: timeout,
-		OnFrozen: func(f liveness.Frozen) { r.frozen(f, timeout, com, transport, elastic, log) },
+		OnFrozen: func(f liveness.Frozen) { r.frozen(f, timeout, com, pl, cfg.Elastic, log) },
 		Logf:     func(format string, args ...any) { log.Warn().Msgf(format, args...) },
 	}, ln, info.Addrs)
 }
@@ -108,7 +109,7 @@ func bcastBytes(com comm.Communicator, b []byte) ([]byte, error) {
 // every blocked and later call fails with it; an elastic job then re-forms
 // without the rank, and a fixed one that has not ended by itself within
 // frozenGrace is ended.
-func (r *Runtime) frozen(f liveness.Frozen, timeout time.Duration, com comm.Communicator, transport string, elastic bool, log zerolog.Logger) {
+func (r *Runtime) frozen(f liveness.Frozen, timeout time.Duration, com comm.Communicator, pl transport.Place, elastic bool, log zerolog.Logger) {
 	e := &RankError{Rank: f.Rank, Host: f.Host, Frozen: true, Unreachable: f.Unreachable,
 		Message: fmt.Sprintf("it sent no heartbeat for %.1f s (%s=%g): stopped, swapped out or wedged",
 			f.Silent.Seconds(), config.EnvHeartbeatTimeout, timeout.Seconds())}
@@ -117,7 +118,7 @@ func (r *Runtime) frozen(f liveness.Frozen, timeout time.Duration, com comm.Comm
 			"the node is down or its network is cut", f.Silent.Seconds(), config.EnvHeartbeatTimeout, timeout.Seconds())
 	}
 	log.Error().Int("frozen_rank", f.Rank).Str("frozen_host", f.Host).Dur("silent", f.Silent).Msg(e.Error())
-	if transport == transportMPI {
+	if pl.MPI() {
 		fmt.Fprintf(os.Stderr, "%v: rank %d is ending the job (exit status %d)\n", e, com.Rank(), frozenStatus)
 		os.Exit(frozenStatus)
 	}
@@ -130,10 +131,8 @@ func (r *Runtime) frozen(f liveness.Frozen, timeout time.Duration, com comm.Comm
 	if elastic {
 		// The launcher stops the frozen worker (it never exits by itself),
 		// and the survivors re-form without it.
-		if ec, ok := com.(embeddedComm); ok && ec.session != nil && f.Rank < len(ec.slots) {
-			if err := ec.session.ReportFrozen(ec.slots[f.Rank]); err != nil {
-				log.Warn().Err(err).Msg("reporting the frozen rank to the launcher")
-			}
+		if err := pl.ReportFrozen(f.Rank); err != nil {
+			log.Warn().Err(err).Msg("reporting the frozen rank to the launcher")
 		}
 		return
 	}

@@ -17,9 +17,10 @@ import (
 // Hostname, outside the embedded transport, where it is the launcher's
 // host already): every rank must then set it, and the ranks with the same
 // name form a node, so that the ranks of one machine can form several.
-func splitNodes(com comm.Communicator, cfg config.Config, transport string) (comm.Communicator, []int, error) {
+// byHost says that com is the embedded transport's.
+func splitNodes(com comm.Communicator, cfg config.Config, byHost bool) (comm.Communicator, []int, error) {
 	var local comm.Communicator
-	if transport == transportEmbedded || com.Size() == 1 {
+	if byHost || com.Size() == 1 {
 		c, err := com.SplitLocal()
 		if err != nil {
 			return nil, nil, err

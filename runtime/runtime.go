@@ -10,12 +10,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/internal/elastichook"
-	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/runtime/comm"
-	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/gpuexec"
 	"github.com/gohorovod/gohorovod/runtime/internal/liveness"
+	"github.com/gohorovod/gohorovod/runtime/internal/transport"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
 
@@ -87,10 +86,6 @@ func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.logger = 
 // again; the program then calls mpicomm.Finalize itself before exiting.
 func WithoutMPIFinalize() Option { return func(o *options) { o.keepMPI = true } }
 
-// newMPI opens the MPI communicator; a variable so that builds without MPI
-// report a clear error (see mpicomm.New).
-var newMPI = func() (comm.Communicator, error) { return openMPI() }
-
 type state uint8
 
 const (
@@ -112,8 +107,10 @@ type Runtime struct {
 	com      comm.Communicator
 	ownsComm bool
 	keepMPI  bool
-	// transport is transportMPI, transportSingle or transportGiven (mpi.go).
-	transport string
+	// place is where Init's communicator came from (runtime/internal/
+	// transport): its name for the log, MPI's finalization, the elastic
+	// session.
+	place transport.Place
 
 	rank, size           int
 	localRank, localSize int
@@ -179,31 +176,22 @@ func (r *Runtime) Init(opts ...Option) error {
 	if r.st == stateRunning {
 		return ErrAlreadyInitialized
 	}
-	cfg := config.Default()
-	if o.cfg != nil {
-		cfg = *o.cfg
-	} else {
-		c, err := config.FromEnv(os.LookupEnv)
-		if err != nil {
+	cfg, err := initConfig(o)
+	if err != nil {
+		return fmt.Errorf("hvd: Horovod initialization failed: %w", err)
+	}
+	pl, owns := transport.GivenPlace(o.comm), false
+	if o.comm == nil {
+		// MPI, the embedded transport, or one rank without a launcher.
+		if pl, err = transport.Open(cfg, r.round, transport.Env{Lookup: os.LookupEnv, HostLog: consoleLogger(os.Stderr, cfg, 0)}); err != nil {
 			return fmt.Errorf("hvd: Horovod initialization failed: %w", err)
 		}
-		cfg = c
-	}
-	if o.dynamic {
-		cfg.DynamicProcessSets = true
-	}
-	com, owns, transport := o.comm, false, transportGiven
-	if com == nil {
-		c, t, err := openDefault(cfg, r.round) // mpi.go: MPI, or one rank without a launcher
-		if err != nil {
-			return fmt.Errorf("hvd: Horovod initialization failed: %w", err)
-		}
-		com, owns, transport = c, true, t
-		if ec, ok := c.(embeddedComm); ok && ec.session != nil {
-			r.round = ec.round
+		owns = true
+		if pl.Elastic() {
+			r.round = pl.Round
 		}
 	}
-	rank, size := com.Rank(), com.Size()
+	com, rank, size := pl.Comm, pl.Comm.Rank(), pl.Comm.Size()
 	var log zerolog.Logger
 	if o.logger != nil {
 		log = o.logger.With().Int("rank", rank).Logger()
@@ -211,30 +199,11 @@ func (r *Runtime) Init(opts ...Option) error {
 		log = consoleLogger(os.Stderr, cfg, rank) // logging.go
 	}
 	warnUnimplemented(log, cfg)
-	local, nodes, err := splitNodes(com, cfg, transport) // nodes.go
+	com, onRing, err := r.placeRanks(com, cfg, pl, log)
 	if err != nil {
-		return r.initFailed(com, owns, fmt.Errorf("local communicator: %w", err))
+		return r.initFailed(pl.Comm, owns, err)
 	}
-	r.nodes = nodes
-	cross, err := com.Split(local.Rank(), rank)
-	if err != nil {
-		local.Close()
-		return r.initFailed(com, owns, fmt.Errorf("cross communicator: %w", err))
-	}
-	r.localRank, r.localSize = local.Rank(), local.Size()
-	r.crossRank, r.crossSize = cross.Rank(), cross.Size()
-	local.Close()
-	cross.Close()
-	onRing := false
-	if transport == transportMPI {
-		c, ring, err := openHostData(com, cfg, nodes, log) // tcpdata.go
-		if err != nil {
-			return r.initFailed(com, owns, err)
-		}
-		com, onRing = c, ring
-	}
-
-	r.cfg, r.log, r.com, r.ownsComm, r.keepMPI, r.transport = cfg, log, com, owns, o.keepMPI, transport
+	r.cfg, r.log, r.com, r.ownsComm, r.keepMPI, r.place = cfg, log, com, owns, o.keepMPI, pl
 	r.rank, r.size = rank, size
 	r.stopErr = nil
 	r.q.reset()
@@ -245,16 +214,83 @@ func (r *Runtime) Init(opts ...Option) error {
 	if err != nil {
 		return r.initFailed(com, owns, err)
 	}
-	if p, ok := acrossNodesPath(cfg, transport, countNodes(nodes)); ok && !onRing { // knobs.go
-		r.cfg.FusionThreshold, l.cfg.FusionThreshold = p.fusion, p.fusion
-		l.p.chunk, l.p.fuseChunk, l.planner.MaxFused = p.chunk, p.fuseChunk, p.maxFused
-		if rank == 0 {
-			log.Info().Int64("fusion_threshold", p.fusion).Msg("the job spans nodes over MPI: one MPI call per fused response, every tensor fused")
+	r.setDataPath(l, o, onRing)
+	if err := r.startLoopParts(l, o); err != nil {
+		return r.initFailed(com, owns, err)
+	}
+	r.loop = l
+	r.st = stateRunning
+	r.initOpts = append([]Option(nil), opts...)
+	running.Add(1)
+	go l.run()
+	transport.WatchLauncher(cfg, rank, r.stopped, log) // exit if gohorovodrun is gone
+	log.Debug().Str("transport", pl.Name).
+		Int("size", size).Int("local_rank", r.localRank).Int("local_size", r.localSize).
+		Int("cross_rank", r.crossRank).Int("cross_size", r.crossSize).
+		Int64("fusion_threshold", cfg.FusionThreshold).Dur("cycle_time", cfg.CycleTime).
+		Int("cache_capacity", cfg.CacheCapacity).Msg("hvd initialized")
+	return nil
+}
+
+// initConfig is the configuration Init runs with: WithConfig's, else the
+// environment's, with WithDynamicProcessSets applied.
+func initConfig(o options) (config.Config, error) {
+	cfg := config.Default()
+	if o.cfg != nil {
+		cfg = *o.cfg
+	} else {
+		c, err := config.FromEnv(os.LookupEnv)
+		if err != nil {
+			return cfg, err
+		}
+		cfg = c
+	}
+	if o.dynamic {
+		cfg.DynamicProcessSets = true
+	}
+	return cfg, nil
+}
+
+// placeRanks learns this rank's local and cross placement and every rank's
+// node over com, and, under MPI, moves the host collectives onto the TCP
+// ring where HOROVOD_CPU_OPERATIONS or a measurement says so: it returns
+// the communicator to run over, and whether it is the ring. Collective
+// over com.
+func (r *Runtime) placeRanks(com comm.Communicator, cfg config.Config, pl transport.Place, log zerolog.Logger) (comm.Communicator, bool, error) {
+	local, nodes, err := splitNodes(com, cfg, pl.Name == transport.Embedded) // nodes.go
+	if err != nil {
+		return nil, false, fmt.Errorf("local communicator: %w", err)
+	}
+	r.nodes = nodes
+	cross, err := com.Split(local.Rank(), com.Rank())
+	if err != nil {
+		local.Close()
+		return nil, false, fmt.Errorf("cross communicator: %w", err)
+	}
+	r.localRank, r.localSize = local.Rank(), local.Size()
+	r.crossRank, r.crossSize = cross.Rank(), cross.Size()
+	local.Close()
+	cross.Close()
+	if !pl.MPI() {
+		return com, false, nil
+	}
+	if com.Rank() == 0 {
+		for _, s := range pl.Settings() {
+			log.Info().Str("variable", s.Name).Str("value", s.Value).Msg("set before MPI_Init: " + s.Why)
 		}
 	}
-	if transport == transportMPI && rank == 0 {
-		for _, s := range mpicomm.Settings() {
-			log.Info().Str("variable", s.Name).Str("value", s.Value).Msg("set before MPI_Init: " + s.Why)
+	return transport.OpenHostData(com, cfg, nodes, log)
+}
+
+// setDataPath sets l's data path: the one for a job over MPI across nodes
+// (acrossNodesPath, unless the TCP ring carries the data), then the Init
+// options' values.
+func (r *Runtime) setDataPath(l *loop, o options, onRing bool) {
+	if p, ok := acrossNodesPath(r.cfg, r.place.Name, countNodes(r.nodes)); ok && !onRing { // knobs.go
+		r.cfg.FusionThreshold, l.cfg.FusionThreshold = p.fusion, p.fusion
+		l.p.chunk, l.p.fuseChunk, l.planner.MaxFused = p.chunk, p.fuseChunk, p.maxFused
+		if r.rank == 0 {
+			r.log.Info().Int64("fusion_threshold", p.fusion).Msg("the job spans nodes over MPI: one MPI call per fused response, every tensor fused")
 		}
 	}
 	if o.chunk != nil {
@@ -266,23 +302,30 @@ func (r *Runtime) Init(opts ...Option) error {
 	if o.fuseChk != nil {
 		l.p.fuseChunk = max(*o.fuseChk, 0)
 	}
+}
+
+// startLoopParts checks that the ranks agree on the loop's knobs and opens
+// what the loop runs with: the doorbell, the hierarchical communicators,
+// autotuning, the process sets and the heartbeat star. On failure it
+// closes what it opened.
+func (r *Runtime) startLoopParts(l *loop, o options) error {
 	if err := l.agree(); err != nil {
-		return r.initFailed(com, owns, err)
+		return err
 	}
 	l.openDoorbell() // loop.go
-	all := make([]int, size)
+	all := make([]int, r.size)
 	for i := range all {
 		all[i] = i
 	}
-	err = l.openHier(all) // nodes.go
+	err := l.openHier(all) // nodes.go
 	if err == nil {
 		err = l.openTuning() // autotune.go
 	}
 	if err == nil {
-		err = r.initProcessSets(l, o.sets, cfg.DynamicProcessSets)
+		err = r.initProcessSets(l, o.sets, r.cfg.DynamicProcessSets)
 	}
 	if err == nil {
-		r.live, err = r.startLiveness(com, cfg, transport, cfg.Elastic, log) // liveness.go
+		r.live, err = r.startLiveness(r.com, r.cfg, r.place, r.log) // liveness.go
 	}
 	if err != nil {
 		l.p.closeHier()
@@ -293,20 +336,8 @@ func (r *Runtime) Init(opts ...Option) error {
 		r.psMu.Lock()
 		r.psets = nil
 		r.psMu.Unlock()
-		return r.initFailed(com, owns, err)
 	}
-	r.loop = l
-	r.st = stateRunning
-	r.initOpts = append([]Option(nil), opts...)
-	running.Add(1)
-	go l.run()
-	startLauncherWatch(cfg, rank, r.stopped, log) // guard.go: exit if gohorovodrun is gone
-	log.Debug().Str("transport", transport).
-		Int("size", size).Int("local_rank", r.localRank).Int("local_size", r.localSize).
-		Int("cross_rank", r.crossRank).Int("cross_size", r.crossSize).
-		Int64("fusion_threshold", cfg.FusionThreshold).Dur("cycle_time", cfg.CycleTime).
-		Int("cache_capacity", cfg.CacheCapacity).Msg("hvd initialized")
-	return nil
+	return err
 }
 
 func (r *Runtime) initFailed(com comm.Communicator, owns bool, err error) error {
@@ -369,7 +400,7 @@ func (r *Runtime) Shutdown() error {
 	if !r.ownsComm {
 		return nil
 	}
-	if r.transport == transportMPI && !cleanStop(r.stopErr) {
+	if r.place.MPI() && !cleanStop(r.stopErr) {
 		// MPI_Comm_free and MPI_Finalize may wait for every rank, and a
 		// rank that stalled or froze is not coming: leave MPI as it is,
 		// so that this process can end and mpirun ends the job.
@@ -379,8 +410,8 @@ func (r *Runtime) Shutdown() error {
 	if err := r.com.Close(); err != nil {
 		return fmt.Errorf("hvd: shutdown: %w", err)
 	}
-	if r.transport == transportMPI && !r.keepMPI {
-		if err := mpicomm.Finalize(); err != nil {
+	if !r.keepMPI {
+		if err := r.place.FinalizeMPI(); err != nil {
 			return fmt.Errorf("hvd: shutdown: %w", err)
 		}
 	}
@@ -428,7 +459,7 @@ func (r *Runtime) restart() error {
 // an elastic job whose launcher has no place for it in the new round: its
 // host was removed or blacklisted, or the job reached --max-np. The
 // process should exit; optim/elastic's Run returns it.
-var ErrRemoved = rendezvous.ErrRemoved
+var ErrRemoved = transport.ErrRemoved
 
 // ElasticRound returns the elastic rendezvous round this runtime was last a
 // member of: 1 after the first Init of an elastic job's worker, growing
@@ -442,7 +473,7 @@ func (r *Runtime) ElasticRound() int {
 // HostUpdate is a change of an elastic job's hosts that the launcher
 // announced to this worker (rank 0 of its round): Seq grows with every
 // update, Added and Removed say what changed.
-type HostUpdate = rendezvous.HostUpdate
+type HostUpdate = transport.HostUpdate
 
 // takeHostUpdate returns the host updates the launcher has announced to
 // this worker since the last call, merged, and whether there were any. The
@@ -451,13 +482,12 @@ type HostUpdate = rendezvous.HostUpdate
 // answer, so that every rank resets at the same commit.
 func (r *Runtime) takeHostUpdate() (HostUpdate, bool) {
 	r.mu.Lock()
-	c, running := r.com, r.st == stateRunning
+	pl, running := r.place, r.st == stateRunning
 	r.mu.Unlock()
-	ec, ok := c.(embeddedComm)
-	if !running || !ok || ec.session == nil {
+	if !running {
 		return HostUpdate{}, false
 	}
-	return ec.session.TakeUpdate()
+	return pl.TakeHostUpdate()
 }
 
 // loopExited is called by the loop when it stops, with the cause (nil for a

@@ -27,6 +27,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/transport"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -67,8 +68,8 @@ func openWorld() (comm.Communicator, bool, error) {
 		return nil, false, err
 	}
 	if cfg.Gloo() {
-		c, err := openEmbedded(cfg, 0)
-		return c, true, err
+		pl, err := transport.Open(cfg, 0, transport.Env{Lookup: os.LookupEnv})
+		return pl.Comm, true, err
 	}
 	if !mpi.Built {
 		return nil, false, errors.New("built without MPI (the \"gloo\" tag) and not started by gohorovodrun --gloo: " +

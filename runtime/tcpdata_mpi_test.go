@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/transport"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -32,7 +33,7 @@ func hostDataRuntime(t *testing.T, cpuOps string, hierarchical bool, extra ...Op
 		world.Barrier()
 	})
 	r.mu.Lock()
-	_, ring := r.com.(hostDataComm)
+	ring := transport.IsHostData(r.com)
 	r.mu.Unlock()
 	return r, ring
 }

@@ -19,7 +19,7 @@
 // after StopGrace), and mpirun stops the workers on every host. And every
 // worker learns the launcher's identity (GOHOROVOD_LAUNCHER; pid, start
 // time, boot id, pid namespace) and, on the launcher's host, exits when the
-// launcher is gone (runtime/guard.go); on other hosts the MPI launcher's
+// launcher is gone (runtime/internal/transport/guard.go); on other hosts the MPI launcher's
 // ssh connections close and Open MPI's daemons stop their ranks.
 //
 // The launcher bounds its own teardown whatever mpirun does (execute):

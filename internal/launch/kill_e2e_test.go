@@ -171,7 +171,7 @@ func killRank(t *testing.T, j *trainingJob) {
 // nothing can clean up from inside it. The guard it started beside mpirun
 // stops mpirun, which stops the workers ("launcher"). With the guard
 // killed too ("launcher_and_guard"), the workers notice on their own that
-// the launcher is gone (runtime/guard.go) and exit, and mpirun with them.
+// the launcher is gone (runtime/internal/transport/guard.go) and exit, and mpirun with them.
 // Workers that do not use the runtime ("launcher_plain_workers", the
 // non-MPI worker waiting in a sleep) have only the guard. In every case no
 // process of the job may outlive the launcher by more than killDeadline.

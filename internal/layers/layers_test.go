@@ -59,6 +59,8 @@ var layer = map[string]int{
 	"runtime/internal/nccl":      41,
 	"runtime/internal/cycle":     42,
 	"runtime/internal/gpuexec":   42,
+	// Opening the transports from the environment.
+	"runtime/internal/transport": 45,
 	// The public API.
 	"runtime": 50,
 	// Training: optimizers, then what builds on them.
@@ -193,6 +195,34 @@ func TestRoomsStayApart(t *testing.T) {
 		}
 		if _, ok := deps["runtime/comm"]; !ok {
 			t.Fatalf("tags %q: go list did not list runtime/comm", tags)
+		}
+	}
+}
+
+// transportRooms are the packages that know the transports, how a job is
+// formed or the launcher's process: only runtime/internal/transport may use
+// them for the runtime package, which knows the transports through the
+// contract alone.
+var transportRooms = []string{"mpi", "runtime/comm/mpicomm", "runtime/comm/embedded", "internal/job/...", "internal/procid"}
+
+// TestRuntimeOpensNoTransport fails when the runtime package (its non-test
+// files) imports a transport, MPI or job formation directly instead of
+// through runtime/internal/transport.
+func TestRuntimeOpensNoTransport(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command on PATH")
+	}
+	for _, tags := range tagSets {
+		imports, ok := list(t, tags, "Imports")["runtime"]
+		if !ok {
+			t.Fatalf("tags %q: go list did not list runtime", tags)
+		}
+		for _, q := range imports {
+			for _, room := range transportRooms {
+				if q == room || strings.HasSuffix(room, "/...") && strings.HasPrefix(q+"/", strings.TrimSuffix(room, "...")) {
+					t.Errorf("tags %q: runtime imports %s: open transports in runtime/internal/transport", tags, q)
+				}
+			}
 		}
 	}
 }

@@ -6,7 +6,7 @@
 //
 // gohorovodrun writes its own ID into the workers' environment
 // (GOHOROVOD_LAUNCHER, runtime/config); the runtime in each worker reads
-// it and exits when the launcher is gone (runtime/guard.go). Parse and
+// it and exits when the launcher is gone (runtime/internal/transport/guard.go). Parse and
 // String are exact inverses; ParseStat and Here.Sees are pure; Self, Where
 // and ReadStat read /proc (Linux only).
 package procid

@@ -42,6 +42,51 @@ func SrunPort(job, step int) int {
 	return portBase + int(h%portSpan)
 }
 
+// srunBlocks reads the step's nodes and tasks per node and returns the
+// nodes, the slots of srun's default block distribution (each node's tasks
+// have consecutive ranks, nodes in list order), and the tasks per node as
+// the variable spells them.
+func srunBlocks(lookup func(string) (string, bool)) ([]string, []rendezvous.Slot, string, error) {
+	list, _ := lookup(envStepNodeList)
+	perNode, _ := lookup(envStepPerNode)
+	if strings.TrimSpace(list) == "" || strings.TrimSpace(perNode) == "" {
+		return nil, nil, perNode, fmt.Errorf("srun started this process but %s or %s is not set", envStepNodeList, envStepPerNode)
+	}
+	nodes, err := ExpandNodeList(list)
+	if err != nil {
+		return nil, nil, perNode, fmt.Errorf("%s: %w", envStepNodeList, err)
+	}
+	counts, err := ParseTasksPerNode(perNode)
+	if err != nil {
+		return nil, nil, perNode, fmt.Errorf("%s=%q: %w", envStepPerNode, perNode, err)
+	}
+	if len(counts) != len(nodes) {
+		return nil, nil, perNode, fmt.Errorf("%s lists %d nodes but %s=%q counts %d", envStepNodeList, len(nodes), envStepPerNode, perNode, len(counts))
+	}
+	var slots []rendezvous.Slot
+	for i, n := range nodes {
+		for lr := 0; lr < counts[i]; lr++ {
+			slots = append(slots, rendezvous.Slot{Host: n, LocalRank: lr})
+		}
+	}
+	return nodes, slots, perNode, nil
+}
+
+// srunRendezvousPort is the port of the job's rendezvous: the one
+// GOHOROVOD_RENDEZVOUS_PORT names, else SrunPort's for the job's step.
+func srunRendezvousPort(lookup func(string) (string, bool), job, step int) (int, error) {
+	p, present, err := intVar(lookup, EnvRendezvousPort)
+	switch {
+	case err != nil:
+		return 0, err
+	case !present:
+		return SrunPort(job, step), nil
+	case p == 0 || p > 65535:
+		return 0, fmt.Errorf("%s=%d is not a port", EnvRendezvousPort, p)
+	}
+	return p, nil
+}
+
 // fromSrun reads a task's srun variables. Outside a step (a batch script,
 // a shell in an allocation) there are none, and it reports false.
 func fromSrun(lookup func(string) (string, bool)) (Placement, bool, error) {
@@ -80,29 +125,9 @@ func fromSrun(lookup func(string) (string, bool)) (Placement, bool, error) {
 	if err != nil {
 		return Placement{}, true, err
 	}
-	list, _ := lookup(envStepNodeList)
-	perNode, _ := lookup(envStepPerNode)
-	if strings.TrimSpace(list) == "" || strings.TrimSpace(perNode) == "" {
-		return Placement{}, true, fmt.Errorf("srun started this process but %s or %s is not set", envStepNodeList, envStepPerNode)
-	}
-	nodes, err := ExpandNodeList(list)
+	nodes, slots, perNode, err := srunBlocks(lookup)
 	if err != nil {
-		return Placement{}, true, fmt.Errorf("%s: %w", envStepNodeList, err)
-	}
-	counts, err := ParseTasksPerNode(perNode)
-	if err != nil {
-		return Placement{}, true, fmt.Errorf("%s=%q: %w", envStepPerNode, perNode, err)
-	}
-	if len(counts) != len(nodes) {
-		return Placement{}, true, fmt.Errorf("%s lists %d nodes but %s=%q counts %d", envStepNodeList, len(nodes), envStepPerNode, perNode, len(counts))
-	}
-	// Block distribution, srun's default: each node's tasks have
-	// consecutive ranks, nodes in list order.
-	var slots []rendezvous.Slot
-	for i, n := range nodes {
-		for lr := 0; lr < counts[i]; lr++ {
-			slots = append(slots, rendezvous.Slot{Host: n, LocalRank: lr})
-		}
+		return Placement{}, true, err
 	}
 	if len(slots) != size || rank >= size {
 		return Placement{}, true, fmt.Errorf("srun: %s=%q places %d tasks, but %s says %d (rank %d)", envStepPerNode, perNode, len(slots), envStepTasks, size, rank)
@@ -111,14 +136,9 @@ func fromSrun(lookup func(string) (string, bool)) (Placement, bool, error) {
 		return Placement{}, true, fmt.Errorf("srun placed task %d as local task %d of node %d, not as its block distribution would; "+
 			"gohorovod needs consecutive ranks on each node: run srun with --distribution=block", rank, local, node)
 	}
-	port := SrunPort(job, step)
-	if p, present, err := intVar(lookup, EnvRendezvousPort); err != nil {
+	port, err := srunRendezvousPort(lookup, job, step)
+	if err != nil {
 		return Placement{}, true, err
-	} else if present {
-		if p == 0 || p > 65535 {
-			return Placement{}, true, fmt.Errorf("%s=%d is not a port", EnvRendezvousPort, p)
-		}
-		port = p
 	}
 	return Placement{
 		Engine: Srun,

@@ -1,4 +1,4 @@
-package runtime
+package transport
 
 import (
 	"context"
@@ -57,6 +57,48 @@ func hostDataMode(cpuOps string, nodes int) string {
 		return hostDataMPI
 	}
 	return hostDataProbe
+}
+
+// secretBytes is the length of the secret the ring's connections prove.
+const secretBytes = 32
+
+// allgatherBytes gathers every rank's mine on every rank of c: the
+// lengths, then the bytes.
+func allgatherBytes(c comm.Communicator, mine []byte) ([][]byte, error) {
+	n := c.Size()
+	ones := make([]int, n)
+	for i := range ones {
+		ones[i] = 1
+	}
+	lens := make([]int64, n)
+	if err := c.Allgatherv(tensor.FromInt64([]int64{int64(len(mine))}), tensor.FromInt64(lens), ones); err != nil {
+		return nil, err
+	}
+	counts, total := make([]int, n), 0
+	for r, l := range lens {
+		counts[r] = int(l)
+		total += int(l)
+	}
+	all := tensor.New(tensor.Uint8, total)
+	send, err := tensor.FromBytes(tensor.Uint8, mine)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Allgatherv(send, all, counts); err != nil {
+		return nil, err
+	}
+	out, b := make([][]byte, n), all.Bytes()
+	for r, l := range counts {
+		out[r], b = b[:l:l], b[l:]
+	}
+	return out, nil
+}
+
+// IsHostData reports whether c is the pair OpenHostData returns when the
+// ring carries the host collectives.
+func IsHostData(c comm.Communicator) bool {
+	_, ok := c.(hostDataComm)
+	return ok
 }
 
 // hostAddrs is what one rank publishes so that the ranks can pick the
@@ -120,12 +162,11 @@ func openTCPData(com comm.Communicator, cfg config.Config, nodes []int) (*embedd
 	// A rank that fails keeps taking part in every collective below, so
 	// that the others learn of it instead of waiting.
 	ip, err := tcpListenIP(com, cfg, nodes)
-	secret := make([]byte, 32)
+	secret := tensor.New(tensor.Uint8, secretBytes)
 	if rank == 0 {
-		rand.Read(secret)
+		rand.Read(secret.Bytes())
 	}
-	secret, serr := bcastBytes(com, secret)
-	if serr != nil {
+	if serr := com.Bcast(secret, 0); serr != nil {
 		return nil, nil, fmt.Errorf("sharing the secret: %w", serr)
 	}
 	host := "node-" + strconv.Itoa(nodes[rank]) // MPI's grouping of the ranks by node
@@ -139,7 +180,7 @@ func openTCPData(com comm.Communicator, cfg config.Config, nodes []int) (*embedd
 	}
 	// Every rank takes part in the gather, also one that could not
 	// listen (it sends nothing), so that all learn of the failure.
-	recs, gerr := gatherBytes(com, me)
+	recs, gerr := allgatherBytes(com, me)
 	if gerr != nil {
 		if ls != nil {
 			ls.Close()
@@ -161,13 +202,10 @@ func openTCPData(com comm.Communicator, cfg config.Config, nodes []int) (*embedd
 		}
 		return nil, nil, err
 	}
-	timeout := cfg.GlooTimeout
-	if timeout <= 0 {
-		timeout = config.DefaultGlooTimeout
-	}
+	timeout := glooTimeout(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := embedded.New(ctx, embedded.Config{Rank: rank, Peers: peers, Secret: secret, Listeners: ls, ConnectTimeout: timeout})
+	c, err := embedded.New(ctx, embedded.Config{Rank: rank, Peers: peers, Secret: secret.Bytes(), Listeners: ls, ConnectTimeout: timeout})
 	if err != nil {
 		ls.Close()
 		return nil, nil, err
@@ -185,7 +223,7 @@ func tcpListenIP(com comm.Communicator, cfg config.Config, nodes []int) (string,
 	if err != nil {
 		return "", err
 	}
-	recs, err := gatherBytes(com, mine)
+	recs, err := allgatherBytes(com, mine)
 	if err != nil {
 		return "", fmt.Errorf("gathering the ranks' interface addresses: %w", err)
 	}
@@ -339,14 +377,16 @@ func median(ds []time.Duration) time.Duration {
 	return ds[len(ds)/2]
 }
 
-// openHostData moves a job's host collectives onto the TCP ring where
-// hostDataMode says so (or, measured, where the ring is faster) and
-// returns the communicator to run over: com itself when MPI keeps them.
+// OpenHostData moves the host collectives of a job over MPI (com, MPI's
+// world; nodes[r] is rank r's node, its lowest rank) onto the TCP ring
+// where hostDataMode says so (or, measured, where the ring is faster) and
+// returns the communicator to run over, and whether it is the ring: com
+// itself when MPI keeps them.
 // With HOROVOD_CPU_OPERATIONS=gloo a ring that cannot open fails Init;
 // when it was only to be measured, the job stays on MPI and rank 0 says
 // why. Collective over com.
-func openHostData(com comm.Communicator, cfg config.Config, nodes []int, log zerolog.Logger) (comm.Communicator, bool, error) {
-	mode := hostDataMode(cfg.CPUOperations, countNodes(nodes))
+func OpenHostData(com comm.Communicator, cfg config.Config, nodes []int, log zerolog.Logger) (comm.Communicator, bool, error) {
+	mode := hostDataMode(cfg.CPUOperations, len(slices.Compact(slices.Sorted(slices.Values(nodes)))))
 	if mode == hostDataMPI || com.Size() < 2 {
 		return com, false, nil
 	}

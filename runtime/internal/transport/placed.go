@@ -1,4 +1,4 @@
-package runtime
+package transport
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"syscall"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/internal/job/tcpstore"
 	"github.com/gohorovod/gohorovod/mpi"
-	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -29,7 +27,7 @@ import (
 // MPI unless HOROVOD_CONTROLLER=gloo asks for the embedded transport:
 // mpi.CheckSrun then says what a bare srun lacks.
 func placedBy(cfg config.Config, lookup func(string) (string, bool)) (origin.Placement, bool, error) {
-	if mpi.StartedByMPI(func(k string) string { v, _ := lookup(k); return v }) {
+	if mpi.StartedByMPI(getenv(lookup)) {
 		return origin.Placement{}, false, nil
 	}
 	p, ok, err := origin.Detect(lookup)
@@ -50,25 +48,59 @@ func placedBy(cfg config.Config, lookup func(string) (string, bool)) (origin.Pla
 // others join it (retrying until HOROVOD_GLOO_TIMEOUT_SECONDS). The job's
 // secret is GOHOROVOD_SECRET, else derived from the user's key file
 // (origin.JobSecret).
-func openPlaced(cfg config.Config, p origin.Placement, lookup func(string) (string, bool)) (comm.Communicator, error) {
+func openPlaced(cfg config.Config, p origin.Placement, env Env) (Place, error) {
+	cfg, secret, err := placedConfig(cfg, p, env.Lookup)
+	if err != nil {
+		return Place{}, err
+	}
+	var (
+		meet   meetFunc
+		hosted *rendezvous.Server
+	)
+	switch {
+	case p.Store:
+		meet = storeMeet(p)
+	case p.Rank == 0:
+		if hosted, err = hostRendezvous(p, secret, env.HostLog); err != nil {
+			return Place{}, err
+		}
+	}
+	var host io.Closer
+	if hosted != nil {
+		host = hosted
+	}
+	pl, err := openEmbedded(cfg, 0, meet, host)
+	if err != nil {
+		if hosted != nil {
+			hosted.Close()
+		}
+		return Place{}, fmt.Errorf("%w (placed by %s as rank %d of %d, meeting at %s)", err, p.Engine, p.Rank, p.Size, p.Master)
+	}
+	return pl, nil
+}
+
+// placedConfig is cfg with the embedded transport's settings for a worker
+// that p's engine placed: the meeting at p.Master, the engine's placement
+// and the job's secret, which it also returns as bytes.
+func placedConfig(cfg config.Config, p origin.Placement, lookup func(string) (string, bool)) (config.Config, []byte, error) {
 	if cfg.Secret == "" {
 		file, err := origin.KeyFile(lookup)
 		if err != nil {
-			return nil, fmt.Errorf("embedded transport under %s: %w", p.Engine, err)
+			return cfg, nil, fmt.Errorf("embedded transport under %s: %w", p.Engine, err)
 		}
 		key, err := origin.JobSecret(file, p.Job)
 		if err != nil {
-			return nil, fmt.Errorf("embedded transport under %s: %w", p.Engine, err)
+			return cfg, nil, fmt.Errorf("embedded transport under %s: %w", p.Engine, err)
 		}
 		cfg.Secret = config.Secret(hex.EncodeToString(key))
 	}
 	secret, err := cfg.Secret.Bytes()
 	if err != nil {
-		return nil, fmt.Errorf("embedded transport under %s: %s: %w", p.Engine, config.EnvSecret, err)
+		return cfg, nil, fmt.Errorf("embedded transport under %s: %s: %w", p.Engine, config.EnvSecret, err)
 	}
 	host, port, err := net.SplitHostPort(p.Master)
 	if err != nil {
-		return nil, err
+		return cfg, nil, err
 	}
 	cfg.Controller = config.ControllerGloo
 	cfg.RendezvousAddr = host
@@ -78,31 +110,7 @@ func openPlaced(cfg config.Config, p origin.Placement, lookup func(string) (stri
 	cfg.CrossRank, cfg.CrossSize = config.Unset, config.Unset
 	cfg.Hostname = p.Me().Host
 	cfg.Elastic = false
-
-	var (
-		meet   meetFunc
-		hosted *rendezvous.Server
-	)
-	switch {
-	case p.Store:
-		meet = storeMeet(p)
-	case p.Rank == 0:
-		if hosted, err = hostRendezvous(p, secret, consoleLogger(os.Stderr, cfg, 0)); err != nil {
-			return nil, err
-		}
-	}
-	c, err := openEmbeddedVia(cfg, 0, meet)
-	if err != nil {
-		if hosted != nil {
-			hosted.Close()
-		}
-		return nil, fmt.Errorf("%w (placed by %s as rank %d of %d, meeting at %s)", err, p.Engine, p.Rank, p.Size, p.Master)
-	}
-	ec := c.(embeddedComm)
-	if hosted != nil {
-		ec.host = hosted
-	}
-	return ec, nil
+	return cfg, secret, nil
 }
 
 // hostRendezvous serves the job's rendezvous on every address of this

@@ -1,4 +1,4 @@
-package runtime
+package transport
 
 import (
 	"errors"
@@ -53,11 +53,11 @@ func judgeLauncher(l procid.ID, here procid.Here, st procid.Stat, readErr error)
 	return launcherAlive
 }
 
-// startLauncherWatch starts the watch of the launcher that cfg names, if
+// WatchLauncher starts the watch of the launcher that cfg names, if
 // this worker can see it. The watch goroutine ends when stop is closed
 // (the runtime's loop has exited); when the launcher is gone it writes
 // why to standard error and exits the process.
-func startLauncherWatch(cfg config.Config, rank int, stop <-chan struct{}, log zerolog.Logger) {
+func WatchLauncher(cfg config.Config, rank int, stop <-chan struct{}, log zerolog.Logger) {
 	id, err := procid.Parse(cfg.Launcher)
 	if err != nil {
 		log.Warn().Err(err).Msg(config.EnvLauncher + " is malformed: the launcher is not watched")

@@ -1,0 +1,103 @@
+package transport
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
+	"github.com/gohorovod/gohorovod/internal/job/secret"
+	"github.com/gohorovod/gohorovod/runtime/config"
+)
+
+// glooJob starts a rendezvous server for the slots and returns each slot's
+// configuration, as gohorovodrun --gloo would set it in the environment.
+func glooJob(t *testing.T, slots []rendezvous.Slot) []config.Config {
+	t.Helper()
+	hex, err := secret.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := secret.Parse(hex)
+	srv, err := rendezvous.NewServer(key, slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback TCP:", err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	cfgs := make([]config.Config, len(slots))
+	for i, s := range slots {
+		c := config.Default()
+		c.Controller = config.ControllerGloo
+		c.RendezvousAddr, c.RendezvousPort = "127.0.0.1", port
+		c.Secret = config.Secret(hex)
+		c.Hostname, c.LocalRank = s.Host, s.LocalRank
+		c.GlooTimeout = 20 * time.Second
+		cfgs[i] = c
+	}
+	return cfgs
+}
+
+// TestOpenEmbeddedErrors: the embedded transport's set-up errors say what
+// is missing.
+func TestOpenEmbeddedErrors(t *testing.T) {
+	cfgs := glooJob(t, []rendezvous.Slot{{Host: "h", LocalRank: 0}, {Host: "h", LocalRank: 1}})
+	for _, tt := range []struct {
+		name string
+		edit func(*config.Config)
+		want string
+	}{
+		{"no secret", func(c *config.Config) { c.Secret = "" }, "GOHOROVOD_SECRET"},
+		{"no local rank", func(c *config.Config) { c.LocalRank = config.Unset }, "HOROVOD_LOCAL_RANK"},
+		{"wrong secret", func(c *config.Config) { c.Secret = config.Secret(strings.Repeat("ab", 32)) }, "secret"},
+		{"missing peer", func(c *config.Config) { c.GlooTimeout = 300 * time.Millisecond }, "local rank 1"},
+		{"no server", func(c *config.Config) { c.RendezvousAddr, c.Controller = "", config.ControllerGloo }, "rendezvous"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cfgs[0]
+			tt.edit(&c)
+			if tt.name == "wrong secret" {
+				c.GlooTimeout = 500 * time.Millisecond
+			}
+			pl, err := Open(c, 0, Env{Lookup: noEnv})
+			if err == nil {
+				pl.Comm.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(tt.want)) {
+				t.Fatalf("%v does not mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestOpenEmbeddedFromEnvironment: a program that passes its own
+// configuration (WithConfig) still runs on the embedded transport when the
+// launcher's variables say so, as it runs on MPI under mpirun; otherwise
+// each worker of a --gloo job would run alone.
+func TestOpenEmbeddedFromEnvironment(t *testing.T) {
+	cfgs := glooJob(t, []rendezvous.Slot{{Host: "h", LocalRank: 0}})
+	env := map[string]string{}
+	for _, kv := range cfgs[0].Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	pl, err := Open(config.Default(), 0, Env{Lookup: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Comm.Close()
+	if pl.Name != Embedded || pl.Comm.Size() != 1 || pl.Elastic() {
+		t.Fatalf("transport %q of %d ranks (elastic %v), want %q of 1", pl.Name, pl.Comm.Size(), pl.Elastic(), Embedded)
+	}
+}
+
+// noEnv is an empty environment.
+func noEnv(string) (string, bool) { return "", false }
