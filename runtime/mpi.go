@@ -7,6 +7,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/mpi"
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
@@ -89,7 +90,7 @@ func openDefault(cfg config.Config, lastRound int) (comm.Communicator, string, e
 			"(mpirun, srun, Hydra) started it, and gohorovod takes the placement from MPI: "+
 			"start the job with gohorovodrun or mpirun", config.EnvSize, cfg.Size, cfg.Size)
 	}
-	return comm.NewGroup(1)[0], transportSingle, nil
+	return memcomm.NewGroup(1)[0], transportSingle, nil
 }
 
 // withGloo is cfg with the embedded transport's settings (the controller,

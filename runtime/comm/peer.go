@@ -33,22 +33,24 @@ type Aborter interface {
 	Abort(cause error) error
 }
 
-// abortedError is what the aborting rank itself gets from its later calls:
-// the group is closed, and this rank's own cause is why.
-type abortedError struct {
-	rank  int
-	cause error // nil when Abort was given none
+// AbortedError is what the aborting rank itself gets from its later calls
+// after Abort: the group is closed (it matches ErrClosed), and Cause, the
+// error given to Abort, is why.
+type AbortedError struct {
+	Rank  int   // this rank, which aborted the group
+	Cause error // what Abort was given; nil when none
 }
 
-func (e *abortedError) Error() string {
-	if e.cause == nil {
-		return fmt.Sprintf("comm: rank %d (this rank) aborted the group", e.rank)
+// Error names this rank and, when known, its cause.
+func (e *AbortedError) Error() string {
+	if e.Cause == nil {
+		return fmt.Sprintf("comm: rank %d (this rank) aborted the group", e.Rank)
 	}
-	return fmt.Sprintf("comm: rank %d (this rank) aborted the group: %v", e.rank, e.cause)
+	return fmt.Sprintf("comm: rank %d (this rank) aborted the group: %v", e.Rank, e.Cause)
 }
 
 // Is reports whether target is ErrClosed.
-func (e *abortedError) Is(target error) bool { return target == ErrClosed }
+func (e *AbortedError) Is(target error) bool { return target == ErrClosed }
 
 // Unwrap returns the cause given to Abort.
-func (e *abortedError) Unwrap() error { return e.cause }
+func (e *AbortedError) Unwrap() error { return e.Cause }
