@@ -3,6 +3,7 @@ package embedded
 import (
 	"fmt"
 
+	"github.com/gohorovod/gohorovod/internal/agree"
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -41,17 +42,12 @@ func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 	if err := c.begin(); err != nil {
 		return err
 	}
-	d := desc{kind: kAllreduce, op: op}
-	b, err := hostBytes("allreduce", "buffer", buf)
-	if err == nil {
-		d.dtype, d.n = buf.DType(), int64(buf.Len())
-		if !op.Supports(d.dtype) {
-			err = fmt.Errorf("comm: allreduce: reduction %v is not defined on %v", op, d.dtype)
-		}
-	}
+	a := agree.Args{Kind: agree.Allreduce, Send: buf, Op: op}
+	d, err := c.describe(&a)
 	if err := c.agree(&d, err); err != nil {
 		return err
 	}
+	b := buf.Bytes()
 	if len(c.members) == 1 {
 		return nil
 	}
@@ -286,15 +282,12 @@ func (c *Comm) Bcast(buf *tensor.Tensor, root int) error {
 	if err := c.begin(); err != nil {
 		return err
 	}
-	d := desc{kind: kBcast, root: int64(root)}
-	b, err := hostBytes("bcast", "buffer", buf)
-	if err == nil {
-		d.dtype, d.n = buf.DType(), int64(buf.Len())
-		err = c.checkRoot("bcast", root)
-	}
+	a := agree.Args{Kind: agree.Bcast, Send: buf, Root: root}
+	d, err := c.describe(&a)
 	if err := c.agree(&d, err); err != nil {
 		return err
 	}
+	b := buf.Bytes()
 	n := len(c.members)
 	if n == 1 {
 		return nil
@@ -355,20 +348,16 @@ func (c *Comm) Bcast(buf *tensor.Tensor, root int) error {
 	return c.finish(nil)
 }
 
-func (c *Comm) checkRoot(op string, root int) error {
-	if root < 0 || root >= len(c.members) {
-		return fmt.Errorf("comm: %s: root %d out of range for %d ranks", op, root, len(c.members))
+// describe checks a on this rank (agree.Args.Check, the transports' one
+// per-rank check) and returns the desc of the call.
+func (c *Comm) describe(a *agree.Args) (desc, error) {
+	a.Rank, a.Size = c.rank, len(c.members)
+	d := desc{kind: kind(a.Kind), op: a.Op, root: int64(a.Root), counts: a.Counts, recvCounts: a.RecvCounts}
+	if err := a.Check(); err != nil {
+		return d, fmt.Errorf("comm: %v: %w", a.Kind, err)
 	}
-	return nil
-}
-
-// own returns this rank's entry of counts, or -1 when counts has the wrong
-// length (comm.CheckLocal reports that).
-func (c *Comm) own(counts []int) int {
-	if len(counts) != len(c.members) {
-		return -1
-	}
-	return counts[c.rank]
+	d.dtype, d.n = a.Send.DType(), int64(a.Send.Len())
+	return d, nil
 }
 
 // Allgatherv concatenates counts[r] elements from each rank r into recv on
@@ -378,16 +367,12 @@ func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 	if err := c.begin(); err != nil {
 		return err
 	}
-	const name = "allgatherv"
-	d := desc{kind: kAllgatherv, counts: counts}
-	sb, rb, err := sendRecvBytes(name, send, recv)
-	if err == nil {
-		d.dtype = send.DType()
-		err = comm.CheckLocal(name, len(c.members), counts, send, c.own(counts), recv, comm.Sum(counts))
-	}
+	a := agree.Args{Kind: agree.Allgatherv, Send: send, Recv: recv, Counts: counts}
+	d, err := c.describe(&a)
 	if err := c.agree(&d, err); err != nil {
 		return err
 	}
+	sb, rb := send.Bytes(), recv.Bytes()
 	esz := d.dtype.Size()
 	blocks := countBlocks(counts, esz)
 	mine := blocks[c.rank]
@@ -416,29 +401,17 @@ func (c *Comm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error 
 	if err := c.begin(); err != nil {
 		return err
 	}
-	const name = "gatherv"
-	d := desc{kind: kGatherv, counts: counts, root: int64(root)}
-	sb, err := hostBytes(name, "send", send)
-	var rb []byte
-	if err == nil {
-		d.dtype = send.DType()
-		err = c.checkRoot(name, root)
-	}
-	if err == nil && root == c.rank {
-		rb, err = hostBytes(name, "receive", recv)
-	} else {
-		recv = nil // ignored away from the root
-	}
-	if err == nil {
-		err = comm.CheckLocal(name, len(c.members), counts, send, c.own(counts), recv, comm.Sum(counts))
-	}
+	a := agree.Args{Kind: agree.Gatherv, Send: send, Recv: recv, Counts: counts, Root: root}
+	d, err := c.describe(&a)
 	if err := c.agree(&d, err); err != nil {
 		return err
 	}
+	sb := send.Bytes()
 	if c.rank != root {
 		c.isend(root, sb)
 		return c.finish(nil)
 	}
+	rb := recv.Bytes()
 	blocks := countBlocks(counts, d.dtype.Size())
 	for p, s := range blocks {
 		if p != root {
@@ -458,18 +431,12 @@ func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Ten
 		return err
 	}
 	const name = "alltoallv"
-	d := desc{kind: kAlltoallv, counts: sendCounts, recvCounts: recvCounts}
-	sb, rb, err := sendRecvBytes(name, send, recv)
-	if err == nil {
-		d.dtype = send.DType()
-		err = comm.CheckLocal(name, len(c.members), sendCounts, send, comm.Sum(sendCounts), nil, -1)
-	}
-	if err == nil {
-		err = comm.CheckLocal(name, len(c.members), recvCounts, send, -1, recv, comm.Sum(recvCounts))
-	}
+	a := agree.Args{Kind: agree.Alltoallv, Send: send, Recv: recv, Counts: sendCounts, RecvCounts: recvCounts}
+	d, err := c.describe(&a)
 	if err := c.agree(&d, err); err != nil {
 		return err
 	}
+	sb, rb := send.Bytes(), recv.Bytes()
 	esz := d.dtype.Size()
 	sbl, rbl := countBlocks(sendCounts, esz), countBlocks(recvCounts, esz)
 	n := len(c.members)
@@ -497,19 +464,12 @@ func (c *Comm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.
 	if err := c.begin(); err != nil {
 		return err
 	}
-	const name = "reducescatter"
-	d := desc{kind: kReduceScatter, counts: counts, op: op}
-	sb, rb, err := sendRecvBytes(name, send, recv)
-	if err == nil {
-		d.dtype = send.DType()
-		err = comm.CheckLocal(name, len(c.members), counts, send, comm.Sum(counts), recv, c.own(counts))
-	}
-	if err == nil && !op.Supports(d.dtype) {
-		err = fmt.Errorf("comm: %s: reduction %v is not defined on %v", name, op, d.dtype)
-	}
+	a := agree.Args{Kind: agree.ReduceScatter, Send: send, Recv: recv, Counts: counts, Op: op}
+	d, err := c.describe(&a)
 	if err := c.agree(&d, err); err != nil {
 		return err
 	}
+	sb, rb := send.Bytes(), recv.Bytes()
 	blocks := countBlocks(counts, d.dtype.Size())
 	mine := blocks[c.rank]
 	if len(c.members) == 1 {
@@ -572,7 +532,7 @@ func (c *Comm) Exchange(send *tensor.Tensor, dest int, recv *tensor.Tensor, sour
 	var sb, rb []byte
 	err := comm.CheckExchange(len(c.members), send, dest, recv, source)
 	if err == nil {
-		sb, rb, err = sendRecvBytes(name, send, recv)
+		sb, rb = send.Bytes(), recv.Bytes()
 		d.dtype = send.DType()
 	}
 	self := dest == c.rank && source == c.rank

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
-	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // rootID is the id of the group New makes; groups split from it get ids
@@ -341,30 +340,4 @@ func (c *Comm) split(k kind, color, key int) (comm.Communicator, error) {
 		id++
 	}
 	return c.m.newComm(id, members, me, false), nil
-}
-
-// hostBytes returns t's storage, or an error for a tensor this transport
-// cannot move.
-func hostBytes(op, name string, t *tensor.Tensor) ([]byte, error) {
-	if t == nil {
-		return nil, fmt.Errorf("comm: %s: nil %s tensor", op, name)
-	}
-	if t.Device().Kind != tensor.CPU {
-		return nil, fmt.Errorf("comm: %s: %s tensor on %v; the embedded transport moves host tensors only", op, name, t.Device())
-	}
-	if !t.DType().Valid() {
-		return nil, fmt.Errorf("comm: %s: %s tensor has invalid dtype", op, name)
-	}
-	return t.Bytes(), nil
-}
-
-// sendRecvBytes is hostBytes of a collective's send and receive tensors.
-func sendRecvBytes(op string, send, recv *tensor.Tensor) (sb, rb []byte, err error) {
-	if sb, err = hostBytes(op, "send", send); err != nil {
-		return nil, nil, err
-	}
-	if rb, err = hostBytes(op, "receive", recv); err != nil {
-		return nil, nil, err
-	}
-	return sb, rb, nil
 }

@@ -403,44 +403,25 @@ func (m *memComm) finish(p *post) error {
 	return m.g.posts[slot][m.rank].out
 }
 
-// hostBytes returns t's storage, or an error for a tensor this transport
-// cannot move.
-func hostBytes(op string, name string, t *tensor.Tensor) ([]byte, error) {
-	if t == nil {
-		return nil, fmt.Errorf("comm: %s: nil %s tensor", op, name)
+// post checks a on this rank (agree.Args.Check, the transports' one
+// per-rank check) and returns the post that carries it to the step.
+func (m *memComm) post(a agree.Args) post {
+	a.Rank, a.Size = m.rank, m.g.size
+	p := post{kind: a.Kind, op: a.Op, root: a.Root, counts: a.Counts, recvCounts: a.RecvCounts}
+	if err := a.Check(); err != nil {
+		p.err = fmt.Errorf("comm: %v: %w", a.Kind, err)
+		return p
 	}
-	if t.Device().Kind != tensor.CPU {
-		return nil, fmt.Errorf("comm: %s: %s tensor on %v; the in-memory communicator moves host tensors only", op, name, t.Device())
+	p.dtype, p.n, p.send = a.Send.DType(), a.Send.Len(), a.Send.Bytes()
+	if a.Recv != nil && (a.Kind != agree.Gatherv || a.Root == m.rank) {
+		p.recv = a.Recv.Bytes()
 	}
-	if !t.DType().Valid() {
-		return nil, fmt.Errorf("comm: %s: %s tensor has invalid dtype", op, name)
-	}
-	return t.Bytes(), nil
-}
-
-func (m *memComm) checkRoot(op string, root int) error {
-	if root < 0 || root >= m.g.size {
-		return fmt.Errorf("comm: %s: root %d out of range for %d ranks", op, root, m.g.size)
-	}
-	return nil
-}
-
-func checkOp(opName string, op tensor.ReduceOp, dt tensor.DType) error {
-	if !op.Supports(dt) {
-		return fmt.Errorf("comm: %s: reduction %v is not defined on %v", opName, op, dt)
-	}
-	return nil
+	return p
 }
 
 // Allreduce combines buf across ranks with op, in place.
 func (m *memComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
-	p := post{kind: agree.Allreduce, op: op}
-	b, err := hostBytes("allreduce", "buffer", buf)
-	if err == nil {
-		p.dtype, p.n, p.send = buf.DType(), buf.Len(), b
-		err = checkOp("allreduce", op, p.dtype)
-	}
-	p.err = err
+	p := m.post(agree.Args{Kind: agree.Allreduce, Send: buf, Op: op})
 	slot, err := m.step(&p)
 	if err != nil {
 		return err
@@ -449,6 +430,7 @@ func (m *memComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 	if err := g.posts[slot][m.rank].out; err != nil {
 		return err
 	}
+	b := p.send
 	if g.size == 1 || len(b) < parallelBytes {
 		return nil // the leader did it all
 	}
@@ -477,93 +459,33 @@ func (m *memComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 
 // Allgatherv concatenates counts[r] elements from each rank r into recv.
 func (m *memComm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
-	const op = "allgatherv"
-	p := post{kind: agree.Allgatherv, counts: counts}
-	sb, err := hostBytes(op, "send", send)
-	var rb []byte
-	if err == nil {
-		rb, err = hostBytes(op, "receive", recv)
-	}
-	if err == nil {
-		p.dtype, p.send, p.recv = send.DType(), sb, rb
-		err = comm.CheckLocal(op, m.g.size, counts, send, m.own(counts), recv, comm.Sum(counts))
-	}
-	p.err = err
+	p := m.post(agree.Args{Kind: agree.Allgatherv, Send: send, Recv: recv, Counts: counts})
 	return m.finish(&p)
 }
 
 // Gatherv concatenates counts[r] elements from each rank r into recv on root.
 func (m *memComm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
-	const op = "gatherv"
-	p := post{kind: agree.Gatherv, counts: counts, root: root}
-	sb, err := hostBytes(op, "send", send)
-	if err == nil {
-		p.dtype, p.send = send.DType(), sb
-		err = m.checkRoot(op, root)
-	}
-	if err == nil && root == m.rank {
-		p.recv, err = hostBytes(op, "receive", recv)
-	} else {
-		recv = nil // ignored away from the root
-	}
-	if err == nil {
-		err = comm.CheckLocal(op, m.g.size, counts, send, m.own(counts), recv, comm.Sum(counts))
-	}
-	p.err = err
+	p := m.post(agree.Args{Kind: agree.Gatherv, Send: send, Recv: recv, Counts: counts, Root: root})
 	return m.finish(&p)
 }
 
 // Bcast copies buf from root to every rank.
 func (m *memComm) Bcast(buf *tensor.Tensor, root int) error {
-	p := post{kind: agree.Bcast, root: root}
-	b, err := hostBytes("bcast", "buffer", buf)
-	if err == nil {
-		p.dtype, p.n, p.send = buf.DType(), buf.Len(), b
-		err = m.checkRoot("bcast", root)
-	}
-	p.err = err
+	p := m.post(agree.Args{Kind: agree.Bcast, Send: buf, Root: root})
 	return m.finish(&p)
 }
 
 // Alltoallv sends block r of send to rank r and receives block r of recv
 // from rank r.
 func (m *memComm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
-	const op = "alltoallv"
-	p := post{kind: agree.Alltoallv, counts: sendCounts, recvCounts: recvCounts}
-	sb, err := hostBytes(op, "send", send)
-	var rb []byte
-	if err == nil {
-		rb, err = hostBytes(op, "receive", recv)
-	}
-	if err == nil {
-		p.dtype, p.send, p.recv = send.DType(), sb, rb
-		err = comm.CheckLocal(op, m.g.size, sendCounts, send, comm.Sum(sendCounts), nil, -1)
-	}
-	if err == nil {
-		err = comm.CheckLocal(op, m.g.size, recvCounts, send, -1, recv, comm.Sum(recvCounts))
-	}
-	p.err = err
+	p := m.post(agree.Args{Kind: agree.Alltoallv, Send: send, Recv: recv, Counts: sendCounts, RecvCounts: recvCounts})
 	return m.finish(&p)
 }
 
 // ReduceScatter combines send across ranks with op and leaves block Rank()
 // of the result in recv.
 func (m *memComm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
-	const name = "reducescatter"
-	p := post{kind: agree.ReduceScatter, counts: counts, op: op}
-	sb, err := hostBytes(name, "send", send)
-	var rb []byte
-	if err == nil {
-		rb, err = hostBytes(name, "receive", recv)
-	}
-	if err == nil {
-		p.dtype, p.send, p.recv = send.DType(), sb, rb
-		err = comm.CheckLocal(name, m.g.size, counts, send, comm.Sum(counts), recv, m.own(counts))
-	}
-	if err == nil {
-		err = checkOp(name, op, p.dtype)
-	}
-	p.err = err
+	p := m.post(agree.Args{Kind: agree.ReduceScatter, Send: send, Recv: recv, Counts: counts, Op: op})
 	return m.finish(&p)
 }
 
@@ -595,15 +517,6 @@ func (m *memComm) split(p *post) (comm.Communicator, error) {
 		return nil, q.out
 	}
 	return q.sub, nil
-}
-
-// own returns the count of this rank's block, or -1 when counts has the
-// wrong length (comm.CheckLocal reports that).
-func (m *memComm) own(counts []int) int {
-	if len(counts) != m.g.size {
-		return -1
-	}
-	return counts[m.rank]
 }
 
 // lead runs a step on the last rank to arrive, while every other rank waits:
@@ -747,14 +660,11 @@ func (g *memGroup) split(ps []post, color func(r int) int, cmp func(a, b int) in
 // when something is wrong, reporting whether it did.
 func (g *memGroup) check(ps []post) bool {
 	p0 := &ps[0]
-	for r := range ps {
-		if ps[r].kind != p0.kind {
-			d := fmt.Sprintf("rank 0 called %v, rank %d called %v", p0.kind, r, ps[r].kind)
-			for i := range ps {
-				ps[i].out = &comm.MismatchError{Source: "comm", Op: ps[i].kind.String(), Detail: d}
-			}
-			return true
+	if d := agree.Kinds(len(ps), func(r int) agree.Kind { return ps[r].kind }); d != "" {
+		for i := range ps {
+			ps[i].out = &comm.MismatchError{Source: "comm", Op: ps[i].kind.String(), Detail: d}
 		}
+		return true
 	}
 	op := p0.kind.String()
 	for r := range ps {
