@@ -21,6 +21,11 @@ type errorCase struct {
 	// rank's *comm.MismatchError must say (its Detail), in a group of n
 	// ranks: internal/agree's words, the same on every transport.
 	mismatch func(n int) string
+	// own, for arguments that one rank alone gets wrong, is that rank and
+	// the text of its own error in a group of n ranks: the others get a
+	// *comm.MismatchError that says "rank <rank>: <text>", on every
+	// transport.
+	own func(n int) (rank int, text string)
 }
 
 func (e errorCase) toCase() Case {
@@ -36,6 +41,9 @@ func (e errorCase) toCase() Case {
 		rep.fails(e.name, err)
 		if e.mismatch != nil {
 			rep.check(mismatchSays(e.name, err, e.mismatch(c.Size())))
+		}
+		if e.own != nil {
+			rep.check(ownSays(e.name, err, c.Rank(), c.Size(), e.own))
 		}
 		for i, b := range bufs {
 			rep.check(same(fmt.Sprintf("%s: buffer %d after the failed call", e.name, i), b, before[i]))
@@ -54,6 +62,20 @@ func mismatchSays(name string, err error, detail string) error {
 	}
 	if mm.Detail != detail {
 		return fmt.Errorf("%s: the mismatch says %q, want %q (internal/agree's words, as on every transport)", name, mm.Detail, detail)
+	}
+	return nil
+}
+
+// ownSays checks the error of a case in which one rank alone has its
+// arguments wrong: that rank's own error says what, and every other rank's
+// *comm.MismatchError names that rank and says the same.
+func ownSays(name string, err error, rank, n int, own func(n int) (int, string)) error {
+	bad, text := own(n)
+	if rank != bad {
+		return mismatchSays(name, err, fmt.Sprintf("rank %d: %s", bad, text))
+	}
+	if err == nil || err.Error() != text {
+		return fmt.Errorf("%s: this rank's own error is %v, want %q (as on every transport)", name, err, text)
 	}
 	return nil
 }
@@ -87,7 +109,7 @@ func errorCases() []Case {
 			buf := ranked(tensor.Float32, c.Rank(), n)
 			keep(buf)
 			return c.Allreduce(buf, tensor.Sum)
-		}, func(n int) string { return fmt.Sprintf("element counts 4 (rank 0) and 5 (rank %d)", n-1) }},
+		}, func(n int) string { return fmt.Sprintf("element counts 4 (rank 0) and 5 (rank %d)", n-1) }, nil},
 		{"allreduce/dtypes-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			dt := tensor.Float32
 			if c.Rank() == 0 {
@@ -96,7 +118,7 @@ func errorCases() []Case {
 			buf := ranked(dt, c.Rank(), 4)
 			keep(buf)
 			return c.Allreduce(buf, tensor.Sum)
-		}, func(int) string { return "dtypes float64 (rank 0) and float32 (rank 1)" }},
+		}, func(int) string { return "dtypes float64 (rank 0) and float32 (rank 1)" }, nil},
 		{"allreduce/ops-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			op := tensor.Sum
 			if c.Rank() == 0 {
@@ -105,12 +127,12 @@ func errorCases() []Case {
 			buf := ranked(tensor.Int32, c.Rank(), 4)
 			keep(buf)
 			return c.Allreduce(buf, op)
-		}, func(int) string { return "reductions Max (rank 0) and Sum (rank 1)" }},
+		}, func(int) string { return "reductions Max (rank 0) and Sum (rank 1)" }, nil},
 		{"allreduce/op-undefined-on-dtype", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			buf := ranked(tensor.Float32, c.Rank(), 4)
 			keep(buf)
 			return c.Allreduce(buf, tensor.BitAnd)
-		}, nil},
+		}, nil, nil},
 		{"bcast/lengths-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			n := 6
 			if last(c) {
@@ -119,7 +141,7 @@ func errorCases() []Case {
 			buf := ranked(tensor.Int64, c.Rank(), n)
 			keep(buf)
 			return c.Bcast(buf, 0)
-		}, func(n int) string { return fmt.Sprintf("element counts 6 (rank 0) and 7 (rank %d)", n-1) }},
+		}, func(n int) string { return fmt.Sprintf("element counts 6 (rank 0) and 7 (rank %d)", n-1) }, nil},
 		{"bcast/roots-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			root := 1
 			if c.Rank() == 0 {
@@ -128,18 +150,18 @@ func errorCases() []Case {
 			buf := ranked(tensor.Int64, c.Rank(), 6)
 			keep(buf)
 			return c.Bcast(buf, root)
-		}, func(int) string { return "roots 0 (rank 0) and 1 (rank 1)" }},
+		}, func(int) string { return "roots 0 (rank 0) and 1 (rank 1)" }, nil},
 		{"bcast/root-out-of-range", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			buf := ranked(tensor.Int64, c.Rank(), 6)
 			keep(buf)
 			return c.Bcast(buf, c.Size())
-		}, nil},
+		}, nil, nil},
 		{"gatherv/negative-root", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			send := ranked(tensor.Float64, c.Rank(), 1)
 			recv := sentinels(tensor.Float64, c.Size())
 			keep(send, recv)
 			return c.Gatherv(send, recv, ones(c.Size()), -1)
-		}, nil},
+		}, nil, nil},
 		{"gatherv/negative-count", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			counts := ones(c.Size())
 			counts[0] = -1
@@ -147,7 +169,7 @@ func errorCases() []Case {
 			recv := sentinels(tensor.Float64, c.Size())
 			keep(send, recv)
 			return c.Gatherv(send, recv, counts, 0)
-		}, nil},
+		}, nil, nil},
 		{"allgatherv/counts-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			counts := ones(c.Size())
 			if c.Rank() == 0 {
@@ -161,14 +183,14 @@ func errorCases() []Case {
 			c0 := ones(n)
 			c0[n-1] = 2
 			return countsDetail(c0, ones(n), 1)
-		}},
+		}, nil},
 		{"allgatherv/counts-length-everywhere", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			counts := ones(c.Size() + 1)
 			send := ranked(tensor.Float32, c.Rank(), 1)
 			recv := sentinels(tensor.Float32, c.Size()+1)
 			keep(send, recv)
 			return c.Allgatherv(send, recv, counts)
-		}, nil},
+		}, nil, nil},
 		{"allgatherv/counts-length-one-rank", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			counts := ones(c.Size())
 			if last(c) {
@@ -178,7 +200,7 @@ func errorCases() []Case {
 			recv := sentinels(tensor.Float32, len(counts))
 			keep(send, recv)
 			return c.Allgatherv(send, recv, counts)
-		}, nil},
+		}, nil, nil},
 		{"allgatherv/send-size", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			n := 1
 			if last(c) {
@@ -188,7 +210,7 @@ func errorCases() []Case {
 			recv := sentinels(tensor.Uint8, c.Size()+1)
 			keep(send, recv)
 			return c.Allgatherv(send, recv, ones(c.Size()))
-		}, nil},
+		}, nil, func(n int) (int, string) { return n - 1, "comm: allgatherv: send buffer holds 2 elements, want 1" }},
 		{"allgatherv/receive-too-small", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			send := ranked(tensor.Uint8, c.Rank(), 1)
 			m := c.Size()
@@ -198,7 +220,9 @@ func errorCases() []Case {
 			recv := sentinels(tensor.Uint8, m)
 			keep(send, recv)
 			return c.Allgatherv(send, recv, ones(c.Size()))
-		}, nil},
+		}, nil, func(n int) (int, string) {
+			return n - 1, fmt.Sprintf("comm: allgatherv: receive buffer holds %d elements, want at least %d", n-1, n)
+		}},
 		{"alltoallv/counts-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			sendCounts, recvCounts := ones(c.Size()), ones(c.Size())
 			if c.Rank() == 1 {
@@ -208,7 +232,7 @@ func errorCases() []Case {
 			recv := sentinels(tensor.Int32, comm.Sum(recvCounts))
 			keep(send, recv)
 			return c.Alltoallv(send, sendCounts, recv, recvCounts)
-		}, func(int) string { return "rank 0 sends 1 elements to rank 1, which expects 2" }},
+		}, func(int) string { return "rank 0 sends 1 elements to rank 1, which expects 2" }, nil},
 		{"alltoallv/send-size", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			n := c.Size()
 			if last(c) {
@@ -218,7 +242,9 @@ func errorCases() []Case {
 			recv := sentinels(tensor.Int32, c.Size())
 			keep(send, recv)
 			return c.Alltoallv(send, ones(c.Size()), recv, ones(c.Size()))
-		}, nil},
+		}, nil, func(n int) (int, string) {
+			return n - 1, fmt.Sprintf("comm: alltoallv: send buffer holds %d elements, want %d", n+1, n)
+		}},
 		{"reducescatter/counts-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			counts := ones(c.Size())
 			if c.Rank() == 0 {
@@ -232,7 +258,7 @@ func errorCases() []Case {
 			c0 := ones(n)
 			c0[0] = 2
 			return countsDetail(c0, ones(n), 1)
-		}},
+		}, nil},
 		{"reducescatter/ops-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			op := tensor.Min
 			if c.Rank() == 0 {
@@ -242,7 +268,7 @@ func errorCases() []Case {
 			recv := sentinels(tensor.Float64, 1)
 			keep(send, recv)
 			return c.ReduceScatter(send, recv, ones(c.Size()), op)
-		}, func(int) string { return "reductions Sum (rank 0) and Min (rank 1)" }},
+		}, func(int) string { return "reductions Sum (rank 0) and Min (rank 1)" }, nil},
 		{"reducescatter/send-size", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			n := c.Size()
 			if last(c) {
@@ -252,7 +278,9 @@ func errorCases() []Case {
 			recv := sentinels(tensor.Float64, 1)
 			keep(send, recv)
 			return c.ReduceScatter(send, recv, ones(c.Size()), tensor.Sum)
-		}, nil},
+		}, nil, func(n int) (int, string) {
+			return n - 1, fmt.Sprintf("comm: reducescatter: send buffer holds %d elements, want %d", n+1, n)
+		}},
 	}
 	es = append(es, exchangeErrorCases()...)
 	cs := make([]Case, len(es))

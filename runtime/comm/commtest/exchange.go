@@ -107,7 +107,7 @@ func exchangeErrorCases() []errorCase {
 			send, recv := ranked(tensor.Float32, c.Rank(), 3), sentinels(tensor.Float32, in)
 			keep(send, recv)
 			return comm.Exchange(c, send, dest, recv, source)
-		}, nil},
+		}, nil, nil},
 		{"exchange/unmatched-peer", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			dest, source := ring(c)
 			if c.Rank() == 0 {
@@ -116,7 +116,7 @@ func exchangeErrorCases() []errorCase {
 			send, recv := ranked(tensor.Int32, c.Rank(), 2), sentinels(tensor.Int32, 2)
 			keep(send, recv)
 			return comm.Exchange(c, send, dest, recv, source)
-		}, nil},
+		}, nil, nil},
 		{"exchange/dest-out-of-range", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			dest, source := ring(c)
 			if last(c) {
@@ -125,7 +125,7 @@ func exchangeErrorCases() []errorCase {
 			send, recv := ranked(tensor.Int64, c.Rank(), 2), sentinels(tensor.Int64, 2)
 			keep(send, recv)
 			return comm.Exchange(c, send, dest, recv, source)
-		}, nil},
+		}, nil, nil},
 		{"exchange/dtypes-differ", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			dest, source := ring(c)
 			dt := tensor.Float32
@@ -135,7 +135,7 @@ func exchangeErrorCases() []errorCase {
 			send, recv := ranked(tensor.Float32, c.Rank(), 2), sentinels(dt, 2)
 			keep(send, recv)
 			return comm.Exchange(c, send, dest, recv, source)
-		}, nil},
+		}, nil, nil},
 	}
 }
 
