@@ -163,92 +163,19 @@ type ringEv struct {
 // receives from r-1; at reduce-scatter step s it receives block r-s-2 and
 // combines it into its own copy, at allgather step t it receives block
 // r-t-1. Each block is cut into pieces; a piece is passed on as soon as it
-// is done, so that the ring works as a pipeline.
+// is done, so that the ring works as a pipeline, with receives posted for
+// up to window pieces ahead.
 func (c *Comm) ring(b []byte, blocks []span, dt tensor.DType, op tensor.ReduceOp, rs, ag bool) error {
 	n, r := len(c.members), c.rank
 	left, right := mod(r-1, n), mod(r+1, n)
 	esz := dt.Size()
 	piece := max(pieceBytes/esz*esz, esz)
-	forPieces := func(s span, f func(lo, hi int)) {
-		for lo := s.lo; lo < s.hi; lo += piece {
-			f(lo, min(lo+piece, s.hi))
-		}
-	}
-	// The first block goes out as it is.
-	raw := c.rawIdx[:0]
-	first := r
-	if rs {
-		first = mod(r-1, n)
-	}
-	forPieces(blocks[first], func(lo, hi int) {
-		c.isend(right, b[lo:hi])
-		raw = append(raw, len(c.outS)-1)
-	})
-	c.rawIdx = raw
-	evs := c.evs[:0]
-	steps := c.stepStart[:0]
-	if rs {
-		for s := 0; s <= n-2; s++ {
-			steps = append(steps, len(evs))
-			fwd := s < n-2 || ag
-			forPieces(blocks[mod(r-s-2, n)], func(lo, hi int) {
-				evs = append(evs, ringEv{lo: lo, hi: hi, reduce: true, fwd: fwd, guardEv: -1, guard: -1, sent: -1})
-			})
-		}
-	}
-	if ag {
-		for t := 0; t <= n-2; t++ {
-			j := 0
-			forPieces(blocks[mod(r-t-1, n)], func(lo, hi int) {
-				e := ringEv{lo: lo, hi: hi, fwd: t < n-2, guardEv: -1, guard: -1, sent: -1}
-				// Landing the reduced piece overwrites bytes this rank sent
-				// during the reduce-scatter: that send must be done first.
-				if rs && t == 0 {
-					e.guard = raw[j]
-				} else if rs {
-					e.guardEv = steps[t-1] + j
-				}
-				evs = append(evs, e)
-				j++
-			})
-		}
-	}
-	c.evs, c.stepStart = evs, steps
-	if len(c.slots) < window {
-		c.slots = make([][]byte, window)
-	}
-	for i := range c.slots {
-		if rs && len(c.slots[i]) < piece {
-			c.slots[i] = make([]byte, piece)
-		}
-	}
+	evs := c.ringPlan(b, blocks, piece, right, rs, ag)
+	c.ringSlots(piece, rs)
 	posted := 0
-	post := func(e int) (bool, error) {
-		ev := &evs[e]
-		if ev.guardEv >= 0 {
-			if evs[ev.guardEv].sent < 0 {
-				return false, nil
-			}
-			ev.guard = evs[ev.guardEv].sent
-		}
-		if ev.guard >= 0 {
-			if err := c.waitS(c.outS[ev.guard]); err != nil {
-				return false, err
-			}
-		}
-		if ev.reduce {
-			// Through shared memory the reader reduces the piece straight
-			// from the slots into b (req.reduced); on a socket it lands in
-			// a receive slot and is reduced below.
-			ev.req = c.irecvReduce(left, c.slots[e%window][:ev.hi-ev.lo], b[ev.lo:ev.hi], dt, op)
-		} else {
-			ev.req = c.irecv(left, b[ev.lo:ev.hi])
-		}
-		return true, nil
-	}
 	for i := range evs {
 		for posted < len(evs) && posted < i+window {
-			ok, err := post(posted)
+			ok, err := c.ringPost(evs, posted, b, left, dt, op)
 			if err != nil {
 				return err
 			}
@@ -273,6 +200,100 @@ func (c *Comm) ring(b []byte, blocks []span, dt tensor.DType, op tensor.ReduceOp
 		}
 	}
 	return nil
+}
+
+// forPieces calls f on each piece of s, of at most piece bytes, in order.
+func forPieces(s span, piece int, f func(lo, hi int)) {
+	for lo := s.lo; lo < s.hi; lo += piece {
+		f(lo, min(lo+piece, s.hi))
+	}
+}
+
+// ringPlan sends the ring's first block (as it is) to the right neighbour
+// and returns the ring's events, in the order this rank receives their
+// pieces (kept in c.evs, reused from call to call).
+func (c *Comm) ringPlan(b []byte, blocks []span, piece, right int, rs, ag bool) []ringEv {
+	n, r := len(c.members), c.rank
+	raw := c.rawIdx[:0]
+	first := r
+	if rs {
+		first = mod(r-1, n)
+	}
+	forPieces(blocks[first], piece, func(lo, hi int) {
+		c.isend(right, b[lo:hi])
+		raw = append(raw, len(c.outS)-1)
+	})
+	c.rawIdx = raw
+	evs := c.evs[:0]
+	steps := c.stepStart[:0]
+	if rs {
+		for s := 0; s <= n-2; s++ {
+			steps = append(steps, len(evs))
+			fwd := s < n-2 || ag
+			forPieces(blocks[mod(r-s-2, n)], piece, func(lo, hi int) {
+				evs = append(evs, ringEv{lo: lo, hi: hi, reduce: true, fwd: fwd, guardEv: -1, guard: -1, sent: -1})
+			})
+		}
+	}
+	if ag {
+		for t := 0; t <= n-2; t++ {
+			j := 0
+			forPieces(blocks[mod(r-t-1, n)], piece, func(lo, hi int) {
+				e := ringEv{lo: lo, hi: hi, fwd: t < n-2, guardEv: -1, guard: -1, sent: -1}
+				// Landing the reduced piece overwrites bytes this rank sent
+				// during the reduce-scatter: that send must be done first.
+				if rs && t == 0 {
+					e.guard = raw[j]
+				} else if rs {
+					e.guardEv = steps[t-1] + j
+				}
+				evs = append(evs, e)
+				j++
+			})
+		}
+	}
+	c.evs, c.stepStart = evs, steps
+	return evs
+}
+
+// ringSlots makes sure of the window's receive slots, of a piece each, that
+// a reduce-scatter receives its pieces into.
+func (c *Comm) ringSlots(piece int, rs bool) {
+	if len(c.slots) < window {
+		c.slots = make([][]byte, window)
+	}
+	for i := range c.slots {
+		if rs && len(c.slots[i]) < piece {
+			c.slots[i] = make([]byte, piece)
+		}
+	}
+}
+
+// ringPost posts the receive of event e from the left neighbour, once the
+// send that last read its bytes is done; it reports false when that send
+// has not even been started yet (the event must wait).
+func (c *Comm) ringPost(evs []ringEv, e int, b []byte, left int, dt tensor.DType, op tensor.ReduceOp) (bool, error) {
+	ev := &evs[e]
+	if ev.guardEv >= 0 {
+		if evs[ev.guardEv].sent < 0 {
+			return false, nil
+		}
+		ev.guard = evs[ev.guardEv].sent
+	}
+	if ev.guard >= 0 {
+		if err := c.waitS(c.outS[ev.guard]); err != nil {
+			return false, err
+		}
+	}
+	if ev.reduce {
+		// Through shared memory the reader reduces the piece straight
+		// from the slots into b (req.reduced); on a socket it lands in
+		// a receive slot and is reduced below.
+		ev.req = c.irecvReduce(left, c.slots[e%window][:ev.hi-ev.lo], b[ev.lo:ev.hi], dt, op)
+	} else {
+		ev.req = c.irecv(left, b[ev.lo:ev.hi])
+	}
+	return true, nil
 }
 
 // Bcast copies buf from root to every rank: below 256 KiB along a binomial
