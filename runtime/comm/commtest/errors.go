@@ -99,8 +99,23 @@ func ranked(dt tensor.DType, r, n int) *tensor.Tensor {
 }
 
 func errorCases() []Case {
-	last := func(c comm.Communicator) bool { return c.Rank() == c.Size()-1 }
-	es := []errorCase{
+	es := append(reductionErrorCases(), gatherErrorCases()...)
+	es = append(es, scatterErrorCases()...)
+	es = append(es, exchangeErrorCases()...)
+	cs := make([]Case, len(es))
+	for i, e := range es {
+		cs[i] = e.toCase()
+	}
+	return cs
+}
+
+// last reports whether c is the last rank of its group.
+func last(c comm.Communicator) bool { return c.Rank() == c.Size()-1 }
+
+// reductionErrorCases are the error cases of allreduce, bcast and
+// gatherv's root and counts.
+func reductionErrorCases() []errorCase {
+	return []errorCase{
 		{"allreduce/lengths-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			n := 4
 			if last(c) {
@@ -170,6 +185,12 @@ func errorCases() []Case {
 			keep(send, recv)
 			return c.Gatherv(send, recv, counts, 0)
 		}, nil, nil},
+	}
+}
+
+// gatherErrorCases are the error cases of allgatherv.
+func gatherErrorCases() []errorCase {
+	return []errorCase{
 		{"allgatherv/counts-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			counts := ones(c.Size())
 			if c.Rank() == 0 {
@@ -223,6 +244,12 @@ func errorCases() []Case {
 		}, nil, func(n int) (int, string) {
 			return n - 1, fmt.Sprintf("comm: allgatherv: receive buffer holds %d elements, want at least %d", n-1, n)
 		}},
+	}
+}
+
+// scatterErrorCases are the error cases of alltoallv and reducescatter.
+func scatterErrorCases() []errorCase {
+	return []errorCase{
 		{"alltoallv/counts-differ", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			sendCounts, recvCounts := ones(c.Size()), ones(c.Size())
 			if c.Rank() == 1 {
@@ -282,10 +309,4 @@ func errorCases() []Case {
 			return n - 1, fmt.Sprintf("comm: reducescatter: send buffer holds %d elements, want %d", n+1, n)
 		}},
 	}
-	es = append(es, exchangeErrorCases()...)
-	cs := make([]Case, len(es))
-	for i, e := range es {
-		cs[i] = e.toCase()
-	}
-	return cs
 }
