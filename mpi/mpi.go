@@ -549,6 +549,15 @@ func (c *Comm) usable() error {
 	return nil
 }
 
+// start begins a collective with arguments a: c must be usable, a pass
+// this rank's checks (check) and the ranks agree (agree).
+func (c *Comm) start(a agree.Args) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	return c.agree(&a, c.check(&a))
+}
+
 // agree runs the agreement check (when on) of a call whose arguments
 // this rank checked (a, with its own error local): see agreeAll.
 func (c *Comm) agree(a *agree.Args, local error) error {
@@ -691,11 +700,7 @@ func lenOf(t *tensor.Tensor) int {
 // (MPI_IN_PLACE). Every rank passes the same element count and dtype.
 // Buffers beyond 2^31-1 elements are reduced in chunks.
 func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
-	if err := c.usable(); err != nil {
-		return err
-	}
-	a := agree.Args{Kind: agree.Allreduce, Send: buf, Op: op}
-	if err := c.agree(&a, c.check(&a)); err != nil {
+	if err := c.start(agree.Args{Kind: agree.Allreduce, Send: buf, Op: op}); err != nil {
 		return err
 	}
 	dt := dtypeOf(buf)
@@ -886,11 +891,7 @@ func (c *Comm) chunked(buf *tensor.Tensor, fn func(p unsafe.Pointer, n int) C.in
 // Bcast copies buf from root to every rank. Buffers beyond 2^31-1 elements
 // travel in chunks.
 func (c *Comm) Bcast(buf *tensor.Tensor, root int) error {
-	if err := c.usable(); err != nil {
-		return err
-	}
-	a := agree.Args{Kind: agree.Bcast, Send: buf, Root: root}
-	if err := c.agree(&a, c.check(&a)); err != nil {
+	if err := c.start(agree.Args{Kind: agree.Bcast, Send: buf, Root: root}); err != nil {
 		return err
 	}
 	dt := dtypeOf(buf)
@@ -979,11 +980,7 @@ func cptr(s []C.int) *C.int {
 // r into recv on every rank. send holds exactly counts[Rank()] elements and
 // recv at least the sum of counts. Every rank passes the same counts.
 func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
-	if err := c.usable(); err != nil {
-		return err
-	}
-	a := agree.Args{Kind: agree.Allgatherv, Send: send, Recv: recv, Counts: counts}
-	if err := c.agree(&a, c.check(&a)); err != nil {
+	if err := c.start(agree.Args{Kind: agree.Allgatherv, Send: send, Recv: recv, Counts: counts}); err != nil {
 		return err
 	}
 	cs, ds := cInts(counts)
@@ -996,11 +993,7 @@ func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 // Gatherv is Allgatherv with the result on root only; recv is ignored on the
 // other ranks (it may be nil there).
 func (c *Comm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
-	if err := c.usable(); err != nil {
-		return err
-	}
-	a := agree.Args{Kind: agree.Gatherv, Send: send, Recv: recv, Counts: counts, Root: root}
-	if err := c.agree(&a, c.check(&a)); err != nil {
+	if err := c.start(agree.Args{Kind: agree.Gatherv, Send: send, Recv: recv, Counts: counts, Root: root}); err != nil {
 		return err
 	}
 	var rp unsafe.Pointer
@@ -1069,11 +1062,7 @@ func (c *Comm) agreeAlltoallv(a *agree.Args, local error) error {
 // op and leaves block Rank() of the result, counts[Rank()] elements, in recv
 // (MPI_Reduce_scatter). Every rank passes the same counts.
 func (c *Comm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
-	if err := c.usable(); err != nil {
-		return err
-	}
-	a := agree.Args{Kind: agree.ReduceScatter, Send: send, Recv: recv, Counts: counts, Op: op}
-	if err := c.agree(&a, c.check(&a)); err != nil {
+	if err := c.start(agree.Args{Kind: agree.ReduceScatter, Send: send, Recv: recv, Counts: counts, Op: op}); err != nil {
 		return err
 	}
 	dt := dtypeOf(send)

@@ -39,12 +39,8 @@ func mod(a, n int) int { return ((a % n) + n) % n }
 // ring each block is reduced once, along the ring, and then copied), so the
 // result is identical, bit for bit, on every rank.
 func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
-	if err := c.begin(); err != nil {
-		return err
-	}
-	a := agree.Args{Kind: agree.Allreduce, Send: buf, Op: op}
-	d, err := c.describe(&a)
-	if err := c.agree(&d, err); err != nil {
+	d, err := c.start(agree.Args{Kind: agree.Allreduce, Send: buf, Op: op})
+	if err != nil {
 		return err
 	}
 	b := buf.Bytes()
@@ -300,12 +296,8 @@ func (c *Comm) ringPost(evs []ringEv, e int, b []byte, left int, dt tensor.DType
 // tree (log2 n rounds), from 256 KiB along a pipelined chain in pieces of
 // 512 KiB (root, root+1, ...), which moves each byte once per link.
 func (c *Comm) Bcast(buf *tensor.Tensor, root int) error {
-	if err := c.begin(); err != nil {
-		return err
-	}
-	a := agree.Args{Kind: agree.Bcast, Send: buf, Root: root}
-	d, err := c.describe(&a)
-	if err := c.agree(&d, err); err != nil {
+	d, err := c.start(agree.Args{Kind: agree.Bcast, Send: buf, Root: root})
+	if err != nil {
 		return err
 	}
 	b := buf.Bytes()
@@ -369,6 +361,17 @@ func (c *Comm) Bcast(buf *tensor.Tensor, root int) error {
 	return c.finish(nil)
 }
 
+// start begins a collective call with arguments a: it numbers the call,
+// checks a on this rank and agrees with the other ranks (see agree); it
+// returns the call's desc, or the error every rank returns.
+func (c *Comm) start(a agree.Args) (desc, error) {
+	if err := c.begin(); err != nil {
+		return desc{}, err
+	}
+	d, err := c.describe(&a)
+	return d, c.agree(&d, err)
+}
+
 // describe checks a on this rank (agree.Args.Check, the transports' one
 // per-rank check) and returns the desc of the call.
 func (c *Comm) describe(a *agree.Args) (desc, error) {
@@ -385,12 +388,8 @@ func (c *Comm) describe(a *agree.Args) (desc, error) {
 // every rank: up to 64 KiB in all, every rank sends its block straight to
 // every other; above, around a pipelined ring.
 func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
-	if err := c.begin(); err != nil {
-		return err
-	}
-	a := agree.Args{Kind: agree.Allgatherv, Send: send, Recv: recv, Counts: counts}
-	d, err := c.describe(&a)
-	if err := c.agree(&d, err); err != nil {
+	d, err := c.start(agree.Args{Kind: agree.Allgatherv, Send: send, Recv: recv, Counts: counts})
+	if err != nil {
 		return err
 	}
 	sb, rb := send.Bytes(), recv.Bytes()
@@ -419,12 +418,8 @@ func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 // Gatherv concatenates counts[r] elements from each rank r into recv on
 // root: every rank sends its block straight to the root.
 func (c *Comm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
-	if err := c.begin(); err != nil {
-		return err
-	}
-	a := agree.Args{Kind: agree.Gatherv, Send: send, Recv: recv, Counts: counts, Root: root}
-	d, err := c.describe(&a)
-	if err := c.agree(&d, err); err != nil {
+	d, err := c.start(agree.Args{Kind: agree.Gatherv, Send: send, Recv: recv, Counts: counts, Root: root})
+	if err != nil {
 		return err
 	}
 	sb := send.Bytes()
@@ -448,13 +443,9 @@ func (c *Comm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error 
 // order rank+1, rank+2, ... (each connection has its own writer), so that
 // all pairs exchange at once without deadlock.
 func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
-	if err := c.begin(); err != nil {
-		return err
-	}
 	const name = "alltoallv"
-	a := agree.Args{Kind: agree.Alltoallv, Send: send, Recv: recv, Counts: sendCounts, RecvCounts: recvCounts}
-	d, err := c.describe(&a)
-	if err := c.agree(&d, err); err != nil {
+	d, err := c.start(agree.Args{Kind: agree.Alltoallv, Send: send, Recv: recv, Counts: sendCounts, RecvCounts: recvCounts})
+	if err != nil {
 		return err
 	}
 	sb, rb := send.Bytes(), recv.Bytes()
@@ -482,12 +473,8 @@ func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Ten
 // of the result in recv: a pipelined ring reduce-scatter over a copy of
 // send (send itself is left as it was), each block reduced once.
 func (c *Comm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
-	if err := c.begin(); err != nil {
-		return err
-	}
-	a := agree.Args{Kind: agree.ReduceScatter, Send: send, Recv: recv, Counts: counts, Op: op}
-	d, err := c.describe(&a)
-	if err := c.agree(&d, err); err != nil {
+	d, err := c.start(agree.Args{Kind: agree.ReduceScatter, Send: send, Recv: recv, Counts: counts, Op: op})
+	if err != nil {
 		return err
 	}
 	sb, rb := send.Bytes(), recv.Bytes()
