@@ -27,7 +27,7 @@ func (e *PeerError) Is(target error) bool { return target == ErrClosed }
 // every other rank's blocked and later calls return an error that matches
 // ErrClosed and wraps a *PeerError naming the aborting rank and the text of
 // cause; the aborting rank's own later calls return an error that matches
-// ErrClosed and cause. Like Close, Abort may be called from any goroutine,
+// ErrClosed and cause (an *AbortedError). Like Close, Abort may be called from any goroutine,
 // and only the first Close or Abort of a group decides what its ranks see.
 type Aborter interface {
 	Abort(cause error) error

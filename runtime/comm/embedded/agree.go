@@ -202,7 +202,7 @@ func (c *Comm) agree(d *desc, own error) error {
 // abortOwn tears the group down for an error this rank found during a call,
 // and tells the others.
 func (c *Comm) abortOwn(err error) {
-	if c.fail(&abortedError{rank: c.rank, cause: err}) {
+	if c.fail(&comm.AbortedError{Rank: c.rank, Cause: err}) {
 		c.sendAbort(err.Error())
 	}
 }

@@ -165,26 +165,6 @@ func (c *Comm) state() error {
 	return c.err
 }
 
-// abortedError is what the aborting rank's own later calls return: the
-// group is closed, and this rank's cause is why.
-type abortedError struct {
-	rank  int
-	cause error
-}
-
-func (e *abortedError) Error() string {
-	if e.cause == nil {
-		return fmt.Sprintf("embedded: rank %d (this rank) aborted the group", e.rank)
-	}
-	return fmt.Sprintf("embedded: rank %d (this rank) aborted the group: %v", e.rank, e.cause)
-}
-
-// Is reports whether target is comm.ErrClosed.
-func (e *abortedError) Is(target error) bool { return target == comm.ErrClosed }
-
-// Unwrap returns the cause given to Abort.
-func (e *abortedError) Unwrap() error { return e.cause }
-
 // Abort tears the group down with cause (comm.Aborter): a small abort frame
 // carrying cause's text goes to every other member (best effort), whose
 // blocked and later calls return a *comm.PeerError naming this rank and that
@@ -197,7 +177,7 @@ func (c *Comm) Abort(cause error) error {
 	if cause != nil {
 		text = cause.Error()
 	}
-	if c.fail(&abortedError{rank: c.rank, cause: cause}) {
+	if c.fail(&comm.AbortedError{Rank: c.rank, Cause: cause}) {
 		c.sendAbort(text)
 	}
 	if c.root {
