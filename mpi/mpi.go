@@ -1176,28 +1176,23 @@ func cThreadLevels() [4]int {
 // typeSize returns MPI_Type_size of the datatype that carries dt.
 func typeSize(dt tensor.DType) int { return int(C.hv_type_size(C.int(dt))) }
 
-// reduceLocal applies the MPI operation for (dt, op) to n elements with
-// MPI_Reduce_local: inout = in op inout.
 // cOp is op's code in the C layer (the HV_SUM enum), or -1, which the C
 // layer maps to MPI_OP_NULL, for the reductions that are not element-wise.
 func cOp(op tensor.ReduceOp) C.int {
-	switch op {
-	case tensor.Sum:
-		return C.HV_SUM
-	case tensor.Min:
-		return C.HV_MIN
-	case tensor.Max:
-		return C.HV_MAX
-	case tensor.Product:
-		return C.HV_PROD
-	case tensor.BitAnd:
-		return C.HV_BAND
-	case tensor.BitOr:
-		return C.HV_BOR
+	if c, ok := cOps[op]; ok {
+		return c
 	}
 	return -1
 }
 
+// cOps are the codes of the element-wise reductions in the C layer.
+var cOps = map[tensor.ReduceOp]C.int{
+	tensor.Sum: C.HV_SUM, tensor.Min: C.HV_MIN, tensor.Max: C.HV_MAX,
+	tensor.Product: C.HV_PROD, tensor.BitAnd: C.HV_BAND, tensor.BitOr: C.HV_BOR,
+}
+
+// reduceLocal applies the MPI operation for (dt, op) to the elements of
+// inout with MPI_Reduce_local: inout = in op inout.
 func reduceLocal(dt tensor.DType, op tensor.ReduceOp, in, inout []byte) error {
 	n := len(inout) / dt.Size()
 	var pi, po unsafe.Pointer

@@ -21,11 +21,11 @@ func filled(dt tensor.DType, f func(i int) int64, shape ...int) *tensor.Tensor {
 
 // fill sets element i of t to f(i), converted to t's dtype.
 func fill(t *tensor.Tensor, f func(i int) int64) {
+	if fillT, ok := fills[t.DType()]; ok {
+		fillT(t, f)
+		return
+	}
 	switch t.DType() {
-	case tensor.Float32:
-		fillAs[float32](t, f)
-	case tensor.Float64:
-		fillAs[float64](t, f)
 	case tensor.Float16, tensor.BFloat16:
 		tmp := make([]float32, t.Len())
 		for i := range tmp {
@@ -36,20 +36,6 @@ func fill(t *tensor.Tensor, f func(i int) int64) {
 		} else {
 			tensor.Float32ToBFloat16(tensor.View[tensor.BFloat16Bits](t), tmp)
 		}
-	case tensor.Int8:
-		fillAs[int8](t, f)
-	case tensor.Uint8:
-		fillAs[uint8](t, f)
-	case tensor.Int32:
-		fillAs[int32](t, f)
-	case tensor.Int64:
-		fillAs[int64](t, f)
-	case tensor.Uint64:
-		fillAs[uint64](t, f)
-	case tensor.Int16:
-		fillAs[int16](t, f)
-	case tensor.Uint16:
-		fillAs[uint16](t, f)
 	case tensor.Bool:
 		// A value's parity is the bool; the sentinel stays a byte no bool
 		// has, so that a collective that overwrites it is caught.
@@ -72,6 +58,23 @@ type number interface {
 	float32 | float64 | int8 | uint8 | int16 | uint16 | int32 | int64 | uint64
 }
 
+// fills and shows are fill and show for the dtypes whose elements are Go
+// numbers.
+var (
+	fills = map[tensor.DType]func(*tensor.Tensor, func(int) int64){
+		tensor.Float32: fillAs[float32], tensor.Float64: fillAs[float64],
+		tensor.Int8: fillAs[int8], tensor.Uint8: fillAs[uint8],
+		tensor.Int16: fillAs[int16], tensor.Uint16: fillAs[uint16],
+		tensor.Int32: fillAs[int32], tensor.Int64: fillAs[int64], tensor.Uint64: fillAs[uint64],
+	}
+	shows = map[tensor.DType]func(*tensor.Tensor, int) string{
+		tensor.Float32: showAs[float32], tensor.Float64: showAs[float64],
+		tensor.Int8: showAs[int8], tensor.Uint8: showAs[uint8],
+		tensor.Int16: showAs[int16], tensor.Uint16: showAs[uint16],
+		tensor.Int32: showAs[int32], tensor.Int64: showAs[int64],
+	}
+)
+
 // fillAs sets element i of t, whose elements are Ts, to f(i).
 func fillAs[T number](t *tensor.Tensor, f func(i int) int64) {
 	s := tensor.View[T](t)
@@ -80,13 +83,15 @@ func fillAs[T number](t *tensor.Tensor, f func(i int) int64) {
 	}
 }
 
+// showAs returns element i of t, whose elements are Ts, as text.
+func showAs[T number](t *tensor.Tensor, i int) string { return fmt.Sprint(tensor.View[T](t)[i]) }
+
 // show returns element i of t as text.
 func show(t *tensor.Tensor, i int) string {
+	if showT, ok := shows[t.DType()]; ok {
+		return showT(t, i)
+	}
 	switch t.DType() {
-	case tensor.Float32:
-		return showAs[float32](t, i)
-	case tensor.Float64:
-		return showAs[float64](t, i)
 	case tensor.Float16:
 		var out [1]float32
 		tensor.Float16ToFloat32(out[:], tensor.View[tensor.Float16Bits](t)[i:i+1])
@@ -95,20 +100,8 @@ func show(t *tensor.Tensor, i int) string {
 		var out [1]float32
 		tensor.BFloat16ToFloat32(out[:], tensor.View[tensor.BFloat16Bits](t)[i:i+1])
 		return fmt.Sprint(out[0])
-	case tensor.Int8:
-		return showAs[int8](t, i)
-	case tensor.Uint8:
-		return showAs[uint8](t, i)
-	case tensor.Int32:
-		return showAs[int32](t, i)
-	case tensor.Int64:
-		return showAs[int64](t, i)
 	case tensor.Uint64:
 		return fmt.Sprintf("%#x", tensor.View[uint64](t)[i])
-	case tensor.Int16:
-		return showAs[int16](t, i)
-	case tensor.Uint16:
-		return showAs[uint16](t, i)
 	case tensor.Bool:
 		if b := t.Bytes()[i]; b > 1 {
 			return fmt.Sprintf("byte %d", b)
@@ -117,9 +110,6 @@ func show(t *tensor.Tensor, i int) string {
 	}
 	return "?"
 }
-
-// showAs returns element i of t, whose elements are Ts, as text.
-func showAs[T number](t *tensor.Tensor, i int) string { return fmt.Sprint(tensor.View[T](t)[i]) }
 
 // same compares got with want element by element and describes the first
 // difference (and how many elements differ), or returns nil.
