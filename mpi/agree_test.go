@@ -2,10 +2,10 @@ package mpi
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/gohorovod/gohorovod/internal/agree"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -22,125 +22,109 @@ func reduceMax(vs [][]int64) []int64 {
 
 func TestVerdict(t *testing.T) {
 	type rank struct {
+		kind  agree.Kind
 		n     int
 		dt    tensor.DType
 		local bool
 	}
+	ar := agree.Allreduce
 	tests := []struct {
 		name     string
 		ranks    []rank
-		mismatch string // substring of the MismatchError, "" for none
+		disagree bool
 		bad      int
 	}{
-		{"agree", []rank{{4, tensor.Float32, false}, {4, tensor.Float32, false}}, "", -1},
-		{"count", []rank{{4, tensor.Float32, false}, {5, tensor.Float32, false}, {4, tensor.Float32, false}}, "element count differs across ranks (4 to 5)", -1},
-		{"dtype", []rank{{4, tensor.Float32, false}, {4, tensor.Int64, false}}, "dtype differs across ranks (float32 to int64)", -1},
-		{"local error wins over mismatch", []rank{{4, tensor.Float32, false}, {3, tensor.Float32, true}}, "", 1},
-		{"lowest local error", []rank{{4, tensor.Float32, false}, {4, tensor.Float32, true}, {4, tensor.Float32, true}}, "", 1},
-		{"rank 0 local error", []rank{{4, tensor.Float32, true}, {4, tensor.Float32, false}}, "", 0},
+		{"agree", []rank{{ar, 4, tensor.Float32, false}, {ar, 4, tensor.Float32, false}}, false, -1},
+		{"count", []rank{{ar, 4, tensor.Float32, false}, {ar, 5, tensor.Float32, false}, {ar, 4, tensor.Float32, false}}, true, -1},
+		{"dtype", []rank{{ar, 4, tensor.Float32, false}, {ar, 4, tensor.Int64, false}}, true, -1},
+		{"local error wins over mismatch", []rank{{ar, 4, tensor.Float32, false}, {ar, 3, tensor.Float32, true}}, false, 1},
+		{"other collective wins over local error", []rank{{agree.Bcast, 4, tensor.Float32, false}, {ar, 4, tensor.Float32, true}}, true, -1},
+		{"lowest local error", []rank{{ar, 4, tensor.Float32, false}, {ar, 4, tensor.Float32, true}, {ar, 4, tensor.Float32, true}}, false, 1},
+		{"rank 0 local error", []rank{{ar, 4, tensor.Float32, true}, {ar, 4, tensor.Float32, false}}, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			size := len(tt.ranks)
-			fieldsOf := func(r rank) []field {
-				return []field{collectiveField(opAllreduce), {name: "element count", v: int64(r.n)}, dtypeField(r.dt)}
-			}
 			var vs [][]int64
+			k := 0
 			for i, r := range tt.ranks {
-				vs = append(vs, agreementVector(fieldsOf(r), r.local, i, size))
+				fs := fields(agree.Call{Kind: r.kind, N: r.n, DType: r.dt}, size)
+				k = len(fs)
+				vs = append(vs, agreementVector(fs, r.local, false, i, size))
 			}
 			red := reduceMax(vs)
 			// Every rank reads the same verdict from the same reduced vector.
-			for i, r := range tt.ranks {
-				mis, bad := verdict("allreduce", fieldsOf(r), red, size)
-				if tt.mismatch == "" {
-					if mis != nil {
-						t.Fatalf("rank %d: unexpected mismatch %v", i, mis)
-					}
-				} else {
-					var me *MismatchError
-					if !errors.As(mis, &me) || !strings.Contains(mis.Error(), tt.mismatch) {
-						t.Fatalf("rank %d: mismatch %v, want one mentioning %q", i, mis, tt.mismatch)
-					}
-					continue
-				}
-				if bad != tt.bad {
-					t.Errorf("rank %d: bad rank %d, want %d", i, bad, tt.bad)
+			for i := range tt.ranks {
+				disagree, bad := verdict(k, red, size)
+				if disagree != tt.disagree || bad != tt.bad {
+					t.Errorf("rank %d: verdict %v, %d; want %v, %d", i, disagree, bad, tt.disagree, tt.bad)
 				}
 			}
 		})
 	}
 }
 
-func TestCountFields(t *testing.T) {
-	fs := countFields("counts", []int{1, 2, 3}, 3)
-	if len(fs) != 3 || fs[2].v != 3 || fs[1].name != "counts[1]" {
-		t.Errorf("countFields = %+v", fs)
+// TestVerdictFound checks that one rank's own finding that the ranks
+// disagree (an alltoallv's counts) is heard by every rank.
+func TestVerdictFound(t *testing.T) {
+	fs := fields(agree.Call{Kind: agree.Alltoallv, DType: tensor.Int32}, 3)
+	var vs [][]int64
+	for r := range 3 {
+		vs = append(vs, agreementVector(fs, false, r == 2, r, 3))
 	}
-	// A vector of the wrong length still gives size fields (zeros), so
-	// the agreement allreduce has the same length on every rank.
-	fs = countFields("counts", []int{1, 2}, 3)
-	if len(fs) != 3 || fs[0].v != 0 {
-		t.Errorf("countFields with a short vector = %+v", fs)
+	if disagree, bad := verdict(len(fs), reduceMax(vs), 3); !disagree || bad != -1 {
+		t.Errorf("verdict %v, %d; want a disagreement", disagree, bad)
+	}
+}
+
+// TestFieldsLength checks that a counts vector of the wrong length still
+// gives a vector of the same length, so that the agreement allreduce has
+// the same length on every rank.
+func TestFieldsLength(t *testing.T) {
+	good := fields(agree.Call{Kind: agree.Allgatherv, Counts: []int{1, 2, 3}}, 3)
+	short := fields(agree.Call{Kind: agree.Allgatherv, Counts: []int{1, 2}}, 3)
+	if len(good) != len(short) || good[len(good)-1] != 3 {
+		t.Errorf("fields %v and %v", good, short)
+	}
+}
+
+// TestDisagreementWords checks that the MPI binding tells a disagreement
+// in internal/agree's words, from the ranks' gathered calls.
+func TestDisagreementWords(t *testing.T) {
+	calls := []agree.Call{
+		{Kind: agree.Allreduce, DType: tensor.Float32, N: 4},
+		{Kind: agree.Allreduce, DType: tensor.Float32, N: 4},
+		{Kind: agree.Allreduce, DType: tensor.Float32, N: 5},
+	}
+	var all []int64
+	for _, c := range calls {
+		all = append(all, c.Vector(len(calls))...)
+	}
+	err := disagreement("allreduce", agree.Allreduce, all, len(calls))
+	want := "mpi: allreduce: arguments disagree across ranks: element counts 4 (rank 0) and 5 (rank 2)"
+	var me *MismatchError
+	if !errors.As(err, &me) || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
 	}
 }
 
 func TestMsgRoundTrip(t *testing.T) {
 	long := strings.Repeat("x", 2*msgLen)
 	tests := []struct {
-		err      error
-		mismatch bool
-		text     string
+		err  error
+		text string
 	}{
-		{fmt.Errorf("send buffer holds 3 elements"), false, "send buffer holds 3 elements"},
-		{&MismatchError{Source: "mpi", Op: "alltoallv", Detail: "rank 1 sends 3"}, true, "rank 1 sends 3"},
-		{errors.New(long), false, long[:msgLen-2]},
+		{errors.New("send buffer holds 3 elements"), "send buffer holds 3 elements"},
+		{errors.New(long), long[:msgLen-1]},
 	}
 	for _, tt := range tests {
 		b := packMsg(tt.err)
 		if len(b) != msgLen {
 			t.Fatalf("packMsg gave %d bytes", len(b))
 		}
-		got := unpackMsg("op", 2, b)
-		switch e := got.(type) {
-		case *MismatchError:
-			if !tt.mismatch || e.Detail != tt.text || e.Op != "op" {
-				t.Errorf("unpack(%v) = %#v", tt.err, e)
-			}
-		case *ArgError:
-			if tt.mismatch || e.Msg != tt.text || e.Rank != 2 {
-				t.Errorf("unpack(%v) = %#v", tt.err, e)
-			}
-		default:
-			t.Errorf("unpack(%v) = %T", tt.err, got)
+		var ae *ArgError
+		if got := unpackMsg("op", 2, b); !errors.As(got, &ae) || ae.Msg != tt.text || ae.Rank != 2 || ae.Op != "op" {
+			t.Errorf("unpack(%v) = %#v", tt.err, got)
 		}
-	}
-}
-
-func TestLocalChecks(t *testing.T) {
-	if _, err := checkCounts("counts", []int{1, 2}, 3, maxCount); err == nil || !strings.Contains(err.Error(), "2 counts for 3 ranks") {
-		t.Errorf("short counts: %v", err)
-	}
-	if _, err := checkCounts("counts", []int{1, -2}, 2, maxCount); err == nil || !strings.Contains(err.Error(), "negative") {
-		t.Errorf("negative count: %v", err)
-	}
-	if _, err := checkCounts("counts", []int{maxCount, 1}, 2, maxCount); err == nil || !strings.Contains(err.Error(), "more than one MPI call") {
-		t.Errorf("huge counts: %v", err)
-	}
-	if n, err := checkCounts("counts", []int{1, 2}, 2, maxCount); err != nil || n != 3 {
-		t.Errorf("good counts: %d, %v", n, err)
-	}
-	if err := checkTensor("send", nil, tensor.Invalid); err == nil {
-		t.Error("nil tensor accepted")
-	}
-	dev := tensor.NewDevice(tensor.Float32, tensor.Device{Kind: tensor.GPU}, 0x1000, 4)
-	if err := checkTensor("send", dev, tensor.Invalid); err == nil || !strings.Contains(err.Error(), "host memory only") {
-		t.Errorf("device tensor: %v", err)
-	}
-	if err := checkTensor("receive", tensor.New(tensor.Int32, 2), tensor.Float32); err == nil {
-		t.Error("dtype mismatch accepted")
-	}
-	if err := checkRoot(2, 2); err == nil {
-		t.Error("root out of range accepted")
 	}
 }

@@ -38,11 +38,17 @@
 // It sets MPI_ERRORS_RETURN on every communicator, so no call aborts the
 // process: failures become *Error values carrying MPI_Error_string.
 // Collectives need arguments that agree across ranks (element counts,
-// dtypes, roots, counts vectors). By default every collective first checks
-// that agreement with one small collective (an allreduce of a few integers;
-// for Alltoallv an alltoall of the send counts as well), so that every rank
-// returns the same *MismatchError or *ArgError and the communicator stays
-// usable. Callers that already guarantee agreement (the runtime after
+// dtypes, roots, counts vectors), by the rules of internal/agree, which
+// every transport of the project shares. By default every collective first
+// checks that agreement with one small collective (an allreduce of a few
+// integers; for Alltoallv an alltoall of the send counts as well), so that
+// every rank returns the same *MismatchError or *ArgError and the
+// communicator stays usable; only when the ranks disagree do they gather
+// each other's arguments, so that the *MismatchError says how in
+// internal/agree's words, as the other transports do. A rank's own
+// mistakes (a buffer too small for its counts, a root out of range) are
+// found by internal/agree's per-rank check too, and reach every rank as
+// that rank's *ArgError. Callers that already guarantee agreement (the runtime after
 // negotiation) turn the check off with Comm.SetCheck(false); a mismatch is
 // then undefined behaviour of the MPI library.
 //

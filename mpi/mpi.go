@@ -549,45 +549,53 @@ func (c *Comm) usable() error {
 	return nil
 }
 
-// agree runs the agreement check (when on): one allreduce MAX over the
-// fields and a local-error flag; on a local error, the lowest rank that
-// found one broadcasts its message. Every rank returns the same error.
-func (c *Comm) agree(op string, fields []field, local error) error {
-	return c.agreeWaiting(op, fields, local, Patience{})
+// start begins a collective with arguments a: c must be usable, a pass
+// this rank's checks (check) and the ranks agree (agree).
+func (c *Comm) start(a agree.Args) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	return c.agree(&a, c.check(&a))
+}
+
+// agree runs the agreement check (when on) of a call whose arguments
+// this rank checked (a, with its own error local): see agreeAll.
+func (c *Comm) agree(a *agree.Args, local error) error {
+	return c.agreeWaiting(a, local, Patience{})
 }
 
 // agreeWaiting is agree, its allreduce waiting as p says (Max 0: the
 // blocking call).
-func (c *Comm) agreeWaiting(op string, fields []field, local error, p Patience) error {
+func (c *Comm) agreeWaiting(a *agree.Args, local error, p Patience) error {
+	op := a.Kind.String()
 	if c.noChk {
 		if local != nil {
-			if m, ok := local.(*MismatchError); ok {
-				return m
-			}
 			return &ArgError{Op: op, Rank: c.rank, Msg: local.Error()}
 		}
 		return nil
 	}
-	return c.agreeAll(op, fields, local, p)
+	return c.agreeAll(op, a.Call(), local, false, p)
 }
 
-// agreeAll is agreeWaiting whether the check is on or off: the ranks
-// exchange their fields and local errors, and every rank returns the same
-// error.
-func (c *Comm) agreeAll(op string, fields []field, local error, p Patience) error {
-	vec := agreementVector(fields, local != nil, c.rank, c.size)
-	v, n := (*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec))
-	blocking := func() C.int { return C.hv_allreduce_i64_max(v, n, c.h) }
-	if p.Max > 0 {
-		if err := c.patient(p, blocking, func(req *C.MPI_Request) C.int { return C.hv_iallreduce_i64_max(v, n, c.h, req) }); err != nil {
+// agreeAll is agreeWaiting whether the check is on or off: one allreduce
+// of the fields of call (and of this rank's findings: its own error, or
+// that the ranks disagree), and every rank returns the same error. When
+// the ranks disagree, they gather each other's calls and say how in
+// agree.Disagreement's words; when a rank found its own arguments wrong,
+// the lowest such rank broadcasts its error.
+func (c *Comm) agreeAll(op string, call agree.Call, local error, disagrees bool, p Patience) error {
+	fs := fields(call, c.size)
+	vec := agreementVector(fs, local != nil, disagrees, c.rank, c.size)
+	if err := c.allreduceMax(vec, p); err != nil {
+		return err
+	}
+	disagree, bad := verdict(len(fs), vec, c.size)
+	if disagree {
+		all, err := c.allgatherInts(call.Vector(c.size))
+		if err != nil {
 			return err
 		}
-	} else if rc := blocking(); rc != 0 {
-		return newError("MPI_Allreduce", rc)
-	}
-	mismatch, bad := verdict(op, fields, vec, c.size)
-	if mismatch != nil {
-		return mismatch
+		return disagreement(op, call.Kind, all, c.size)
 	}
 	if bad < 0 {
 		return nil
@@ -602,6 +610,64 @@ func (c *Comm) agreeAll(op string, fields []field, local error, p Patience) erro
 		return newError("MPI_Bcast", rc)
 	}
 	return unpackMsg(op, bad, msg)
+}
+
+// allreduceMax reduces vec in place with MAX across c, waiting as p says.
+func (c *Comm) allreduceMax(vec []int64, p Patience) error {
+	v, n := (*C.int64_t)(unsafe.Pointer(&vec[0])), C.int(len(vec))
+	blocking := func() C.int { return C.hv_allreduce_i64_max(v, n, c.h) }
+	if p.Max > 0 {
+		return c.patient(p, blocking, func(req *C.MPI_Request) C.int { return C.hv_iallreduce_i64_max(v, n, c.h, req) })
+	}
+	if rc := blocking(); rc != 0 {
+		return newError("MPI_Allreduce", rc)
+	}
+	return nil
+}
+
+// allgatherInts gathers every rank's v (all of one length) on every rank,
+// in rank order.
+func (c *Comm) allgatherInts(v []int64) ([]int64, error) {
+	all := make([]int64, len(v)*c.size)
+	counts := make([]int, c.size)
+	for r := range counts {
+		counts[r] = len(v)
+	}
+	cs, ds := cInts(counts)
+	if rc := C.hv_allgatherv(unsafe.Pointer(&v[0]), C.int(len(v)), unsafe.Pointer(&all[0]), cptr(cs), cptr(ds), C.int(tensor.Int64), c.h); rc != 0 {
+		return nil, newError("MPI_Allgatherv", rc)
+	}
+	return all, nil
+}
+
+// check runs the transports' per-rank check of a (agree.Args.Check) and
+// MPI's own: the counts of a v-collective, and their sums, must fit in the
+// C ints of one MPI call.
+func (c *Comm) check(a *agree.Args) error {
+	a.Rank, a.Size = c.rank, c.size
+	if err := a.Check(); err != nil {
+		return err
+	}
+	for _, cs := range [][]int{a.Counts, a.RecvCounts} {
+		if !fitsCounts(cs, c.limit) {
+			return fmt.Errorf("counts total %d elements, more than one MPI call can address (%d); split the collective", agree.Sum(cs), c.limit)
+		}
+	}
+	return nil
+}
+
+// checkPair validates the buffers of a point-to-point exchange on one rank.
+func checkPair(send, recv *tensor.Tensor) error {
+	if err := agree.HostTensor("send", send); err != nil {
+		return err
+	}
+	if err := agree.HostTensor("receive", recv); err != nil {
+		return err
+	}
+	if send.DType() != recv.DType() {
+		return fmt.Errorf("send dtype %v differs from receive dtype %v", send.DType(), recv.DType())
+	}
+	return nil
 }
 
 // ptr returns the address of a host buffer, nil when it is empty.
@@ -630,26 +696,11 @@ func lenOf(t *tensor.Tensor) int {
 	return t.Len()
 }
 
-// allreduceArgs is what the ranks of an allreduce of buf with op must
-// agree on, and this rank's own objection to its arguments, if any.
-func allreduceArgs(buf *tensor.Tensor, op tensor.ReduceOp) ([]field, error) {
-	local := checkTensor("buffer", buf, tensor.Invalid)
-	if local == nil && !op.Supports(buf.DType()) {
-		local = fmt.Errorf("reduction %v is not defined on %v", op, buf.DType())
-	}
-	return []field{collectiveField(opAllreduce), {name: "element count", v: int64(lenOf(buf))},
-		dtypeField(dtypeOf(buf)), reduceOpField(op)}, local
-}
-
 // Allreduce combines buf elementwise across ranks with op, in place
 // (MPI_IN_PLACE). Every rank passes the same element count and dtype.
 // Buffers beyond 2^31-1 elements are reduced in chunks.
 func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
-	if err := c.usable(); err != nil {
-		return err
-	}
-	fields, local := allreduceArgs(buf, op)
-	if err := c.agree("allreduce", fields, local); err != nil {
+	if err := c.start(agree.Args{Kind: agree.Allreduce, Send: buf, Op: op}); err != nil {
 		return err
 	}
 	dt := dtypeOf(buf)
@@ -672,8 +723,8 @@ func (c *Comm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, p Patien
 	if err := c.usable(); err != nil {
 		return err
 	}
-	fields, local := allreduceArgs(buf, op)
-	if err := c.agreeWaiting("allreduce", fields, local, p); err != nil {
+	a := agree.Args{Kind: agree.Allreduce, Send: buf, Op: op}
+	if err := c.agreeWaiting(&a, c.check(&a), p); err != nil {
 		return err
 	}
 	p0, n, dt, o := ptr(buf), C.int(lenOf(buf)), C.int(dtypeOf(buf)), cOp(op)
@@ -752,8 +803,7 @@ func (c *Comm) EnableDoorbell() error {
 	b, local := c.nodeBell(node)
 	// Every rank of c learns whether every rank has its doorbell: a
 	// rank without one would leave its local peers sleeping to the cap.
-	fields := []field{collectiveField(opAllreduce)}
-	if err := c.agreeAll("doorbell", fields, local, Patience{}); err != nil {
+	if err := c.agreeAll("doorbell", agree.Call{Kind: agree.Allreduce}, local, false, Patience{}); err != nil {
 		b.close()
 		return err
 	}
@@ -841,19 +891,10 @@ func (c *Comm) chunked(buf *tensor.Tensor, fn func(p unsafe.Pointer, n int) C.in
 // Bcast copies buf from root to every rank. Buffers beyond 2^31-1 elements
 // travel in chunks.
 func (c *Comm) Bcast(buf *tensor.Tensor, root int) error {
-	const name = "bcast"
-	if err := c.usable(); err != nil {
+	if err := c.start(agree.Args{Kind: agree.Bcast, Send: buf, Root: root}); err != nil {
 		return err
 	}
-	local := checkTensor("buffer", buf, tensor.Invalid)
-	if local == nil {
-		local = checkRoot(root, c.size)
-	}
-	dt, n := dtypeOf(buf), lenOf(buf)
-	if err := c.agree(name, []field{collectiveField(opBcast), {name: "element count", v: int64(n)},
-		dtypeField(dt), {name: "root", v: int64(root)}}, local); err != nil {
-		return err
-	}
+	dt := dtypeOf(buf)
 	return c.chunked(buf, func(p unsafe.Pointer, k int) C.int {
 		return C.hv_bcast(p, C.int(k), C.int(dt), C.int(root), c.h)
 	}, "MPI_Bcast")
@@ -871,10 +912,7 @@ func (c *Comm) Sendrecv(send *tensor.Tensor, dest int, recv *tensor.Tensor, sour
 	if err := c.usable(); err != nil {
 		return err
 	}
-	err := checkTensor("send", send, tensor.Invalid)
-	if err == nil {
-		err = checkTensor("receive", recv, send.DType())
-	}
+	err := checkPair(send, recv)
 	for _, p := range []struct {
 		what string
 		r    int
@@ -942,13 +980,7 @@ func cptr(s []C.int) *C.int {
 // r into recv on every rank. send holds exactly counts[Rank()] elements and
 // recv at least the sum of counts. Every rank passes the same counts.
 func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
-	const name = "allgatherv"
-	if err := c.usable(); err != nil {
-		return err
-	}
-	local := c.checkGather(send, recv, counts, true)
-	fields := append([]field{collectiveField(opAllgatherv), dtypeField(dtypeOf(send))}, countFields("counts", counts, c.size)...)
-	if err := c.agree(name, fields, local); err != nil {
+	if err := c.start(agree.Args{Kind: agree.Allgatherv, Send: send, Recv: recv, Counts: counts}); err != nil {
 		return err
 	}
 	cs, ds := cInts(counts)
@@ -958,44 +990,10 @@ func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 	return nil
 }
 
-// checkGather validates the arguments of allgatherv and gatherv on one rank.
-func (c *Comm) checkGather(send, recv *tensor.Tensor, counts []int, needRecv bool) error {
-	total, err := checkCounts("counts", counts, c.size, c.limit)
-	if err != nil {
-		return err
-	}
-	if err := checkTensor("send", send, tensor.Invalid); err != nil {
-		return err
-	}
-	if send.Len() != counts[c.rank] {
-		return fmt.Errorf("send buffer holds %d elements, counts[%d] is %d", send.Len(), c.rank, counts[c.rank])
-	}
-	if !needRecv {
-		return nil
-	}
-	if err := checkTensor("receive", recv, send.DType()); err != nil {
-		return err
-	}
-	if recv.Len() < total {
-		return fmt.Errorf("receive buffer holds %d elements, want at least %d", recv.Len(), total)
-	}
-	return nil
-}
-
 // Gatherv is Allgatherv with the result on root only; recv is ignored on the
 // other ranks (it may be nil there).
 func (c *Comm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
-	const name = "gatherv"
-	if err := c.usable(); err != nil {
-		return err
-	}
-	local := checkRoot(root, c.size)
-	if local == nil {
-		local = c.checkGather(send, recv, counts, c.rank == root)
-	}
-	fields := append([]field{collectiveField(opGatherv), dtypeField(dtypeOf(send)), {name: "root", v: int64(root)}},
-		countFields("counts", counts, c.size)...)
-	if err := c.agree(name, fields, local); err != nil {
+	if err := c.start(agree.Args{Kind: agree.Gatherv, Send: send, Recv: recv, Counts: counts, Root: root}); err != nil {
 		return err
 	}
 	var rp unsafe.Pointer
@@ -1016,36 +1014,15 @@ func (c *Comm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error 
 // least the sum of recvCounts. What rank a sends to b must be what b expects from a; the check
 // compares them with an alltoall of the send counts.
 func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
-	const name = "alltoallv"
 	if err := c.usable(); err != nil {
 		return err
 	}
-	local := c.checkAlltoallv(send, sendCounts, recv, recvCounts)
-	dt := dtypeOf(send)
-	if !c.noChk {
-		// Tell every rank how much this one sends it, and in which dtype.
-		out := make([]int64, 2*c.size)
-		in := make([]int64, 2*c.size)
-		if len(sendCounts) == c.size {
-			for r, n := range sendCounts {
-				out[2*r], out[2*r+1] = int64(n), int64(dt)
-			}
-		}
-		if rc := C.hv_alltoall_i64((*C.int64_t)(unsafe.Pointer(&out[0])), (*C.int64_t)(unsafe.Pointer(&in[0])), 2, c.h); rc != 0 {
-			return newError("MPI_Alltoall", rc)
-		}
-		if local == nil {
-			for r := range c.size {
-				if in[2*r] != int64(recvCounts[r]) {
-					local = &MismatchError{Source: "mpi", Op: name, Detail: agree.AlltoallvDetail(r, int(in[2*r]), c.rank, recvCounts[r])}
-					break
-				}
-			}
-		}
-	}
-	if err := c.agree(name, []field{collectiveField(opAlltoallv), dtypeField(dt)}, local); err != nil {
+	a := agree.Args{Kind: agree.Alltoallv, Send: send, Recv: recv, Counts: sendCounts, RecvCounts: recvCounts}
+	local := c.check(&a)
+	if err := c.agreeAlltoallv(&a, local); err != nil {
 		return err
 	}
+	dt := dtypeOf(send)
 	scs, sds := cInts(sendCounts)
 	rcs, rds := cInts(recvCounts)
 	if rc := C.hv_alltoallv(ptr(send), cptr(scs), cptr(sds), ptr(recv), cptr(rcs), cptr(rds), C.int(dt), c.h); rc != 0 {
@@ -1054,66 +1031,41 @@ func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Ten
 	return nil
 }
 
-func (c *Comm) checkAlltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
-	st, err := checkCounts("send counts", sendCounts, c.size, c.limit)
-	if err != nil {
-		return err
+// agreeAlltoallv is agree for an alltoallv: with the check on, the ranks
+// first tell each other how much each sends each (an alltoall of the send
+// counts), so that a rank that expects another count finds the ranks to
+// disagree.
+func (c *Comm) agreeAlltoallv(a *agree.Args, local error) error {
+	if c.noChk {
+		return c.agree(a, local)
 	}
-	rt, err := checkCounts("receive counts", recvCounts, c.size, c.limit)
-	if err != nil {
-		return err
+	out := make([]int64, c.size)
+	in := make([]int64, c.size)
+	if len(a.Counts) == c.size {
+		for r, n := range a.Counts {
+			out[r] = int64(n)
+		}
 	}
-	if err := checkTensor("send", send, tensor.Invalid); err != nil {
-		return err
+	if rc := C.hv_alltoall_i64((*C.int64_t)(unsafe.Pointer(&out[0])), (*C.int64_t)(unsafe.Pointer(&in[0])), 1, c.h); rc != 0 {
+		return newError("MPI_Alltoall", rc)
 	}
-	if err := checkTensor("receive", recv, send.DType()); err != nil {
-		return err
+	disagrees := false
+	if local == nil {
+		for r := range c.size {
+			disagrees = disagrees || in[r] != int64(a.RecvCounts[r])
+		}
 	}
-	if send.Len() != st {
-		return fmt.Errorf("send buffer holds %d elements, send counts total %d", send.Len(), st)
-	}
-	if recv.Len() < rt {
-		return fmt.Errorf("receive buffer holds %d elements, receive counts total %d", recv.Len(), rt)
-	}
-	return nil
+	return c.agreeAll(a.Kind.String(), a.Call(), local, disagrees, Patience{})
 }
 
 // ReduceScatter combines send (the sum of counts elements) across ranks with
 // op and leaves block Rank() of the result, counts[Rank()] elements, in recv
 // (MPI_Reduce_scatter). Every rank passes the same counts.
 func (c *Comm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
-	const name = "reducescatter"
-	if err := c.usable(); err != nil {
+	if err := c.start(agree.Args{Kind: agree.ReduceScatter, Send: send, Recv: recv, Counts: counts, Op: op}); err != nil {
 		return err
 	}
-	local := func() error {
-		total, err := checkCounts("counts", counts, c.size, c.limit)
-		if err != nil {
-			return err
-		}
-		if err := checkTensor("send", send, tensor.Invalid); err != nil {
-			return err
-		}
-		if err := checkTensor("receive", recv, send.DType()); err != nil {
-			return err
-		}
-		if !op.Supports(send.DType()) {
-			return fmt.Errorf("reduction %v is not defined on %v", op, send.DType())
-		}
-		if send.Len() != total {
-			return fmt.Errorf("send buffer holds %d elements, counts total %d", send.Len(), total)
-		}
-		if recv.Len() < counts[c.rank] {
-			return fmt.Errorf("receive buffer holds %d elements, counts[%d] is %d", recv.Len(), c.rank, counts[c.rank])
-		}
-		return nil
-	}()
 	dt := dtypeOf(send)
-	fields := append([]field{collectiveField(opReduceScatter), dtypeField(dt), reduceOpField(op)},
-		countFields("counts", counts, c.size)...)
-	if err := c.agree(name, fields, local); err != nil {
-		return err
-	}
 	cs, _ := cInts(counts)
 	if rc := C.hv_reduce_scatter(ptr(send), ptr(recv), cptr(cs), C.int(dt), cOp(op), c.h); rc != 0 {
 		return newError("MPI_Reduce_scatter", rc)
@@ -1224,28 +1176,23 @@ func cThreadLevels() [4]int {
 // typeSize returns MPI_Type_size of the datatype that carries dt.
 func typeSize(dt tensor.DType) int { return int(C.hv_type_size(C.int(dt))) }
 
-// reduceLocal applies the MPI operation for (dt, op) to n elements with
-// MPI_Reduce_local: inout = in op inout.
 // cOp is op's code in the C layer (the HV_SUM enum), or -1, which the C
 // layer maps to MPI_OP_NULL, for the reductions that are not element-wise.
 func cOp(op tensor.ReduceOp) C.int {
-	switch op {
-	case tensor.Sum:
-		return C.HV_SUM
-	case tensor.Min:
-		return C.HV_MIN
-	case tensor.Max:
-		return C.HV_MAX
-	case tensor.Product:
-		return C.HV_PROD
-	case tensor.BitAnd:
-		return C.HV_BAND
-	case tensor.BitOr:
-		return C.HV_BOR
+	if c, ok := cOps[op]; ok {
+		return c
 	}
 	return -1
 }
 
+// cOps are the codes of the element-wise reductions in the C layer.
+var cOps = map[tensor.ReduceOp]C.int{
+	tensor.Sum: C.HV_SUM, tensor.Min: C.HV_MIN, tensor.Max: C.HV_MAX,
+	tensor.Product: C.HV_PROD, tensor.BitAnd: C.HV_BAND, tensor.BitOr: C.HV_BOR,
+}
+
+// reduceLocal applies the MPI operation for (dt, op) to the elements of
+// inout with MPI_Reduce_local: inout = in op inout.
 func reduceLocal(dt tensor.DType, op tensor.ReduceOp, in, inout []byte) error {
 	n := len(inout) / dt.Size()
 	var pi, po unsafe.Pointer

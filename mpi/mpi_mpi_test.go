@@ -611,36 +611,36 @@ func TestMismatchesGiveErrorsOnEveryRank(t *testing.T) {
 		words    string // in the message
 	}{
 		{"allreduce lengths", func() error { return w.Allreduce(tensor.New(tensor.Float32, 4+me%2), tensor.Sum) },
-			true, 0, "element count differs across ranks (4 to 5)"},
+			true, 0, "element counts 4 (rank 0) and 5 (rank 1)"},
 		{"allreduce dtypes", func() error {
 			dt := tensor.Float32
 			if me == size-1 {
 				dt = tensor.Float64
 			}
 			return w.Allreduce(tensor.New(dt, 4), tensor.Sum)
-		}, true, 0, "dtype differs across ranks (float32 to float64)"},
+		}, true, 0, fmt.Sprintf("dtypes float32 (rank 0) and float64 (rank %d)", size-1)},
 		{"allreduce ops", func() error {
 			return w.Allreduce(tensor.New(tensor.Int32, 4), []tensor.ReduceOp{tensor.Sum, tensor.Min}[me%2])
 		},
-			true, 0, "reduction differs across ranks (Sum to Min)"},
+			true, 0, "reductions Sum (rank 0) and Min (rank 1)"},
 		{"bitand on float", func() error { return w.Allreduce(tensor.New(tensor.Float32, 4), tensor.BitAnd) },
 			false, 0, "BitAnd is not defined on float32"},
 		{"bcast roots", func() error { return w.Bcast(tensor.New(tensor.Int8, 3), me%2) },
-			true, 0, "root differs across ranks (0 to 1)"},
+			true, 0, "roots 0 (rank 0) and 1 (rank 1)"},
 		{"bcast root out of range", func() error { return w.Bcast(tensor.New(tensor.Int8, 3), size) },
 			false, 0, fmt.Sprintf("root %d out of range", size)},
 		{"allgatherv counts", func() error {
 			c := append([]int(nil), even...)
 			c[0] += me % 2
 			return w.Allgatherv(tensor.New(tensor.Uint8, c[me]), tensor.New(tensor.Uint8, sum(c)), c)
-		}, true, 0, "counts[0] differs across ranks (2 to 3)"},
+		}, true, 0, fmt.Sprintf("counts %v (rank 0) and %v (rank 1)", even, append([]int{3}, even[1:]...))},
 		{"allgatherv short send on the last rank", func() error {
 			n := 2
 			if me == size-1 {
 				n = 1
 			}
 			return w.Allgatherv(tensor.New(tensor.Uint8, n), tensor.New(tensor.Uint8, sum(even)), even)
-		}, false, size - 1, fmt.Sprintf("send buffer holds 1 elements, counts[%d] is 2", size-1)},
+		}, false, size - 1, "send buffer holds 1 elements, want 2"},
 		{"gatherv small receive on root", func() error {
 			return w.Gatherv(tensor.New(tensor.Int64, 2), tensor.New(tensor.Int64, 1), even, 1)
 		}, false, 1, "receive buffer holds 1 elements"},
@@ -663,10 +663,10 @@ func TestMismatchesGiveErrorsOnEveryRank(t *testing.T) {
 			c := append([]int(nil), even...)
 			c[size-1] += me
 			return w.ReduceScatter(tensor.New(tensor.Float32, sum(c)), tensor.New(tensor.Float32, c[me]), c, tensor.Sum)
-		}, true, 0, fmt.Sprintf("counts[%d] differs across ranks", size-1)},
+		}, true, 0, fmt.Sprintf("counts %v (rank 0) and %v (rank 1)", even, append(append([]int(nil), even[:size-1]...), 3))},
 		{"device tensor", func() error {
 			return w.Allreduce(tensor.NewDevice(tensor.Float32, tensor.Device{Kind: tensor.GPU}, 0x1000, 4), tensor.Sum)
-		}, false, 0, "host memory only"},
+		}, false, 0, "host tensors only"},
 	}
 	for _, tc := range cases {
 		err := tc.call()

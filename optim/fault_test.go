@@ -13,6 +13,7 @@ import (
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/fault"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -122,7 +123,7 @@ func startFaulty(t *testing.T, n, victim int, rules ...fault.Rule) []*hvd.Runtim
 	t.Helper()
 	cfg := config.Default()
 	cfg.CycleTime = time.Millisecond
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
+	group := memcomm.NewGroupWith(n, memcomm.GroupOptions{Timeout: time.Minute})
 	rts := make([]*hvd.Runtime, n)
 	var wg sync.WaitGroup
 	for i := range rts {

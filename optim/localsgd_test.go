@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -223,7 +223,7 @@ func startNodes(t *testing.T, nodeOf []int) []*hvd.Runtime {
 	t.Helper()
 	cfg := config.Default()
 	cfg.CycleTime = time.Millisecond
-	group := comm.NewGroupWith(len(nodeOf), comm.GroupOptions{NodeOf: nodeOf, Timeout: time.Minute})
+	group := memcomm.NewGroupWith(len(nodeOf), memcomm.GroupOptions{NodeOf: nodeOf, Timeout: time.Minute})
 	rts := make([]*hvd.Runtime, len(nodeOf))
 	errs := make([]error, len(nodeOf))
 	var wg sync.WaitGroup

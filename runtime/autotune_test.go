@@ -11,7 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/autotune"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -36,7 +36,7 @@ func TestAutotune(t *testing.T) {
 				cfg.CycleTime = 2 * time.Millisecond
 				cfg.CacheCapacity = 512
 			}
-			rts, errs := initEach(t, comm.NewGroup(n), func(int) []Option {
+			rts, errs := initEach(t, memcomm.NewGroup(n), func(int) []Option {
 				return []Option{WithConfig(cfg), WithLogger(zerolog.Nop())}
 			})
 			if err := errors.Join(errs...); err != nil {
@@ -136,7 +136,7 @@ func TestAutotuneCountsSteps(t *testing.T) {
 	cfg := config.Default()
 	cfg.Autotune = true
 	cfg.AutotuneWarmupSamples, cfg.AutotuneStepsPerSample, cfg.AutotuneMaxSamples = 0, 1, 50
-	rts, errs := initEach(t, comm.NewGroup(n), func(int) []Option {
+	rts, errs := initEach(t, memcomm.NewGroup(n), func(int) []Option {
 		return []Option{WithConfig(cfg), WithLogger(zerolog.Nop())}
 	})
 	if err := errors.Join(errs...); err != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -19,7 +19,7 @@ func TestPackageLevelCallsUseTheDefault(t *testing.T) {
 	if _, err := NewAllreduceGroup([]*tensor.Tensor{fill(tensor.Float32, 1, 1)}, []string{"g"}, Sum); err == nil {
 		t.Fatal("a group before Init")
 	}
-	one := comm.NewGroup(1)
+	one := memcomm.NewGroup(1)
 	defer one[0].Close()
 	if err := Init(WithCommunicator(one[0]), WithConfig(testConfig()), WithLogger(zerolog.Nop())); err != nil {
 		t.Fatal(err)

@@ -49,7 +49,7 @@
 // Every call exists as a method on a Runtime; the package-level functions
 // use one default instance (see Default and SetDefault). Several Runtimes
 // can run in one process, each over its own communicator: this is how the
-// tests run N ranks as goroutines over comm.NewGroup.
+// tests run N ranks as goroutines over memcomm.NewGroup.
 //
 // Process sets (ProcessSet) run collectives among a subset of the ranks,
 // each with its own queue, negotiation, response cache and join state: static

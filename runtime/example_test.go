@@ -10,8 +10,8 @@ import (
 	"github.com/rs/zerolog"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/fault"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -165,7 +165,7 @@ func ExampleRankError() {
 // fails every rank's step; the other ranks learn which rank failed and why.
 func ExampleFailedRank() {
 	linkDown := errors.New("link down")
-	group := comm.NewGroup(3)
+	group := memcomm.NewGroup(3)
 	group[1] = fault.Wrap(group[1], fault.Rule{Kind: fault.Allreduce, Call: 30, Abort: true, Err: linkDown})
 	rts := make([]*hvd.Runtime, 3)
 	errs := make(chan error, 3)

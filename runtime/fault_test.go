@@ -16,6 +16,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
 	"github.com/gohorovod/gohorovod/runtime/comm/fault"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -153,7 +154,7 @@ const faultChunk = 1 << 20
 // wrap wraps.
 func startFaultCluster(t *testing.T, n int, wrap func(i int, c comm.Communicator) comm.Communicator) *cluster {
 	t.Helper()
-	return startFaultClusterOver(t, comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second}), wrap)
+	return startFaultClusterOver(t, memcomm.NewGroupWith(n, memcomm.GroupOptions{Timeout: 30 * time.Second}), wrap)
 }
 
 // startFaultClusterOver runs one runtime over each member of group, wrapped
@@ -200,7 +201,7 @@ func startOver(t *testing.T, coms []comm.Communicator, opts ...Option) *cluster 
 // same root cause, nothing hangs, and no goroutine is left behind.
 func TestTransportFaultEveryCollective(t *testing.T) {
 	testTransportFault(t, func(n int) []comm.Communicator {
-		return comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
+		return memcomm.NewGroupWith(n, memcomm.GroupOptions{Timeout: 30 * time.Second})
 	})
 }
 
@@ -371,7 +372,7 @@ func TestFaultWrapperUnderTraining(t *testing.T) {
 func TestBlockedRankTimesOut(t *testing.T) {
 	const n = 3
 	base := runtime.NumGoroutine()
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: 300 * time.Millisecond})
+	group := memcomm.NewGroupWith(n, memcomm.GroupOptions{Timeout: 300 * time.Millisecond})
 	coms := make([]comm.Communicator, n)
 	for i := range coms {
 		coms[i] = group[i]
@@ -389,7 +390,7 @@ func TestBlockedRankTimesOut(t *testing.T) {
 		if !errors.Is(err, ErrShutdown) || !errors.Is(err, comm.ErrClosed) {
 			t.Fatalf("rank %d: %v", rank, err)
 		}
-		var te *comm.TimeoutError
+		var te *memcomm.TimeoutError
 		if rank != 1 && (!errors.As(err, &te) || !slices.Contains(te.Missing, 1)) {
 			t.Fatalf("rank %d: %v does not name rank 1 as missing", rank, err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/gohorovod/gohorovod/cuda"
 	"github.com/gohorovod/gohorovod/internal/cudamock"
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -28,7 +29,7 @@ func mockGPUCluster(t *testing.T, n int) (*cluster, []*cuda.GPU, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
+	group := memcomm.NewGroupWith(n, memcomm.GroupOptions{Timeout: 30 * time.Second})
 	c := &cluster{rts: make([]*Runtime, n), counts: make([]*counting, n)}
 	devs := make([]*cuda.GPU, n)
 	errs := make(chan error, n)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/cuda"
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/nccl"
 	"github.com/gohorovod/gohorovod/runtime/internal/timeline"
@@ -52,11 +53,11 @@ func startGPUCluster(t *testing.T, n int, s gpuSetup) *gpuCluster {
 	if s.cfg != nil {
 		cfg = *s.cfg
 	}
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
+	group := memcomm.NewGroupWith(n, memcomm.GroupOptions{Timeout: 30 * time.Second})
 	c := &gpuCluster{cluster: cluster{rts: make([]*Runtime, n), counts: make([]*counting, n)}, devs: make([]*cuda.Fake, n), group: group}
 	var ncclGroup []comm.Communicator
 	if s.nccl {
-		ncclGroup = comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
+		ncclGroup = memcomm.NewGroupWith(n, memcomm.GroupOptions{Timeout: 30 * time.Second})
 		members := ncclGroup
 		if s.wrapNCCL != nil {
 			members = make([]comm.Communicator, n)

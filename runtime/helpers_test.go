@@ -11,6 +11,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -46,7 +47,7 @@ func testConfig() config.Config {
 // capability), and returns them with the wrappers; StopLocal stops them.
 func startWrapped[C comm.Communicator](t *testing.T, n int, cfg config.Config, wrap func(comm.Communicator) C) ([]*Runtime, []C) {
 	t.Helper()
-	group := comm.NewGroup(n)
+	group := memcomm.NewGroup(n)
 	coms := make([]C, n)
 	rts := make([]*Runtime, n)
 	errs := make(chan error, n)

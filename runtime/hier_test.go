@@ -11,7 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -23,7 +23,7 @@ import (
 func hierRun(t *testing.T, nodeOf []int, hierarchical bool, sets bool) ([][]*tensor.Tensor, []string, []Stats) {
 	t.Helper()
 	n := len(nodeOf)
-	group := comm.NewGroupWith(n, comm.GroupOptions{NodeOf: nodeOf})
+	group := memcomm.NewGroupWith(n, memcomm.GroupOptions{NodeOf: nodeOf})
 	cfg := testConfig()
 	cfg.HierarchicalAllreduce, cfg.HierarchicalAllgather = hierarchical, hierarchical
 	cfg.FusionThreshold = 1 << 16
@@ -208,7 +208,7 @@ func TestHierarchicalEqualsFlat(t *testing.T) {
 // Init fails on every rank.
 func TestHostnameNamesNodes(t *testing.T) {
 	names := []string{"b", "a", "b", "a"}
-	rts, errs := initEach(t, comm.NewGroup(4), func(rank int) []Option {
+	rts, errs := initEach(t, memcomm.NewGroup(4), func(rank int) []Option {
 		cfg := testConfig()
 		cfg.Hostname = names[rank]
 		return []Option{WithConfig(cfg)}
@@ -225,7 +225,7 @@ func TestHostnameNamesNodes(t *testing.T) {
 			t.Errorf("rank %d: nodes %v", i, r.nodes)
 		}
 	}
-	_, errs = initEach(t, comm.NewGroup(3), func(rank int) []Option {
+	_, errs = initEach(t, memcomm.NewGroup(3), func(rank int) []Option {
 		cfg := testConfig()
 		if rank == 1 {
 			cfg.Hostname = "a"

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/transport"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -84,7 +85,7 @@ func TestKnobAgreementAtInit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			group := comm.NewGroupWith(tt.n, comm.GroupOptions{Timeout: 30 * time.Second})
+			group := memcomm.NewGroupWith(tt.n, memcomm.GroupOptions{Timeout: 30 * time.Second})
 			rts := make([]*Runtime, tt.n)
 			for r := range rts {
 				rts[r] = new(Runtime)
@@ -152,7 +153,7 @@ func TestKnobAgreementClosesTimeline(t *testing.T) {
 		}
 		return false
 	}
-	group := comm.NewGroupWith(2, comm.GroupOptions{Timeout: 30 * time.Second})
+	group := memcomm.NewGroupWith(2, memcomm.GroupOptions{Timeout: 30 * time.Second})
 	rts := []*Runtime{new(Runtime), new(Runtime)}
 	errs := initAll(group, rts, func(r int) []Option {
 		c := testConfig()
@@ -192,7 +193,7 @@ func TestUnimplementedKnobWarning(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			opts := []Option{WithCommunicator(comm.NewGroup(1)[0]), WithLogger(zerolog.New(&buf))}
+			opts := []Option{WithCommunicator(memcomm.NewGroup(1)[0]), WithLogger(zerolog.New(&buf))}
 			if tt.env != nil {
 				for _, name := range config.Names() {
 					t.Setenv(name, "")

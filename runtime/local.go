@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 )
 
 // localTimeout bounds how long a rank of a local group waits for the others
@@ -14,7 +14,7 @@ import (
 // step fails instead of hanging.
 const localTimeout = 5 * time.Minute
 
-// StartLocal starts n runtimes over one in-memory group (comm.NewGroupWith),
+// StartLocal starts n runtimes over one in-memory group (memcomm.NewGroupWith),
 // one per rank, as n goroutine ranks in this process: the way to try
 // multi-rank code, and to test it, without launching processes. These
 // Runtimes are not the default one (see RunLocal). Init is collective, so
@@ -25,7 +25,7 @@ func StartLocal(n int, opts ...Option) ([]*Runtime, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("hvd: StartLocal of %d ranks", n)
 	}
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: localTimeout})
+	group := memcomm.NewGroupWith(n, memcomm.GroupOptions{Timeout: localTimeout})
 	rts := make([]*Runtime, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -25,7 +25,7 @@ func TestNodes(t *testing.T) {
 		{"one node", []int{0, 0, 0}, [][]int{{0, 1, 2}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			group := comm.NewGroupWith(len(tt.nodeOf), comm.GroupOptions{NodeOf: tt.nodeOf})
+			group := memcomm.NewGroupWith(len(tt.nodeOf), memcomm.GroupOptions{NodeOf: tt.nodeOf})
 			rts, errs := initEach(t, group, func(int) []Option { return []Option{WithDynamicProcessSets()} })
 			if err := errors.Join(errs...); err != nil {
 				t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"weak"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -17,7 +18,7 @@ import (
 // the logger off, then opts; they shut down when the test ends.
 func startClusterWith(t *testing.T, n int, opts ...Option) *cluster {
 	t.Helper()
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: 30 * time.Second})
+	group := memcomm.NewGroupWith(n, memcomm.GroupOptions{Timeout: 30 * time.Second})
 	counts := make([]*counting, n)
 	coms := make([]comm.Communicator, n)
 	for i := range counts {

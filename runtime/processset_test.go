@@ -12,6 +12,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -37,7 +38,7 @@ func initEach(t *testing.T, group []comm.Communicator, optsFor func(rank int) []
 func startParity(t *testing.T, n int) ([]*Runtime, []*ProcessSet, []*ProcessSet) {
 	t.Helper()
 	evens, odds := make([]*ProcessSet, n), make([]*ProcessSet, n)
-	rts, errs := initEach(t, comm.NewGroup(n), func(rank int) []Option {
+	rts, errs := initEach(t, memcomm.NewGroup(n), func(rank int) []Option {
 		var opts []Option
 		opts, evens[rank], odds[rank] = staticParitySets(n)
 		return opts
@@ -71,7 +72,7 @@ func TestProcessSetErrors(t *testing.T) {
 func TestProcessSetsDynamic(t *testing.T) {
 	for _, n := range []int{2, 3, 4} {
 		t.Run(fmt.Sprint("np", n), func(t *testing.T) {
-			rts, errs := initEach(t, comm.NewGroup(n), func(int) []Option { return []Option{WithDynamicProcessSets()} })
+			rts, errs := initEach(t, memcomm.NewGroup(n), func(int) []Option { return []Option{WithDynamicProcessSets()} })
 			if err := errors.Join(errs...); err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +88,7 @@ func TestProcessSetsSmallCache(t *testing.T) {
 	evens, odds := make([]*ProcessSet, n), make([]*ProcessSet, n)
 	cfg := testConfig()
 	cfg.CacheCapacity = 1
-	rts, errs := initEach(t, comm.NewGroup(n), func(rank int) []Option {
+	rts, errs := initEach(t, memcomm.NewGroup(n), func(rank int) []Option {
 		var opts []Option
 		opts, evens[rank], odds[rank] = staticParitySets(n)
 		return append(opts, WithConfig(cfg))
@@ -100,7 +101,7 @@ func TestProcessSetsSmallCache(t *testing.T) {
 
 func TestProcessSetsMismatchedAtInit(t *testing.T) {
 	const n = 3
-	_, errs := initEach(t, comm.NewGroup(n), func(rank int) []Option {
+	_, errs := initEach(t, memcomm.NewGroup(n), func(rank int) []Option {
 		if rank == 1 {
 			return []Option{WithProcessSets(NewProcessSet(0, 1), NewProcessSet(2))}
 		}
@@ -111,7 +112,7 @@ func TestProcessSetsMismatchedAtInit(t *testing.T) {
 			t.Errorf("rank %d: Init = %v, want the mismatch", i, err)
 		}
 	}
-	_, errs = initEach(t, comm.NewGroup(n), func(rank int) []Option {
+	_, errs = initEach(t, memcomm.NewGroup(n), func(rank int) []Option {
 		return []Option{WithProcessSets(NewProcessSet(0, rank))}
 	})
 	for i, err := range errs {
@@ -119,7 +120,7 @@ func TestProcessSetsMismatchedAtInit(t *testing.T) {
 			t.Errorf("rank %d: Init with different ranks = %v", i, err)
 		}
 	}
-	_, errs = initEach(t, comm.NewGroup(n), func(rank int) []Option {
+	_, errs = initEach(t, memcomm.NewGroup(n), func(rank int) []Option {
 		return []Option{WithProcessSets(NewProcessSet(0, 1), NewProcessSet(1, 0))}
 	})
 	for i, err := range errs {
@@ -128,7 +129,7 @@ func TestProcessSetsMismatchedAtInit(t *testing.T) {
 			t.Errorf("rank %d: Init with a duplicate set = %v", i, err)
 		}
 	}
-	_, errs = initEach(t, comm.NewGroup(n), func(rank int) []Option {
+	_, errs = initEach(t, memcomm.NewGroup(n), func(rank int) []Option {
 		return []Option{WithProcessSets(NewProcessSet(0, 3))}
 	})
 	for i, err := range errs {
@@ -152,7 +153,7 @@ func TestProcessSetSharedAcrossRuntimes(t *testing.T) {
 // communicator split from the runtime's, given only on the members.
 func TestProcessSetFromComm(t *testing.T) {
 	const n = 4
-	group := comm.NewGroup(n)
+	group := memcomm.NewGroup(n)
 	subs := make([]comm.Communicator, n)
 	var wg sync.WaitGroup
 	for i := range group {
@@ -203,7 +204,7 @@ func TestProcessSetFromComm(t *testing.T) {
 // that queued it; nothing hangs.
 func TestProcessSetRemovedWhilePending(t *testing.T) {
 	const n = 3
-	rts, errs := initEach(t, comm.NewGroup(n), func(int) []Option { return []Option{WithDynamicProcessSets()} })
+	rts, errs := initEach(t, memcomm.NewGroup(n), func(int) []Option { return []Option{WithDynamicProcessSets()} })
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +274,7 @@ func TestProcessSetStallShutsDown(t *testing.T) {
 	cfg.StallCheckTime = 20 * time.Millisecond
 	cfg.StallShutdownTime = 40 * time.Millisecond
 	evens := make([]*ProcessSet, n)
-	rts, errs := initEach(t, comm.NewGroup(n), func(rank int) []Option {
+	rts, errs := initEach(t, memcomm.NewGroup(n), func(rank int) []Option {
 		evens[rank] = NewProcessSet(0, 2)
 		return []Option{WithConfig(cfg), WithProcessSets(evens[rank])}
 	})
@@ -308,7 +309,7 @@ func TestProcessSetNotRunning(t *testing.T) {
 		err.Error() != "hvd: AddProcessSet: "+notInitializedText {
 		t.Fatalf("AddProcessSet before Init: %v", err)
 	}
-	rts, errs := initEach(t, comm.NewGroup(2), func(int) []Option { return []Option{WithDynamicProcessSets()} })
+	rts, errs := initEach(t, memcomm.NewGroup(2), func(int) []Option { return []Option{WithDynamicProcessSets()} })
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}

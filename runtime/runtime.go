@@ -70,7 +70,7 @@ func WithMaxFusedBytes(n int64) Option { return func(o *options) { o.maxFuse = &
 func WithFusionChunkBytes(n int) Option { return func(o *options) { o.fuseChk = &n } }
 
 // WithCommunicator runs the runtime over c (for example one member of
-// comm.NewGroup, to run N ranks in one process) instead of MPI. The runtime
+// memcomm.NewGroup, to run N ranks in one process) instead of MPI. The runtime
 // does not close c at Shutdown.
 func WithCommunicator(c comm.Communicator) Option { return func(o *options) { o.comm = c } }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/internal/timeline"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -522,7 +523,7 @@ func TestTimeline(t *testing.T) {
 }
 
 func TestPlacement(t *testing.T) {
-	group := comm.NewGroupNodes(2, 2)
+	group := memcomm.NewGroupNodes(2, 2)
 	rts := make([]*Runtime, 4)
 	done := make(chan error, 4)
 	for i := range rts {
@@ -678,7 +679,7 @@ func TestAllreduceGroupHoldsItsNames(t *testing.T) {
 	if err := h2.Wait(ctxT(t)); !errors.Is(err, ErrShutdown) {
 		t.Errorf("step in flight at shutdown: %v, want ErrShutdown", err)
 	}
-	one := comm.NewGroup(1)
+	one := memcomm.NewGroup(1)
 	defer one[0].Close()
 	if err := r0.Init(WithCommunicator(one[0]), WithConfig(testConfig()), WithLogger(zerolog.Nop())); err != nil {
 		t.Fatal(err)

@@ -62,9 +62,14 @@ type Call struct {
 
 // Disagreement returns what disagrees across the n ranks' calls of kind
 // k, which the caller has already found individually valid (call(r) is
-// rank r's), or "" when they agree. Every rank that runs it on the same
-// calls gets the same answer.
+// rank r's), or "" when they agree: first a rank that called another
+// collective, then, rank by rank, the element count or counts, the dtype,
+// and the reduction or root. Every rank that runs it on the same calls
+// gets the same answer, on every transport.
 func Disagreement(k Kind, n int, call func(r int) Call) string {
+	if d := Kinds(n, func(r int) Kind { return call(r).Kind }); d != "" {
+		return d
+	}
 	c0 := call(0)
 	for r := 1; r < n; r++ {
 		c := call(r)
@@ -108,6 +113,21 @@ func Disagreement(k Kind, n int, call func(r int) Call) string {
 	return ""
 }
 
+// Kinds returns the disagreement of n ranks of which some called another
+// collective than rank 0 (kind(r) is rank r's), or "" when they all called
+// the same. It comes before any other check: the ranks' other arguments
+// cannot be compared then, nor their own errors trusted to be about the
+// same call.
+func Kinds(n int, kind func(r int) Kind) string {
+	k0 := kind(0)
+	for r := 1; r < n; r++ {
+		if k := kind(r); k != k0 {
+			return fmt.Sprintf("rank 0 called %v, rank %d called %v", k0, r, k)
+		}
+	}
+	return ""
+}
+
 // AlltoallvDetail is the disagreement of an alltoallv whose rank s sends
 // n elements to rank d, which expects want.
 func AlltoallvDetail(s, n, d, want int) string {
@@ -125,4 +145,42 @@ type MismatchError struct {
 // Error implements the error interface.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("%s: %s: arguments disagree across ranks: %s", e.Source, e.Op, e.Detail)
+}
+
+// callFixed is the number of a Call's fields that Vector lays out before
+// its counts.
+const callFixed = 5
+
+// VectorLen is the length of a Call's Vector in a group of size ranks.
+func VectorLen(size int) int { return callFixed + 2*size }
+
+// Vector lays c out as VectorLen(size) integers (for a transport that
+// gathers every rank's call in one collective of fixed size, such as
+// MPI): counts of another length than size are left out, as zeros, since
+// the rank's own check refuses them.
+func (c Call) Vector(size int) []int64 {
+	v := make([]int64, VectorLen(size))
+	v[0], v[1], v[2], v[3], v[4] = int64(c.Kind), int64(c.DType), int64(c.Op), int64(c.N), int64(c.Root)
+	if len(c.Counts) == size {
+		for i, n := range c.Counts {
+			v[callFixed+i] = int64(n)
+		}
+	}
+	if len(c.RecvCounts) == size {
+		for i, n := range c.RecvCounts {
+			v[callFixed+size+i] = int64(n)
+		}
+	}
+	return v
+}
+
+// CallOf reads a Call back from its Vector in a group of size ranks.
+func CallOf(v []int64, size int) Call {
+	c := Call{Kind: Kind(v[0]), DType: tensor.DType(v[1]), Op: tensor.ReduceOp(v[2]), N: int(v[3]), Root: int(v[4]),
+		Counts: make([]int, size), RecvCounts: make([]int, size)}
+	for i := range size {
+		c.Counts[i] = int(v[callFixed+i])
+		c.RecvCounts[i] = int(v[callFixed+size+i])
+	}
+	return c
 }

@@ -42,6 +42,7 @@ var layer = map[string]int{
 	"runtime/comm":          30,
 	"runtime/comm/mpicomm":  31,
 	"runtime/comm/embedded": 31,
+	"runtime/comm/memcomm":  31,
 	"runtime/comm/fault":    31,
 	"runtime/comm/commtest": 31,
 	// The runtime's pure decisions and its executors.

@@ -77,13 +77,7 @@ var ErrClosed = errors.New("comm: communicator is closed")
 type MismatchError = agree.MismatchError
 
 // Sum returns the sum of counts; the total element count of a v-collective.
-func Sum(counts []int) int {
-	n := 0
-	for _, c := range counts {
-		n += c
-	}
-	return n
-}
+func Sum(counts []int) int { return agree.Sum(counts) }
 
 // Offsets returns the starting element of each block for the given counts.
 func Offsets(counts []int) []int {
@@ -98,25 +92,13 @@ func Offsets(counts []int) []int {
 
 // CheckLocal validates the arguments of a v-collective that one rank can
 // check alone: counts has one non-negative entry per rank, the send buffer
-// holds the expected number of elements and recv is large enough. Both
-// transports call it before any data moves.
+// holds the expected number of elements and recv is large enough. It is
+// the transports' own per-rank check (internal/agree's CheckVector), for
+// code above them that runs a v-collective of its own, such as the
+// hierarchical one.
 func CheckLocal(op string, size int, counts []int, send *tensor.Tensor, sendWant int, recv *tensor.Tensor, recvWant int) error {
-	if len(counts) != size {
-		return fmt.Errorf("comm: %s: %d counts for %d ranks", op, len(counts), size)
-	}
-	for r, c := range counts {
-		if c < 0 {
-			return fmt.Errorf("comm: %s: negative count %d for rank %d", op, c, r)
-		}
-	}
-	if send != nil && sendWant >= 0 && send.Len() != sendWant {
-		return fmt.Errorf("comm: %s: send buffer holds %d elements, want %d", op, send.Len(), sendWant)
-	}
-	if recv != nil && recvWant >= 0 && recv.Len() < recvWant {
-		return fmt.Errorf("comm: %s: receive buffer holds %d elements, want at least %d", op, recv.Len(), recvWant)
-	}
-	if send != nil && recv != nil && send.DType() != recv.DType() {
-		return fmt.Errorf("comm: %s: send dtype %v differs from receive dtype %v", op, send.DType(), recv.DType())
+	if err := agree.CheckVector(size, counts, send, sendWant, recv, recvWant); err != nil {
+		return fmt.Errorf("comm: %s: %w", op, err)
 	}
 	return nil
 }

@@ -11,33 +11,6 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-// TestConformanceMemory runs the conformance suite against in-memory groups
-// of several sizes, and against two simulated nodes of two ranks each.
-func TestConformanceMemory(t *testing.T) {
-	groups := []struct {
-		name  string
-		comms func() []comm.Communicator
-	}{
-		{"n=1", func() []comm.Communicator { return comm.NewGroup(1) }},
-		{"n=2", func() []comm.Communicator { return comm.NewGroup(2) }},
-		{"n=3", func() []comm.Communicator { return comm.NewGroup(3) }},
-		{"n=4", func() []comm.Communicator { return comm.NewGroup(4) }},
-		{"nodes=2x2", func() []comm.Communicator { return comm.NewGroupNodes(2, 2) }},
-		{"nodes=1+3", func() []comm.Communicator { return comm.NewGroupNodes(1, 3) }},
-	}
-	for _, g := range groups {
-		t.Run(g.name, func(t *testing.T) {
-			comms := g.comms()
-			commtest.RunGroup(t, comms)
-			for _, c := range comms {
-				if err := c.Close(); err != nil {
-					t.Errorf("close rank %d: %v", c.Rank(), err)
-				}
-			}
-		})
-	}
-}
-
 // TestCasesAreDistinct guards the suite itself: names are unique (so that
 // -run selects the same case on every rank) and every case can run.
 func TestCasesAreDistinct(t *testing.T) {

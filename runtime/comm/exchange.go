@@ -3,6 +3,8 @@ package comm
 import (
 	"fmt"
 
+	"github.com/gohorovod/gohorovod/internal/agree"
+
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -79,6 +81,10 @@ func CheckExchange(size int, send *tensor.Tensor, dest int, recv *tensor.Tensor,
 	switch {
 	case send == nil || recv == nil:
 		return fmt.Errorf("comm: exchange: nil send or receive buffer (use a zero-length tensor with NoPeer)")
+	case agree.HostTensor("send", send) != nil:
+		return fmt.Errorf("comm: exchange: %w", agree.HostTensor("send", send))
+	case agree.HostTensor("receive", recv) != nil:
+		return fmt.Errorf("comm: exchange: %w", agree.HostTensor("receive", recv))
 	case dest < NoPeer || dest >= size:
 		return fmt.Errorf("comm: exchange: destination rank %d out of range [0, %d) (or NoPeer)", dest, size)
 	case source < NoPeer || source >= size:

@@ -27,28 +27,30 @@ func (e *PeerError) Is(target error) bool { return target == ErrClosed }
 // every other rank's blocked and later calls return an error that matches
 // ErrClosed and wraps a *PeerError naming the aborting rank and the text of
 // cause; the aborting rank's own later calls return an error that matches
-// ErrClosed and cause. Like Close, Abort may be called from any goroutine,
+// ErrClosed and cause (an *AbortedError). Like Close, Abort may be called from any goroutine,
 // and only the first Close or Abort of a group decides what its ranks see.
 type Aborter interface {
 	Abort(cause error) error
 }
 
-// abortedError is what the aborting rank itself gets from its later calls:
-// the group is closed, and this rank's own cause is why.
-type abortedError struct {
-	rank  int
-	cause error // nil when Abort was given none
+// AbortedError is what the aborting rank itself gets from its later calls
+// after Abort: the group is closed (it matches ErrClosed), and Cause, the
+// error given to Abort, is why.
+type AbortedError struct {
+	Rank  int   // this rank, which aborted the group
+	Cause error // what Abort was given; nil when none
 }
 
-func (e *abortedError) Error() string {
-	if e.cause == nil {
-		return fmt.Sprintf("comm: rank %d (this rank) aborted the group", e.rank)
+// Error names this rank and, when known, its cause.
+func (e *AbortedError) Error() string {
+	if e.Cause == nil {
+		return fmt.Sprintf("comm: rank %d (this rank) aborted the group", e.Rank)
 	}
-	return fmt.Sprintf("comm: rank %d (this rank) aborted the group: %v", e.rank, e.cause)
+	return fmt.Sprintf("comm: rank %d (this rank) aborted the group: %v", e.Rank, e.Cause)
 }
 
 // Is reports whether target is ErrClosed.
-func (e *abortedError) Is(target error) bool { return target == ErrClosed }
+func (e *AbortedError) Is(target error) bool { return target == ErrClosed }
 
 // Unwrap returns the cause given to Abort.
-func (e *abortedError) Unwrap() error { return e.cause }
+func (e *AbortedError) Unwrap() error { return e.Cause }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -144,7 +145,7 @@ func TestSuiteCatchesFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			group := comm.NewGroup(n)
+			group := memcomm.NewGroup(n)
 			comms := make([]comm.Communicator, n)
 			for r, c := range group {
 				f := &faulty{Communicator: c}

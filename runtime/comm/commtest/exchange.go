@@ -92,7 +92,6 @@ func exchangeCase(name string, pair pairing, size sizing) Case {
 // exchangeErrorCases: arguments that one rank gets wrong, or that disagree
 // across ranks.
 func exchangeErrorCases() []errorCase {
-	last := func(c comm.Communicator) bool { return c.Rank() == c.Size()-1 }
 	ring := func(c comm.Communicator) (int, int) {
 		r, n := c.Rank(), c.Size()
 		return (r + 1) % n, (r + n - 1) % n
@@ -107,7 +106,7 @@ func exchangeErrorCases() []errorCase {
 			send, recv := ranked(tensor.Float32, c.Rank(), 3), sentinels(tensor.Float32, in)
 			keep(send, recv)
 			return comm.Exchange(c, send, dest, recv, source)
-		}},
+		}, nil, nil},
 		{"exchange/unmatched-peer", 2, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			dest, source := ring(c)
 			if c.Rank() == 0 {
@@ -116,7 +115,7 @@ func exchangeErrorCases() []errorCase {
 			send, recv := ranked(tensor.Int32, c.Rank(), 2), sentinels(tensor.Int32, 2)
 			keep(send, recv)
 			return comm.Exchange(c, send, dest, recv, source)
-		}},
+		}, nil, nil},
 		{"exchange/dest-out-of-range", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			dest, source := ring(c)
 			if last(c) {
@@ -125,7 +124,7 @@ func exchangeErrorCases() []errorCase {
 			send, recv := ranked(tensor.Int64, c.Rank(), 2), sentinels(tensor.Int64, 2)
 			keep(send, recv)
 			return comm.Exchange(c, send, dest, recv, source)
-		}},
+		}, nil, nil},
 		{"exchange/dtypes-differ", 1, func(c comm.Communicator, keep func(...*tensor.Tensor)) error {
 			dest, source := ring(c)
 			dt := tensor.Float32
@@ -135,7 +134,7 @@ func exchangeErrorCases() []errorCase {
 			send, recv := ranked(tensor.Float32, c.Rank(), 2), sentinels(dt, 2)
 			keep(send, recv)
 			return comm.Exchange(c, send, dest, recv, source)
-		}},
+		}, nil, nil},
 	}
 }
 
@@ -143,27 +142,20 @@ func exchangeErrorCases() []errorCase {
 // waiting in the exchange, get a *comm.PeerError naming it, and their
 // buffers are left alone.
 func exchangeAbort(c comm.Communicator) error {
-	var rep report
 	const what = "exchange abort"
-	sub, ab, ok := abortable(&rep, c, what)
-	if !ok {
-		alive(&rep, c, "after the "+what+" case")
-		return rep.err()
-	}
-	r, n := sub.Rank(), sub.Size()
-	last := n - 1
-	cause := fmt.Errorf("commtest: rank %d fails before its exchange", last)
-	if r == last {
-		rep.ok(what, ab.Abort(cause))
-	} else {
-		send, recv := ranked(tensor.Float32, r, 5), sentinels(tensor.Float32, 5)
-		err := comm.Exchange(sub, send, (r+1)%n, recv, (r+n-1)%n)
-		peerError(&rep, "exchange while a peer aborts", err, last, cause)
-		if r == 0 { // its source is the aborting rank, which sent nothing
-			rep.check(same("receive buffer after the abort", recv, sentinels(tensor.Float32, 5)))
+	return abortCase(c, what, "after a split group was aborted", func(rep *report, sub comm.Communicator, ab comm.Aborter) {
+		r, n := sub.Rank(), sub.Size()
+		last := n - 1
+		cause := fmt.Errorf("commtest: rank %d fails before its exchange", last)
+		if r == last {
+			rep.ok(what, ab.Abort(cause))
+		} else {
+			send, recv := ranked(tensor.Float32, r, 5), sentinels(tensor.Float32, 5)
+			err := comm.Exchange(sub, send, (r+1)%n, recv, (r+n-1)%n)
+			peerError(rep, "exchange while a peer aborts", err, last, cause)
+			if r == 0 { // its source is the aborting rank, which sent nothing
+				rep.check(same("receive buffer after the abort", recv, sentinels(tensor.Float32, 5)))
+			}
 		}
-	}
-	rep.ok("close after the abort", sub.Close())
-	alive(&rep, c, "after a split group was aborted")
-	return rep.err()
+	})
 }

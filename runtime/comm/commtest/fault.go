@@ -40,6 +40,23 @@ func abortable(rep *report, c comm.Communicator, what string) (sub comm.Communic
 	return sub, ab, true
 }
 
+// abortCase runs body, with this rank's report, on a group split from c
+// whose members can abort, then closes that group and checks that c still
+// works (after names the moment). Where the transport's groups cannot
+// abort, body is skipped.
+func abortCase(c comm.Communicator, what, after string, body func(rep *report, sub comm.Communicator, ab comm.Aborter)) error {
+	var rep report
+	sub, ab, ok := abortable(&rep, c, what)
+	if !ok {
+		alive(&rep, c, "after the "+what+" case")
+		return rep.err()
+	}
+	body(&rep, sub, ab)
+	rep.ok(what+": close after the abort", sub.Close())
+	alive(&rep, c, after)
+	return rep.err()
+}
+
 // peerError checks that err, from a rank other than the one that aborted,
 // is a *comm.PeerError naming rank and, if the transport carried it, cause.
 func peerError(rep *report, what string, err error, rank int, cause error) {
@@ -67,59 +84,44 @@ func ownAbort(rep *report, what string, err error, cause error) {
 // a barrier; they get a *comm.PeerError naming it, in that barrier and in a
 // later allreduce, and it gets its own cause back.
 func abortDelivers(c comm.Communicator) error {
-	var rep report
 	const what = "abort"
-	sub, ab, ok := abortable(&rep, c, what)
-	if !ok {
-		alive(&rep, c, "after the "+what+" case")
-		return rep.err()
-	}
-	last := sub.Size() - 1
-	cause := fmt.Errorf("commtest: rank %d gives up", last)
-	if sub.Rank() == last {
-		rep.ok(what, ab.Abort(cause))
-		ownAbort(&rep, "barrier after this rank's abort", sub.Barrier(), cause)
-	} else {
-		peerError(&rep, "barrier while another rank aborts", sub.Barrier(), last, cause)
-		v := []float32{1}
-		peerError(&rep, "allreduce after the abort", sub.Allreduce(tensor.FromFloat32(v), tensor.Sum), last, cause)
-		if v[0] != 1 {
-			rep.errorf("allreduce after the abort changed the buffer to %v", v)
+	return abortCase(c, what, "after a split group was aborted", func(rep *report, sub comm.Communicator, ab comm.Aborter) {
+		last := sub.Size() - 1
+		cause := fmt.Errorf("commtest: rank %d gives up", last)
+		if sub.Rank() == last {
+			rep.ok(what, ab.Abort(cause))
+			ownAbort(rep, "barrier after this rank's abort", sub.Barrier(), cause)
+		} else {
+			peerError(rep, "barrier while another rank aborts", sub.Barrier(), last, cause)
+			v := []float32{1}
+			peerError(rep, "allreduce after the abort", sub.Allreduce(tensor.FromFloat32(v), tensor.Sum), last, cause)
+			if v[0] != 1 {
+				rep.errorf("allreduce after the abort changed the buffer to %v", v)
+			}
 		}
-	}
-	rep.ok("close after the abort", sub.Close())
-	alive(&rep, c, "after a split group was aborted")
-	return rep.err()
+	})
 }
 
 // firstAbortWins: rank 0 aborts; once every rank knows it has (through the
 // parent group), rank 1 aborts with another cause and closes: every rank
 // still sees rank 0's abort.
 func firstAbortWins(c comm.Communicator) error {
-	var rep report
-	const what = "first abort"
-	sub, ab, ok := abortable(&rep, c, what)
-	if !ok {
-		alive(&rep, c, "after the "+what+" case")
-		return rep.err()
-	}
-	first := errors.New("commtest: first abort")
-	second := errors.New("commtest: second abort")
-	if sub.Rank() == 0 {
-		rep.ok("abort", ab.Abort(first))
-	}
-	rep.ok("barrier in the parent after the first abort", c.Barrier())
-	if sub.Rank() == 1 {
-		rep.ok("second abort", ab.Abort(second))
-		rep.ok("close after the aborts", sub.Close())
-	}
-	rep.ok("barrier in the parent after the second abort", c.Barrier())
-	if err := sub.Barrier(); sub.Rank() == 0 {
-		ownAbort(&rep, "barrier on the first aborting rank", err, first)
-	} else {
-		peerError(&rep, "barrier after two aborts", err, 0, first)
-	}
-	rep.ok("close", sub.Close())
-	alive(&rep, c, "after a split group was aborted twice")
-	return rep.err()
+	return abortCase(c, "first abort", "after a split group was aborted twice", func(rep *report, sub comm.Communicator, ab comm.Aborter) {
+		first := errors.New("commtest: first abort")
+		second := errors.New("commtest: second abort")
+		if sub.Rank() == 0 {
+			rep.ok("abort", ab.Abort(first))
+		}
+		rep.ok("barrier in the parent after the first abort", c.Barrier())
+		if sub.Rank() == 1 {
+			rep.ok("second abort", ab.Abort(second))
+			rep.ok("close after the aborts", sub.Close())
+		}
+		rep.ok("barrier in the parent after the second abort", c.Barrier())
+		if err := sub.Barrier(); sub.Rank() == 0 {
+			ownAbort(rep, "barrier on the first aborting rank", err, first)
+		} else {
+			peerError(rep, "barrier after two aborts", err, 0, first)
+		}
+	})
 }

@@ -9,7 +9,7 @@ import (
 // (rank i gets ranks[i]), and returns once every call has returned, with
 // rank i's error at index i; a panic in f becomes that rank's error. It is
 // the one way the project's tests run N ranks in one process: ranks may be
-// the members of a group (comm.NewGroup), Runtimes (hvd.StartLocal), or just
+// the members of a group (memcomm.NewGroup), Runtimes (hvd.StartLocal), or just
 // the rank numbers (Ranks(n)).
 func OnRanks[T any](ranks []T, f func(x T) error) []error {
 	errs := make([]error, len(ranks))

@@ -7,13 +7,14 @@ import (
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // TestOnRanks: every rank runs at once (a collective completes only then),
 // each error lands at its rank's index, and a panic becomes an error.
 func TestOnRanks(t *testing.T) {
-	g := comm.NewGroup(3)
+	g := memcomm.NewGroup(3)
 	errs := commtest.OnRanks(g, func(c comm.Communicator) error {
 		v := []int64{int64(c.Rank())}
 		if err := c.Allreduce(tensor.FromInt64(v), tensor.Sum); err != nil {

@@ -21,20 +21,13 @@ func filled(dt tensor.DType, f func(i int) int64, shape ...int) *tensor.Tensor {
 
 // fill sets element i of t to f(i), converted to t's dtype.
 func fill(t *tensor.Tensor, f func(i int) int64) {
-	n := t.Len()
+	if fillT, ok := fills[t.DType()]; ok {
+		fillT(t, f)
+		return
+	}
 	switch t.DType() {
-	case tensor.Float32:
-		s := tensor.View[float32](t)
-		for i := range s {
-			s[i] = float32(f(i))
-		}
-	case tensor.Float64:
-		s := tensor.View[float64](t)
-		for i := range s {
-			s[i] = float64(f(i))
-		}
 	case tensor.Float16, tensor.BFloat16:
-		tmp := make([]float32, n)
+		tmp := make([]float32, t.Len())
 		for i := range tmp {
 			tmp[i] = float32(f(i))
 		}
@@ -42,41 +35,6 @@ func fill(t *tensor.Tensor, f func(i int) int64) {
 			tensor.Float32ToFloat16(tensor.View[tensor.Float16Bits](t), tmp)
 		} else {
 			tensor.Float32ToBFloat16(tensor.View[tensor.BFloat16Bits](t), tmp)
-		}
-	case tensor.Int8:
-		s := tensor.View[int8](t)
-		for i := range s {
-			s[i] = int8(f(i))
-		}
-	case tensor.Uint8:
-		s := tensor.View[uint8](t)
-		for i := range s {
-			s[i] = uint8(f(i))
-		}
-	case tensor.Int32:
-		s := tensor.View[int32](t)
-		for i := range s {
-			s[i] = int32(f(i))
-		}
-	case tensor.Int64:
-		s := tensor.View[int64](t)
-		for i := range s {
-			s[i] = f(i)
-		}
-	case tensor.Uint64:
-		s := tensor.View[uint64](t)
-		for i := range s {
-			s[i] = uint64(f(i))
-		}
-	case tensor.Int16:
-		s := tensor.View[int16](t)
-		for i := range s {
-			s[i] = int16(f(i))
-		}
-	case tensor.Uint16:
-		s := tensor.View[uint16](t)
-		for i := range s {
-			s[i] = uint16(f(i))
 		}
 	case tensor.Bool:
 		// A value's parity is the bool; the sentinel stays a byte no bool
@@ -95,13 +53,45 @@ func fill(t *tensor.Tensor, f func(i int) int64) {
 	}
 }
 
+// number is an element type that fill converts int64 values to.
+type number interface {
+	float32 | float64 | int8 | uint8 | int16 | uint16 | int32 | int64 | uint64
+}
+
+// fills and shows are fill and show for the dtypes whose elements are Go
+// numbers.
+var (
+	fills = map[tensor.DType]func(*tensor.Tensor, func(int) int64){
+		tensor.Float32: fillAs[float32], tensor.Float64: fillAs[float64],
+		tensor.Int8: fillAs[int8], tensor.Uint8: fillAs[uint8],
+		tensor.Int16: fillAs[int16], tensor.Uint16: fillAs[uint16],
+		tensor.Int32: fillAs[int32], tensor.Int64: fillAs[int64], tensor.Uint64: fillAs[uint64],
+	}
+	shows = map[tensor.DType]func(*tensor.Tensor, int) string{
+		tensor.Float32: showAs[float32], tensor.Float64: showAs[float64],
+		tensor.Int8: showAs[int8], tensor.Uint8: showAs[uint8],
+		tensor.Int16: showAs[int16], tensor.Uint16: showAs[uint16],
+		tensor.Int32: showAs[int32], tensor.Int64: showAs[int64],
+	}
+)
+
+// fillAs sets element i of t, whose elements are Ts, to f(i).
+func fillAs[T number](t *tensor.Tensor, f func(i int) int64) {
+	s := tensor.View[T](t)
+	for i := range s {
+		s[i] = T(f(i))
+	}
+}
+
+// showAs returns element i of t, whose elements are Ts, as text.
+func showAs[T number](t *tensor.Tensor, i int) string { return fmt.Sprint(tensor.View[T](t)[i]) }
+
 // show returns element i of t as text.
 func show(t *tensor.Tensor, i int) string {
+	if showT, ok := shows[t.DType()]; ok {
+		return showT(t, i)
+	}
 	switch t.DType() {
-	case tensor.Float32:
-		return fmt.Sprint(tensor.View[float32](t)[i])
-	case tensor.Float64:
-		return fmt.Sprint(tensor.View[float64](t)[i])
 	case tensor.Float16:
 		var out [1]float32
 		tensor.Float16ToFloat32(out[:], tensor.View[tensor.Float16Bits](t)[i:i+1])
@@ -110,20 +100,8 @@ func show(t *tensor.Tensor, i int) string {
 		var out [1]float32
 		tensor.BFloat16ToFloat32(out[:], tensor.View[tensor.BFloat16Bits](t)[i:i+1])
 		return fmt.Sprint(out[0])
-	case tensor.Int8:
-		return fmt.Sprint(tensor.View[int8](t)[i])
-	case tensor.Uint8:
-		return fmt.Sprint(tensor.View[uint8](t)[i])
-	case tensor.Int32:
-		return fmt.Sprint(tensor.View[int32](t)[i])
-	case tensor.Int64:
-		return fmt.Sprint(tensor.View[int64](t)[i])
 	case tensor.Uint64:
 		return fmt.Sprintf("%#x", tensor.View[uint64](t)[i])
-	case tensor.Int16:
-		return fmt.Sprint(tensor.View[int16](t)[i])
-	case tensor.Uint16:
-		return fmt.Sprint(tensor.View[uint16](t)[i])
 	case tensor.Bool:
 		if b := t.Bytes()[i]; b > 1 {
 			return fmt.Sprintf("byte %d", b)

@@ -192,7 +192,7 @@ func (c *Comm) agree(d *desc, own error) error {
 	if err := c.finish(nil); err != nil {
 		return err
 	}
-	if err := verdict(c.rank, d.kind, ds, own); err != nil {
+	if err := verdict(d.kind, ds, own); err != nil {
 		return err
 	}
 	c.fp = d.fingerprint()
@@ -202,7 +202,7 @@ func (c *Comm) agree(d *desc, own error) error {
 // abortOwn tears the group down for an error this rank found during a call,
 // and tells the others.
 func (c *Comm) abortOwn(err error) {
-	if c.fail(&abortedError{rank: c.rank, cause: err}) {
+	if c.fail(&comm.AbortedError{Rank: c.rank, Cause: err}) {
 		c.sendAbort(err.Error())
 	}
 }
@@ -255,12 +255,10 @@ func (c *Comm) exchangeDescs(d *desc, own error) ([]desc, error) {
 
 // verdict reads every rank's desc and returns the same outcome on every
 // rank (this rank's own error, if it had one).
-func verdict(me int, k kind, ds []desc, own error) error {
+func verdict(k kind, ds []desc, own error) error {
 	op := k.String()
-	for r, d := range ds {
-		if d.kind != k {
-			return &comm.MismatchError{Source: "comm", Op: op, Detail: fmt.Sprintf("rank %d called %v, rank %d called %v", me, k, r, d.kind)}
-		}
+	if d := agree.Kinds(len(ds), func(r int) agree.Kind { return agree.Kind(ds[r].kind) }); d != "" {
+		return &comm.MismatchError{Source: "comm", Op: op, Detail: d}
 	}
 	if own != nil {
 		return own

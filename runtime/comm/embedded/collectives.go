@@ -3,6 +3,7 @@ package embedded
 import (
 	"fmt"
 
+	"github.com/gohorovod/gohorovod/internal/agree"
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -38,20 +39,11 @@ func mod(a, n int) int { return ((a % n) + n) % n }
 // ring each block is reduced once, along the ring, and then copied), so the
 // result is identical, bit for bit, on every rank.
 func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
-	if err := c.begin(); err != nil {
+	d, err := c.start(agree.Args{Kind: agree.Allreduce, Send: buf, Op: op})
+	if err != nil {
 		return err
 	}
-	d := desc{kind: kAllreduce, op: op}
-	b, err := hostBytes("allreduce", "buffer", buf)
-	if err == nil {
-		d.dtype, d.n = buf.DType(), int64(buf.Len())
-		if !op.Supports(d.dtype) {
-			err = fmt.Errorf("comm: allreduce: reduction %v is not defined on %v", op, d.dtype)
-		}
-	}
-	if err := c.agree(&d, err); err != nil {
-		return err
-	}
+	b := buf.Bytes()
 	if len(c.members) == 1 {
 		return nil
 	}
@@ -167,92 +159,19 @@ type ringEv struct {
 // receives from r-1; at reduce-scatter step s it receives block r-s-2 and
 // combines it into its own copy, at allgather step t it receives block
 // r-t-1. Each block is cut into pieces; a piece is passed on as soon as it
-// is done, so that the ring works as a pipeline.
+// is done, so that the ring works as a pipeline, with receives posted for
+// up to window pieces ahead.
 func (c *Comm) ring(b []byte, blocks []span, dt tensor.DType, op tensor.ReduceOp, rs, ag bool) error {
 	n, r := len(c.members), c.rank
 	left, right := mod(r-1, n), mod(r+1, n)
 	esz := dt.Size()
 	piece := max(pieceBytes/esz*esz, esz)
-	forPieces := func(s span, f func(lo, hi int)) {
-		for lo := s.lo; lo < s.hi; lo += piece {
-			f(lo, min(lo+piece, s.hi))
-		}
-	}
-	// The first block goes out as it is.
-	raw := c.rawIdx[:0]
-	first := r
-	if rs {
-		first = mod(r-1, n)
-	}
-	forPieces(blocks[first], func(lo, hi int) {
-		c.isend(right, b[lo:hi])
-		raw = append(raw, len(c.outS)-1)
-	})
-	c.rawIdx = raw
-	evs := c.evs[:0]
-	steps := c.stepStart[:0]
-	if rs {
-		for s := 0; s <= n-2; s++ {
-			steps = append(steps, len(evs))
-			fwd := s < n-2 || ag
-			forPieces(blocks[mod(r-s-2, n)], func(lo, hi int) {
-				evs = append(evs, ringEv{lo: lo, hi: hi, reduce: true, fwd: fwd, guardEv: -1, guard: -1, sent: -1})
-			})
-		}
-	}
-	if ag {
-		for t := 0; t <= n-2; t++ {
-			j := 0
-			forPieces(blocks[mod(r-t-1, n)], func(lo, hi int) {
-				e := ringEv{lo: lo, hi: hi, fwd: t < n-2, guardEv: -1, guard: -1, sent: -1}
-				// Landing the reduced piece overwrites bytes this rank sent
-				// during the reduce-scatter: that send must be done first.
-				if rs && t == 0 {
-					e.guard = raw[j]
-				} else if rs {
-					e.guardEv = steps[t-1] + j
-				}
-				evs = append(evs, e)
-				j++
-			})
-		}
-	}
-	c.evs, c.stepStart = evs, steps
-	if len(c.slots) < window {
-		c.slots = make([][]byte, window)
-	}
-	for i := range c.slots {
-		if rs && len(c.slots[i]) < piece {
-			c.slots[i] = make([]byte, piece)
-		}
-	}
+	evs := c.ringPlan(b, blocks, piece, right, rs, ag)
+	c.ringSlots(piece, rs)
 	posted := 0
-	post := func(e int) (bool, error) {
-		ev := &evs[e]
-		if ev.guardEv >= 0 {
-			if evs[ev.guardEv].sent < 0 {
-				return false, nil
-			}
-			ev.guard = evs[ev.guardEv].sent
-		}
-		if ev.guard >= 0 {
-			if err := c.waitS(c.outS[ev.guard]); err != nil {
-				return false, err
-			}
-		}
-		if ev.reduce {
-			// Through shared memory the reader reduces the piece straight
-			// from the slots into b (req.reduced); on a socket it lands in
-			// a receive slot and is reduced below.
-			ev.req = c.irecvReduce(left, c.slots[e%window][:ev.hi-ev.lo], b[ev.lo:ev.hi], dt, op)
-		} else {
-			ev.req = c.irecv(left, b[ev.lo:ev.hi])
-		}
-		return true, nil
-	}
 	for i := range evs {
 		for posted < len(evs) && posted < i+window {
-			ok, err := post(posted)
+			ok, err := c.ringPost(evs, posted, b, left, dt, op)
 			if err != nil {
 				return err
 			}
@@ -279,22 +198,109 @@ func (c *Comm) ring(b []byte, blocks []span, dt tensor.DType, op tensor.ReduceOp
 	return nil
 }
 
+// forPieces calls f on each piece of s, of at most piece bytes, in order.
+func forPieces(s span, piece int, f func(lo, hi int)) {
+	for lo := s.lo; lo < s.hi; lo += piece {
+		f(lo, min(lo+piece, s.hi))
+	}
+}
+
+// ringPlan sends the ring's first block (as it is) to the right neighbour
+// and returns the ring's events, in the order this rank receives their
+// pieces (kept in c.evs, reused from call to call).
+func (c *Comm) ringPlan(b []byte, blocks []span, piece, right int, rs, ag bool) []ringEv {
+	n, r := len(c.members), c.rank
+	raw := c.rawIdx[:0]
+	first := r
+	if rs {
+		first = mod(r-1, n)
+	}
+	forPieces(blocks[first], piece, func(lo, hi int) {
+		c.isend(right, b[lo:hi])
+		raw = append(raw, len(c.outS)-1)
+	})
+	c.rawIdx = raw
+	evs := c.evs[:0]
+	steps := c.stepStart[:0]
+	if rs {
+		for s := 0; s <= n-2; s++ {
+			steps = append(steps, len(evs))
+			fwd := s < n-2 || ag
+			forPieces(blocks[mod(r-s-2, n)], piece, func(lo, hi int) {
+				evs = append(evs, ringEv{lo: lo, hi: hi, reduce: true, fwd: fwd, guardEv: -1, guard: -1, sent: -1})
+			})
+		}
+	}
+	if ag {
+		for t := 0; t <= n-2; t++ {
+			j := 0
+			forPieces(blocks[mod(r-t-1, n)], piece, func(lo, hi int) {
+				e := ringEv{lo: lo, hi: hi, fwd: t < n-2, guardEv: -1, guard: -1, sent: -1}
+				// Landing the reduced piece overwrites bytes this rank sent
+				// during the reduce-scatter: that send must be done first.
+				if rs && t == 0 {
+					e.guard = raw[j]
+				} else if rs {
+					e.guardEv = steps[t-1] + j
+				}
+				evs = append(evs, e)
+				j++
+			})
+		}
+	}
+	c.evs, c.stepStart = evs, steps
+	return evs
+}
+
+// ringSlots makes sure of the window's receive slots, of a piece each, that
+// a reduce-scatter receives its pieces into.
+func (c *Comm) ringSlots(piece int, rs bool) {
+	if len(c.slots) < window {
+		c.slots = make([][]byte, window)
+	}
+	for i := range c.slots {
+		if rs && len(c.slots[i]) < piece {
+			c.slots[i] = make([]byte, piece)
+		}
+	}
+}
+
+// ringPost posts the receive of event e from the left neighbour, once the
+// send that last read its bytes is done; it reports false when that send
+// has not even been started yet (the event must wait).
+func (c *Comm) ringPost(evs []ringEv, e int, b []byte, left int, dt tensor.DType, op tensor.ReduceOp) (bool, error) {
+	ev := &evs[e]
+	if ev.guardEv >= 0 {
+		if evs[ev.guardEv].sent < 0 {
+			return false, nil
+		}
+		ev.guard = evs[ev.guardEv].sent
+	}
+	if ev.guard >= 0 {
+		if err := c.waitS(c.outS[ev.guard]); err != nil {
+			return false, err
+		}
+	}
+	if ev.reduce {
+		// Through shared memory the reader reduces the piece straight
+		// from the slots into b (req.reduced); on a socket it lands in
+		// a receive slot and is reduced below.
+		ev.req = c.irecvReduce(left, c.slots[e%window][:ev.hi-ev.lo], b[ev.lo:ev.hi], dt, op)
+	} else {
+		ev.req = c.irecv(left, b[ev.lo:ev.hi])
+	}
+	return true, nil
+}
+
 // Bcast copies buf from root to every rank: below 256 KiB along a binomial
 // tree (log2 n rounds), from 256 KiB along a pipelined chain in pieces of
 // 512 KiB (root, root+1, ...), which moves each byte once per link.
 func (c *Comm) Bcast(buf *tensor.Tensor, root int) error {
-	if err := c.begin(); err != nil {
+	d, err := c.start(agree.Args{Kind: agree.Bcast, Send: buf, Root: root})
+	if err != nil {
 		return err
 	}
-	d := desc{kind: kBcast, root: int64(root)}
-	b, err := hostBytes("bcast", "buffer", buf)
-	if err == nil {
-		d.dtype, d.n = buf.DType(), int64(buf.Len())
-		err = c.checkRoot("bcast", root)
-	}
-	if err := c.agree(&d, err); err != nil {
-		return err
-	}
+	b := buf.Bytes()
 	n := len(c.members)
 	if n == 1 {
 		return nil
@@ -355,39 +361,38 @@ func (c *Comm) Bcast(buf *tensor.Tensor, root int) error {
 	return c.finish(nil)
 }
 
-func (c *Comm) checkRoot(op string, root int) error {
-	if root < 0 || root >= len(c.members) {
-		return fmt.Errorf("comm: %s: root %d out of range for %d ranks", op, root, len(c.members))
+// start begins a collective call with arguments a: it numbers the call,
+// checks a on this rank and agrees with the other ranks (see agree); it
+// returns the call's desc, or the error every rank returns.
+func (c *Comm) start(a agree.Args) (desc, error) {
+	if err := c.begin(); err != nil {
+		return desc{}, err
 	}
-	return nil
+	d, err := c.describe(&a)
+	return d, c.agree(&d, err)
 }
 
-// own returns this rank's entry of counts, or -1 when counts has the wrong
-// length (comm.CheckLocal reports that).
-func (c *Comm) own(counts []int) int {
-	if len(counts) != len(c.members) {
-		return -1
+// describe checks a on this rank (agree.Args.Check, the transports' one
+// per-rank check) and returns the desc of the call.
+func (c *Comm) describe(a *agree.Args) (desc, error) {
+	a.Rank, a.Size = c.rank, len(c.members)
+	d := desc{kind: kind(a.Kind), op: a.Op, root: int64(a.Root), counts: a.Counts, recvCounts: a.RecvCounts}
+	if err := a.Check(); err != nil {
+		return d, fmt.Errorf("comm: %v: %w", a.Kind, err)
 	}
-	return counts[c.rank]
+	d.dtype, d.n = a.Send.DType(), int64(a.Send.Len())
+	return d, nil
 }
 
 // Allgatherv concatenates counts[r] elements from each rank r into recv on
 // every rank: up to 64 KiB in all, every rank sends its block straight to
 // every other; above, around a pipelined ring.
 func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
-	if err := c.begin(); err != nil {
+	d, err := c.start(agree.Args{Kind: agree.Allgatherv, Send: send, Recv: recv, Counts: counts})
+	if err != nil {
 		return err
 	}
-	const name = "allgatherv"
-	d := desc{kind: kAllgatherv, counts: counts}
-	sb, rb, err := sendRecvBytes(name, send, recv)
-	if err == nil {
-		d.dtype = send.DType()
-		err = comm.CheckLocal(name, len(c.members), counts, send, c.own(counts), recv, comm.Sum(counts))
-	}
-	if err := c.agree(&d, err); err != nil {
-		return err
-	}
+	sb, rb := send.Bytes(), recv.Bytes()
 	esz := d.dtype.Size()
 	blocks := countBlocks(counts, esz)
 	mine := blocks[c.rank]
@@ -413,32 +418,16 @@ func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 // Gatherv concatenates counts[r] elements from each rank r into recv on
 // root: every rank sends its block straight to the root.
 func (c *Comm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
-	if err := c.begin(); err != nil {
+	d, err := c.start(agree.Args{Kind: agree.Gatherv, Send: send, Recv: recv, Counts: counts, Root: root})
+	if err != nil {
 		return err
 	}
-	const name = "gatherv"
-	d := desc{kind: kGatherv, counts: counts, root: int64(root)}
-	sb, err := hostBytes(name, "send", send)
-	var rb []byte
-	if err == nil {
-		d.dtype = send.DType()
-		err = c.checkRoot(name, root)
-	}
-	if err == nil && root == c.rank {
-		rb, err = hostBytes(name, "receive", recv)
-	} else {
-		recv = nil // ignored away from the root
-	}
-	if err == nil {
-		err = comm.CheckLocal(name, len(c.members), counts, send, c.own(counts), recv, comm.Sum(counts))
-	}
-	if err := c.agree(&d, err); err != nil {
-		return err
-	}
+	sb := send.Bytes()
 	if c.rank != root {
 		c.isend(root, sb)
 		return c.finish(nil)
 	}
+	rb := recv.Bytes()
 	blocks := countBlocks(counts, d.dtype.Size())
 	for p, s := range blocks {
 		if p != root {
@@ -454,22 +443,12 @@ func (c *Comm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error 
 // order rank+1, rank+2, ... (each connection has its own writer), so that
 // all pairs exchange at once without deadlock.
 func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
-	if err := c.begin(); err != nil {
-		return err
-	}
 	const name = "alltoallv"
-	d := desc{kind: kAlltoallv, counts: sendCounts, recvCounts: recvCounts}
-	sb, rb, err := sendRecvBytes(name, send, recv)
-	if err == nil {
-		d.dtype = send.DType()
-		err = comm.CheckLocal(name, len(c.members), sendCounts, send, comm.Sum(sendCounts), nil, -1)
-	}
-	if err == nil {
-		err = comm.CheckLocal(name, len(c.members), recvCounts, send, -1, recv, comm.Sum(recvCounts))
-	}
-	if err := c.agree(&d, err); err != nil {
+	d, err := c.start(agree.Args{Kind: agree.Alltoallv, Send: send, Recv: recv, Counts: sendCounts, RecvCounts: recvCounts})
+	if err != nil {
 		return err
 	}
+	sb, rb := send.Bytes(), recv.Bytes()
 	esz := d.dtype.Size()
 	sbl, rbl := countBlocks(sendCounts, esz), countBlocks(recvCounts, esz)
 	n := len(c.members)
@@ -494,22 +473,11 @@ func (c *Comm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Ten
 // of the result in recv: a pipelined ring reduce-scatter over a copy of
 // send (send itself is left as it was), each block reduced once.
 func (c *Comm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
-	if err := c.begin(); err != nil {
+	d, err := c.start(agree.Args{Kind: agree.ReduceScatter, Send: send, Recv: recv, Counts: counts, Op: op})
+	if err != nil {
 		return err
 	}
-	const name = "reducescatter"
-	d := desc{kind: kReduceScatter, counts: counts, op: op}
-	sb, rb, err := sendRecvBytes(name, send, recv)
-	if err == nil {
-		d.dtype = send.DType()
-		err = comm.CheckLocal(name, len(c.members), counts, send, comm.Sum(counts), recv, c.own(counts))
-	}
-	if err == nil && !op.Supports(d.dtype) {
-		err = fmt.Errorf("comm: %s: reduction %v is not defined on %v", name, op, d.dtype)
-	}
-	if err := c.agree(&d, err); err != nil {
-		return err
-	}
+	sb, rb := send.Bytes(), recv.Bytes()
 	blocks := countBlocks(counts, d.dtype.Size())
 	mine := blocks[c.rank]
 	if len(c.members) == 1 {
@@ -572,7 +540,7 @@ func (c *Comm) Exchange(send *tensor.Tensor, dest int, recv *tensor.Tensor, sour
 	var sb, rb []byte
 	err := comm.CheckExchange(len(c.members), send, dest, recv, source)
 	if err == nil {
-		sb, rb, err = sendRecvBytes(name, send, recv)
+		sb, rb = send.Bytes(), recv.Bytes()
 		d.dtype = send.DType()
 	}
 	self := dest == c.rank && source == c.rank

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
-	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // rootID is the id of the group New makes; groups split from it get ids
@@ -166,26 +165,6 @@ func (c *Comm) state() error {
 	return c.err
 }
 
-// abortedError is what the aborting rank's own later calls return: the
-// group is closed, and this rank's cause is why.
-type abortedError struct {
-	rank  int
-	cause error
-}
-
-func (e *abortedError) Error() string {
-	if e.cause == nil {
-		return fmt.Sprintf("embedded: rank %d (this rank) aborted the group", e.rank)
-	}
-	return fmt.Sprintf("embedded: rank %d (this rank) aborted the group: %v", e.rank, e.cause)
-}
-
-// Is reports whether target is comm.ErrClosed.
-func (e *abortedError) Is(target error) bool { return target == comm.ErrClosed }
-
-// Unwrap returns the cause given to Abort.
-func (e *abortedError) Unwrap() error { return e.cause }
-
 // Abort tears the group down with cause (comm.Aborter): a small abort frame
 // carrying cause's text goes to every other member (best effort), whose
 // blocked and later calls return a *comm.PeerError naming this rank and that
@@ -198,7 +177,7 @@ func (c *Comm) Abort(cause error) error {
 	if cause != nil {
 		text = cause.Error()
 	}
-	if c.fail(&abortedError{rank: c.rank, cause: cause}) {
+	if c.fail(&comm.AbortedError{Rank: c.rank, Cause: cause}) {
 		c.sendAbort(text)
 	}
 	if c.root {
@@ -341,30 +320,4 @@ func (c *Comm) split(k kind, color, key int) (comm.Communicator, error) {
 		id++
 	}
 	return c.m.newComm(id, members, me, false), nil
-}
-
-// hostBytes returns t's storage, or an error for a tensor this transport
-// cannot move.
-func hostBytes(op, name string, t *tensor.Tensor) ([]byte, error) {
-	if t == nil {
-		return nil, fmt.Errorf("comm: %s: nil %s tensor", op, name)
-	}
-	if t.Device().Kind != tensor.CPU {
-		return nil, fmt.Errorf("comm: %s: %s tensor on %v; the embedded transport moves host tensors only", op, name, t.Device())
-	}
-	if !t.DType().Valid() {
-		return nil, fmt.Errorf("comm: %s: %s tensor has invalid dtype", op, name)
-	}
-	return t.Bytes(), nil
-}
-
-// sendRecvBytes is hostBytes of a collective's send and receive tensors.
-func sendRecvBytes(op string, send, recv *tensor.Tensor) (sb, rb []byte, err error) {
-	if sb, err = hostBytes(op, "send", send); err != nil {
-		return nil, nil, err
-	}
-	if rb, err = hostBytes(op, "receive", recv); err != nil {
-		return nil, nil, err
-	}
-	return sb, rb, nil
 }

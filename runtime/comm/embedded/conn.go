@@ -437,99 +437,22 @@ func (c *conn) readLoop() {
 			c.fail(err, false)
 			return
 		}
-		kind := h[0]
-		id := binary.LittleEndian.Uint64(h[8:])
-		seq := binary.LittleEndian.Uint64(h[16:])
-		fp := binary.LittleEndian.Uint64(h[24:])
-		n := binary.LittleEndian.Uint64(h[32:])
-		if n > maxFrame {
-			c.fail(fmt.Errorf("protocol error: a frame of %d bytes", n), false)
-			return
+		f := frameHeader{
+			kind: h[0],
+			id:   binary.LittleEndian.Uint64(h[8:]),
+			seq:  binary.LittleEndian.Uint64(h[16:]),
+			fp:   binary.LittleEndian.Uint64(h[24:]),
+			n:    binary.LittleEndian.Uint64(h[32:]),
 		}
-		switch kind {
-		case frameData, frameShm:
-			if kind == frameShm && c.shm == nil {
-				c.fail(errors.New("protocol error: a shared-memory frame without shared memory"), false)
-				return
-			}
-			// read reads the payload into dst, or discards it (nil).
-			read := func(dst []byte) error {
-				if kind == frameShm {
-					return c.readShm(dst, int(n), nil)
-				}
-				if dst == nil {
-					_, err := c.br.Discard(int(n))
-					return err
-				}
-				_, err := io.ReadFull(c.br, dst)
-				return err
-			}
-			// A small frame whose receive is not posted yet is kept at
-			// once; a larger one waits a while for it (copying costs more
-			// than a short wait), then is kept too: the frames behind it
-			// may be what unblocks that receive (see inbox).
-			ib := c.inbox(id)
-			var wait <-chan time.Time
-			if n <= earlyCopyMax {
-				wait = expired
-			} else {
-				grace.Reset(earlyGrace)
-				wait = grace.C
-			}
-			r, discard := ib.take(c.m.closing, wait)
-			grace.Stop() // no stale tick is received after Stop (Go 1.23 timers)
-			if r == nil {
-				if discard {
-					if err := read(nil); err != nil {
-						c.fail(err, false)
-						return
-					}
-					continue
-				}
-				data := make([]byte, n)
-				if err := read(data); err != nil {
-					c.fail(err, false)
-					return
-				}
-				ib.keep(earlyFrame{seq: seq, fp: fp, data: data})
-				continue
-			}
-			if err := r.match(seq, fp, int(n)); err != nil {
-				if derr := read(nil); derr != nil {
-					r.finish(err)
-					c.fail(derr, false)
-					return
-				}
-				r.finish(err)
-				continue
-			}
-			var err error
-			if kind == frameShm && r.into != nil && len(r.into) == int(n) {
-				err = c.readShm(r.into, int(n), r)
-				r.reduced = err == nil
-			} else {
-				err = read(r.buf[:n])
-			}
-			if err != nil {
-				le := &lostError{world: c.peer, host: c.m.peers[c.peer].Host, err: err}
-				r.finish(le)
-				c.fail(err, false)
-				return
-			}
-			r.n = int(n)
-			r.finish(nil)
-		case frameAbort:
-			if n > maxCause {
-				c.fail(fmt.Errorf("protocol error: an abort cause of %d bytes", n), false)
-				return
-			}
-			b := make([]byte, n)
-			if _, err := io.ReadFull(c.br, b); err != nil {
-				c.fail(err, false)
-				return
-			}
-			c.m.abortFrom(c.peer, id, string(b))
-		case frameBye:
+		var err error
+		switch {
+		case f.n > maxFrame:
+			err = fmt.Errorf("protocol error: a frame of %d bytes", f.n)
+		case f.kind == frameData || f.kind == frameShm:
+			err = c.dataFrame(&f, grace)
+		case f.kind == frameAbort:
+			err = c.abortFrame(&f)
+		case f.kind == frameBye:
 			// The peer is closing: read what is left until its end of
 			// file, so that neither side closes a socket with unread data
 			// (which resets the connection and can lose frames still in
@@ -538,10 +461,99 @@ func (c *conn) readLoop() {
 			c.br.Discard(maxFrame)
 			return
 		default:
-			c.fail(fmt.Errorf("protocol error: frame kind %d", kind), false)
+			err = fmt.Errorf("protocol error: frame kind %d", f.kind)
+		}
+		if err != nil {
+			c.fail(err, false)
 			return
 		}
 	}
+}
+
+// frameHeader is a frame's header as read.
+type frameHeader struct {
+	kind        byte
+	id, seq, fp uint64
+	n           uint64 // the payload's length, at most maxFrame
+}
+
+// readPayload reads f's payload into dst, or discards it (dst nil).
+func (c *conn) readPayload(f *frameHeader, dst []byte) error {
+	if f.kind == frameShm {
+		return c.readShm(dst, int(f.n), nil)
+	}
+	if dst == nil {
+		_, err := c.br.Discard(int(f.n))
+		return err
+	}
+	_, err := io.ReadFull(c.br, dst)
+	return err
+}
+
+// dataFrame delivers a data (or shared-memory) frame to the receive posted
+// for it, or keeps it until one is; an error ends the connection.
+func (c *conn) dataFrame(f *frameHeader, grace *time.Timer) error {
+	n := f.n
+	if f.kind == frameShm && c.shm == nil {
+		return errors.New("protocol error: a shared-memory frame without shared memory")
+	}
+	// A small frame whose receive is not posted yet is kept at once; a
+	// larger one waits a while for it (copying costs more than a short
+	// wait), then is kept too: the frames behind it may be what unblocks
+	// that receive (see inbox).
+	ib := c.inbox(f.id)
+	var wait <-chan time.Time
+	if n <= earlyCopyMax {
+		wait = expired
+	} else {
+		grace.Reset(earlyGrace)
+		wait = grace.C
+	}
+	r, discard := ib.take(c.m.closing, wait)
+	grace.Stop() // no stale tick is received after Stop (Go 1.23 timers)
+	if r == nil {
+		if discard {
+			return c.readPayload(f, nil)
+		}
+		data := make([]byte, n)
+		if err := c.readPayload(f, data); err != nil {
+			return err
+		}
+		ib.keep(earlyFrame{seq: f.seq, fp: f.fp, data: data})
+		return nil
+	}
+	if err := r.match(f.seq, f.fp, int(n)); err != nil {
+		derr := c.readPayload(f, nil)
+		r.finish(err)
+		return derr
+	}
+	var err error
+	if f.kind == frameShm && r.into != nil && len(r.into) == int(n) {
+		err = c.readShm(r.into, int(n), r)
+		r.reduced = err == nil
+	} else {
+		err = c.readPayload(f, r.buf[:n])
+	}
+	if err != nil {
+		r.finish(&lostError{world: c.peer, host: c.m.peers[c.peer].Host, err: err})
+		return err
+	}
+	r.n = int(n)
+	r.finish(nil)
+	return nil
+}
+
+// abortFrame passes on a peer's abort and its cause.
+func (c *conn) abortFrame(f *frameHeader) error {
+	if f.n > maxCause {
+		return fmt.Errorf("protocol error: an abort cause of %d bytes", f.n)
+	}
+	b := make([]byte, f.n)
+	if _, err := io.ReadFull(c.br, b); err != nil {
+		return err
+	}
+	c.m.abortFrom(c.peer, f.id, string(b))
+	return nil
 }
 
 // match checks a data frame's header against the receive it is matched

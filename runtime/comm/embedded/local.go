@@ -59,30 +59,59 @@ func NewLocalGroup(n int, o GroupOptions) ([]comm.Communicator, error) {
 		}
 		dir = d
 	}
-	var left atomic.Int32 // ranks not yet closed; the last removes dir
-	lns := make([]*Listeners, n)
-	peers := make([]Peer, n)
-	cleanup := func() {
-		for _, l := range lns {
-			if l != nil {
-				l.Close()
-			}
-		}
-		if dir != "" {
-			os.RemoveAll(dir)
-		}
+	lns, err := listenLocal(n, o.Hosts, dir)
+	if err != nil {
+		return nil, err
 	}
+	out, err := connectLocal(lns, secret, timeout)
+	if err != nil {
+		closeLocal(lns, dir)
+		return nil, err
+	}
+	ownLocal(out, lns, dir)
+	return out, nil
+}
+
+// listenLocal opens the listeners of n ranks on hosts (nil: all "local"),
+// with their Unix sockets in dir (none when empty); on an error it closes
+// the ones it opened, and removes dir.
+func listenLocal(n int, hosts []string, dir string) ([]*Listeners, error) {
+	lns := make([]*Listeners, n)
 	for r := range n {
 		host := "local"
-		if o.Hosts != nil {
-			host = o.Hosts[r]
+		if hosts != nil {
+			host = hosts[r]
 		}
 		l, err := Listen(host, "127.0.0.1:0", dir)
 		if err != nil {
-			cleanup()
+			closeLocal(lns, dir)
 			return nil, err
 		}
-		lns[r], peers[r] = l, l.Peer()
+		lns[r] = l
+	}
+	return lns, nil
+}
+
+// closeLocal closes the listeners that are open and removes dir.
+func closeLocal(lns []*Listeners, dir string) {
+	for _, l := range lns {
+		if l != nil {
+			l.Close()
+		}
+	}
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+}
+
+// connectLocal makes every rank's member of the group, each over its own
+// listeners, all at once (each waits for the others to connect); on an
+// error it closes the members it made.
+func connectLocal(lns []*Listeners, secret []byte, timeout time.Duration) ([]comm.Communicator, error) {
+	n := len(lns)
+	peers := make([]Peer, n)
+	for r, l := range lns {
+		peers[r] = l.Peer()
 	}
 	out := make([]comm.Communicator, n)
 	errs := make([]error, n)
@@ -104,10 +133,16 @@ func NewLocalGroup(n int, o GroupOptions) ([]comm.Communicator, error) {
 				c.Close()
 			}
 		}
-		cleanup()
 		return nil, err
 	}
-	left.Store(int32(n))
+	return out, nil
+}
+
+// ownLocal makes each member close its own listeners when it is closed,
+// and the last of them remove dir.
+func ownLocal(out []comm.Communicator, lns []*Listeners, dir string) {
+	var left atomic.Int32 // ranks not yet closed; the last removes dir
+	left.Store(int32(len(out)))
 	for r, c := range out {
 		l := lns[r]
 		var once sync.Once
@@ -122,5 +157,4 @@ func NewLocalGroup(n int, o GroupOptions) ([]comm.Communicator, error) {
 			return err
 		}}
 	}
-	return out, nil
 }

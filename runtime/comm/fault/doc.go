@@ -12,5 +12,5 @@
 //
 // Without Abort, a rank that fails a collective leaves its peers waiting in
 // it, as a real lost rank would: give the in-memory group a
-// comm.GroupOptions.Timeout, or fault the same call on every rank, or Abort.
+// memcomm.GroupOptions.Timeout, or fault the same call on every rank, or Abort.
 package fault

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/fault"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -14,7 +15,7 @@ import (
 // aborts the group: the other ranks, waiting in that allreduce, learn that
 // rank 1 failed and why.
 func ExampleWrap() {
-	group := comm.NewGroup(3)
+	group := memcomm.NewGroup(3)
 	comms := make([]comm.Communicator, len(group))
 	for r, c := range group {
 		comms[r] = c

@@ -12,6 +12,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/runtime/comm/fault"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -205,7 +206,7 @@ func testNthCall(t *testing.T, n int, cl call, k int, ruleErr error) {
 		other = callOf(fault.Barrier)
 	}
 	const rounds = 4
-	group := comm.NewGroup(n)
+	group := memcomm.NewGroup(n)
 	defer group[0].Close()
 	comms := wrapAll(group, func(int) []fault.Rule { return []fault.Rule{{Kind: cl.kind, Call: k, Err: ruleErr}} })
 	errs := commtest.OnRanks(comms, func(c *fault.Comm) error {
@@ -273,7 +274,7 @@ func TestRuleMatching(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			group := comm.NewGroup(2)
+			group := memcomm.NewGroup(2)
 			defer group[0].Close()
 			comms := wrapAll(group, func(int) []fault.Rule { return tt.rules })
 			for r, err := range commtest.OnRanks(comms, func(c *fault.Comm) error {
@@ -304,7 +305,7 @@ func TestAbortRule(t *testing.T) {
 			for _, ruleErr := range []error{nil, errors.New("NCCL error: unhandled system error")} {
 				t.Run(fmt.Sprintf("n=%d/%s/err=%v", n, cl.kind, ruleErr), func(t *testing.T) {
 					failing := n - 1
-					group := comm.NewGroup(n)
+					group := memcomm.NewGroup(n)
 					comms := wrapAll(group, func(r int) []fault.Rule {
 						if r != failing {
 							return nil
@@ -356,7 +357,7 @@ func TestBlockRelease(t *testing.T) {
 		for _, cl := range calls {
 			t.Run(fmt.Sprintf("n=%d/%s", n, cl.kind), func(t *testing.T) {
 				const late = 0
-				group := comm.NewGroup(n)
+				group := memcomm.NewGroup(n)
 				defer group[0].Close()
 				comms := wrapAll(group, func(r int) []fault.Rule {
 					if r != late {
@@ -415,11 +416,11 @@ func TestBlockTeardown(t *testing.T) {
 	cause := errors.New("host unreachable")
 	tests := []struct {
 		name     string
-		opts     comm.GroupOptions
+		opts     memcomm.GroupOptions
 		teardown func(group []comm.Communicator, comms []*fault.Comm)
 		check    func(r int, err error) error
 	}{
-		{"another rank aborts", comm.GroupOptions{}, func(group []comm.Communicator, _ []*fault.Comm) {
+		{"another rank aborts", memcomm.GroupOptions{}, func(group []comm.Communicator, _ []*fault.Comm) {
 			group[1].(comm.Aborter).Abort(cause)
 		}, func(r int, err error) error {
 			if r == 1 {
@@ -434,7 +435,7 @@ func TestBlockTeardown(t *testing.T) {
 			}
 			return nil
 		}},
-		{"the blocked wrapper aborts", comm.GroupOptions{}, func(_ []comm.Communicator, comms []*fault.Comm) {
+		{"the blocked wrapper aborts", memcomm.GroupOptions{}, func(_ []comm.Communicator, comms []*fault.Comm) {
 			comms[0].Abort(cause)
 		}, func(r int, err error) error {
 			var pe *comm.PeerError
@@ -446,7 +447,7 @@ func TestBlockTeardown(t *testing.T) {
 			}
 			return nil
 		}},
-		{"the blocked wrapper closes", comm.GroupOptions{}, func(_ []comm.Communicator, comms []*fault.Comm) {
+		{"the blocked wrapper closes", memcomm.GroupOptions{}, func(_ []comm.Communicator, comms []*fault.Comm) {
 			comms[0].Close()
 		}, func(r int, err error) error {
 			if err != comm.ErrClosed {
@@ -454,10 +455,10 @@ func TestBlockTeardown(t *testing.T) {
 			}
 			return nil
 		}},
-		{"timeout", comm.GroupOptions{Timeout: 20 * time.Millisecond}, nil, func(r int, err error) error {
-			var te *comm.TimeoutError
+		{"timeout", memcomm.GroupOptions{Timeout: 20 * time.Millisecond}, nil, func(r int, err error) error {
+			var te *memcomm.TimeoutError
 			if !errors.As(err, &te) || !slices.Equal(te.Missing, []int{0}) {
-				return fmt.Errorf("%v, want a *comm.TimeoutError with rank 0 missing", err)
+				return fmt.Errorf("%v, want a *memcomm.TimeoutError with rank 0 missing", err)
 			}
 			return nil
 		}},
@@ -465,7 +466,7 @@ func TestBlockTeardown(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		for _, tt := range tests {
 			t.Run(fmt.Sprintf("n=%d/%s", n, tt.name), func(t *testing.T) {
-				group := comm.NewGroupWith(n, tt.opts)
+				group := memcomm.NewGroupWith(n, tt.opts)
 				comms := wrapAll(group, func(r int) []fault.Rule {
 					if r != 0 {
 						return nil
@@ -506,7 +507,7 @@ func TestBlockTeardown(t *testing.T) {
 func TestPanic(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("n=%d/every-rank", n), func(t *testing.T) {
-			group := comm.NewGroup(n)
+			group := memcomm.NewGroup(n)
 			defer group[0].Close()
 			comms := wrapAll(group, func(int) []fault.Rule { return []fault.Rule{{Kind: fault.Allreduce, Call: 1, Panic: true}} })
 			for r, err := range commtest.OnRanks(comms, func(c *fault.Comm) (err error) {
@@ -536,7 +537,7 @@ func TestPanic(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("n=%d/with-abort", n), func(t *testing.T) {
 			cause := errors.New("segfault in the reduction kernel")
-			group := comm.NewGroup(n)
+			group := memcomm.NewGroup(n)
 			comms := wrapAll(group, func(r int) []fault.Rule {
 				if r != 1 {
 					return nil
@@ -571,7 +572,7 @@ func TestPanic(t *testing.T) {
 // TestCallsConcurrent reads Calls while the ranks run collectives, for the
 // race detector, and checks the final counts.
 func TestCallsConcurrent(t *testing.T) {
-	group := comm.NewGroup(2)
+	group := memcomm.NewGroup(2)
 	defer group[0].Close()
 	comms := wrapAll(group, func(int) []fault.Rule { return nil })
 	stop := make(chan struct{})
@@ -617,7 +618,7 @@ func (o *optional) Close() error              { o.closed = true; return o.Commun
 type plain struct{ comm.Communicator }
 
 func TestForwarding(t *testing.T) {
-	o := &optional{Communicator: comm.NewGroup(1)[0], device: true}
+	o := &optional{Communicator: memcomm.NewGroup(1)[0], device: true}
 	w := fault.Wrap(o)
 	w.SetCheck(true)
 	if !o.check || !w.Check() || !w.AcceptsDeviceMemory() {
@@ -643,7 +644,7 @@ func TestForwarding(t *testing.T) {
 		t.Error("Done not closed by Abort")
 	}
 
-	p := fault.Wrap(plain{comm.NewGroup(1)[0]})
+	p := fault.Wrap(plain{memcomm.NewGroup(1)[0]})
 	if p.Check() || p.AcceptsDeviceMemory() {
 		t.Error("a wrapper of a plain communicator claims the agreement check or device memory")
 	}
@@ -676,7 +677,7 @@ func TestWrapPanics(t *testing.T) {
 					t.Errorf("Wrap with %+v: recovered %v, want a fault: panic", r, p)
 				}
 			}()
-			fault.Wrap(comm.NewGroup(1)[0], r)
+			fault.Wrap(memcomm.NewGroup(1)[0], r)
 		}()
 	}
 }
@@ -686,7 +687,7 @@ func TestWrapPanics(t *testing.T) {
 func TestConformance(t *testing.T) {
 	for _, n := range []int{1, 3} {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
-			group := comm.NewGroup(n)
+			group := memcomm.NewGroup(n)
 			comms := make([]comm.Communicator, n)
 			for r, c := range group {
 				comms[r] = fault.Wrap(c)

@@ -52,16 +52,27 @@ var (
 	_ comm.Exchanger         = (*mpiComm)(nil)
 )
 
-// mpiErr translates the binding's errors into the package's: a
-// *mpi.MismatchError becomes a *MismatchError, a freed communicator
-// comm.ErrClosed; the rest pass through (*mpi.ArgError, *mpi.Error).
-func mpiErr(err error) error {
+// err translates the binding's errors into the contract's, with the words
+// of the other transports: a *mpi.MismatchError becomes a
+// *comm.MismatchError; a rank's own bad argument (*mpi.ArgError, which
+// every rank gets) is that rank's own error there, "comm: <collective>:
+// <what>", and a *comm.MismatchError naming it on the others; a freed
+// communicator is comm.ErrClosed; the rest pass through (*mpi.Error).
+func (m *mpiComm) err(err error) error {
 	if err == nil {
 		return nil
 	}
 	var me *mpi.MismatchError
 	if errors.As(err, &me) {
 		return &comm.MismatchError{Source: "comm", Op: me.Op, Detail: me.Detail}
+	}
+	var ae *mpi.ArgError
+	if errors.As(err, &ae) {
+		own := fmt.Sprintf("comm: %s: %s", ae.Op, ae.Msg)
+		if ae.Rank == m.c.Rank() {
+			return errors.New(own)
+		}
+		return &comm.MismatchError{Source: "comm", Op: ae.Op, Detail: fmt.Sprintf("rank %d: %s", ae.Rank, own)}
 	}
 	if errors.Is(err, mpi.ErrFreed) {
 		return fmt.Errorf("%w (%w)", comm.ErrClosed, err)
@@ -93,7 +104,7 @@ func (m *mpiComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 	if err := m.live(); err != nil {
 		return err
 	}
-	return mpiErr(m.c.Allreduce(buf, op))
+	return m.err(m.c.Allreduce(buf, op))
 }
 
 // AllreducePatient is Allreduce waiting for the other ranks with
@@ -103,7 +114,7 @@ func (m *mpiComm) AllreducePatient(buf *tensor.Tensor, op tensor.ReduceOp, maxSl
 	if err := m.live(); err != nil {
 		return err
 	}
-	return mpiErr(m.c.AllreducePatient(buf, op, mpi.DefaultPatience(maxSleep)))
+	return m.err(m.c.AllreducePatient(buf, op, mpi.DefaultPatience(maxSleep)))
 }
 
 // EnableDoorbell lets the patient waits sleep on the node's doorbell
@@ -112,7 +123,7 @@ func (m *mpiComm) EnableDoorbell() error {
 	if err := m.live(); err != nil {
 		return err
 	}
-	return mpiErr(m.c.EnableDoorbell())
+	return m.err(m.c.EnableDoorbell())
 }
 
 // Allgatherv gathers every rank's block on every rank (MPI_Allgatherv).
@@ -120,7 +131,7 @@ func (m *mpiComm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 	if err := m.live(); err != nil {
 		return err
 	}
-	return mpiErr(m.c.Allgatherv(send, recv, counts))
+	return m.err(m.c.Allgatherv(send, recv, counts))
 }
 
 // Gatherv gathers every rank's block on root (MPI_Gatherv).
@@ -128,7 +139,7 @@ func (m *mpiComm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) err
 	if err := m.live(); err != nil {
 		return err
 	}
-	return mpiErr(m.c.Gatherv(send, recv, counts, root))
+	return m.err(m.c.Gatherv(send, recv, counts, root))
 }
 
 // Bcast copies buf from root to every rank (MPI_Bcast).
@@ -136,7 +147,7 @@ func (m *mpiComm) Bcast(buf *tensor.Tensor, root int) error {
 	if err := m.live(); err != nil {
 		return err
 	}
-	return mpiErr(m.c.Bcast(buf, root))
+	return m.err(m.c.Bcast(buf, root))
 }
 
 // Alltoallv exchanges blocks between every pair of ranks (MPI_Alltoallv).
@@ -144,7 +155,7 @@ func (m *mpiComm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.
 	if err := m.live(); err != nil {
 		return err
 	}
-	return mpiErr(m.c.Alltoallv(send, sendCounts, recv, recvCounts))
+	return m.err(m.c.Alltoallv(send, sendCounts, recv, recvCounts))
 }
 
 // Exchange sends send to dest and fills recv from source (comm.Exchange).
@@ -162,7 +173,7 @@ func (m *mpiComm) Exchange(send *tensor.Tensor, dest int, recv *tensor.Tensor, s
 	if err := comm.CheckExchange(m.Size(), send, dest, recv, source); err != nil {
 		return err
 	}
-	return mpiErr(m.c.Sendrecv(send, dest, recv, source))
+	return m.err(m.c.Sendrecv(send, dest, recv, source))
 }
 
 // ReduceScatter reduces send and scatters its blocks (MPI_Reduce_scatter).
@@ -170,7 +181,7 @@ func (m *mpiComm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tens
 	if err := m.live(); err != nil {
 		return err
 	}
-	return mpiErr(m.c.ReduceScatter(send, recv, counts, op))
+	return m.err(m.c.ReduceScatter(send, recv, counts, op))
 }
 
 // Barrier waits for every rank (MPI_Barrier).
@@ -178,7 +189,7 @@ func (m *mpiComm) Barrier() error {
 	if err := m.live(); err != nil {
 		return err
 	}
-	return mpiErr(m.c.Barrier())
+	return m.err(m.c.Barrier())
 }
 
 // Split partitions the group with MPI_Comm_split. A negative color is an
@@ -189,7 +200,7 @@ func (m *mpiComm) Split(color, key int) (comm.Communicator, error) {
 	}
 	s, err := m.c.Split(color, key)
 	if err != nil {
-		return nil, mpiErr(err)
+		return nil, m.err(err)
 	}
 	return &mpiComm{c: s}, nil
 }
@@ -202,7 +213,7 @@ func (m *mpiComm) SplitLocal() (comm.Communicator, error) {
 	}
 	s, err := m.c.SplitShared()
 	if err != nil {
-		return nil, mpiErr(err)
+		return nil, m.err(err)
 	}
 	return &mpiComm{c: s}, nil
 }
@@ -214,7 +225,7 @@ func (m *mpiComm) Close() error {
 		return nil
 	}
 	m.closed = true
-	return mpiErr(m.c.Free())
+	return m.err(m.c.Free())
 }
 
 // Settings returns the Open MPI parameters that MPI's initialisation set

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/cuda"
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/internal/timeline"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
@@ -64,7 +65,7 @@ func (h *host) Activity(act string, start, end time.Time) {
 }
 
 func newHost(t *testing.T) *host {
-	g := comm.NewGroup(1)
+	g := memcomm.NewGroup(1)
 	t.Cleanup(func() { g[0].Close() })
 	return &host{com: g[0], log: zerolog.Nop(), t: t}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/runtime/comm/fault"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -288,7 +289,7 @@ func TestAllreduceRounding(t *testing.T) {
 // as its elements, and that a buffer reused after a larger one (the
 // scratch space shrinks) comes out right.
 func TestAllreduceShape(t *testing.T) {
-	report(t, onRanks(t, comm.NewGroupNodes(2, 2), func(c comm.Communicator) error {
+	report(t, onRanks(t, memcomm.NewGroupNodes(2, 2), func(c comm.Communicator) error {
 		h, err := Open(c)
 		if err != nil {
 			return err
@@ -372,7 +373,7 @@ func TestAllgatherv(t *testing.T) {
 // TestArgumentErrors checks that arguments one rank can check alone are
 // rejected before anything moves, and that the Comms stays usable.
 func TestArgumentErrors(t *testing.T) {
-	report(t, onRanks(t, comm.NewGroupNodes(2, 2), func(c comm.Communicator) error {
+	report(t, onRanks(t, memcomm.NewGroupNodes(2, 2), func(c comm.Communicator) error {
 		h, err := Open(c)
 		if err != nil {
 			return err
@@ -411,7 +412,7 @@ func TestArgumentErrors(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	report(t, onRanks(t, comm.NewGroupNodes(2, 2), func(c comm.Communicator) error {
+	report(t, onRanks(t, memcomm.NewGroupNodes(2, 2), func(c comm.Communicator) error {
 		h, err := Open(c)
 		if err != nil {
 			return err
@@ -517,7 +518,7 @@ func TestFaults(t *testing.T) {
 func TestOpenFaults(t *testing.T) {
 	for _, kind := range []fault.Kind{fault.SplitLocal, fault.Split, fault.Allgatherv} {
 		t.Run(string(kind), func(t *testing.T) {
-			comms := comm.NewGroupNodes(2, 2)
+			comms := memcomm.NewGroupNodes(2, 2)
 			comms[2] = fault.Wrap(comms[2], fault.Rule{Kind: kind, Call: 1, Abort: true})
 			report(t, onRanks(t, comms, func(c comm.Communicator) error {
 				h, err := Open(c)
@@ -539,7 +540,7 @@ func BenchmarkAllreduce(b *testing.B) {
 	const elems = 1 << 20
 	for _, algo := range []string{"flat", "hier"} {
 		b.Run(algo, func(b *testing.B) {
-			comms := comm.NewGroupNodes(2, 2)
+			comms := memcomm.NewGroupNodes(2, 2)
 			calls := make([]func(*tensor.Tensor) error, len(comms))
 			bufs := make([]*tensor.Tensor, len(comms))
 			for r := range bufs {

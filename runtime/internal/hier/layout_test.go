@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 )
 
 func TestNewLayout(t *testing.T) {
@@ -98,7 +99,7 @@ func TestNewLayoutErrors(t *testing.T) {
 // testGroup is an in-memory group's placement on nodes, and its layout.
 type testGroup struct {
 	name string
-	opts comm.GroupOptions
+	opts memcomm.GroupOptions
 	node []int // the layout
 }
 
@@ -116,22 +117,22 @@ func groupNamed(name string) testGroup {
 // consecutive ranks (GroupOptions.Nodes) and scattered ones (NodeOf, with
 // arbitrary labels), and the layout each must discover.
 var groups = []testGroup{
-	{"2x2", comm.GroupOptions{Nodes: []int{2, 2}}, []int{0, 0, 1, 1}},
-	{"3x2", comm.GroupOptions{Nodes: []int{2, 2, 2}}, []int{0, 0, 1, 1, 2, 2}},
-	{"2x3", comm.GroupOptions{Nodes: []int{3, 3}}, []int{0, 0, 0, 1, 1, 1}},
-	{"1x4", comm.GroupOptions{Nodes: []int{4}}, []int{0, 0, 0, 0}},
-	{"4x1", comm.GroupOptions{Nodes: []int{1, 1, 1, 1}}, []int{0, 1, 2, 3}},
-	{"1x1", comm.GroupOptions{}, []int{0}},
-	{"2+1", comm.GroupOptions{Nodes: []int{2, 1}}, []int{0, 0, 1}},
-	{"1+3", comm.GroupOptions{Nodes: []int{1, 3}}, []int{0, 1, 1, 1}},
-	{"3+1+2", comm.GroupOptions{Nodes: []int{3, 1, 2}}, []int{0, 0, 0, 1, 2, 2}},
-	{"alternating 2x2", comm.GroupOptions{NodeOf: []int{0, 1, 0, 1}}, []int{0, 1, 0, 1}},
-	{"scattered 2x3", comm.GroupOptions{NodeOf: []int{9, 4, 4, 9, 9, 4}}, []int{0, 1, 1, 0, 0, 1}},
-	{"scattered 3+1+2", comm.GroupOptions{NodeOf: []int{5, 7, 2, 5, 2, 5}}, []int{0, 1, 2, 0, 2, 0}},
+	{"2x2", memcomm.GroupOptions{Nodes: []int{2, 2}}, []int{0, 0, 1, 1}},
+	{"3x2", memcomm.GroupOptions{Nodes: []int{2, 2, 2}}, []int{0, 0, 1, 1, 2, 2}},
+	{"2x3", memcomm.GroupOptions{Nodes: []int{3, 3}}, []int{0, 0, 0, 1, 1, 1}},
+	{"1x4", memcomm.GroupOptions{Nodes: []int{4}}, []int{0, 0, 0, 0}},
+	{"4x1", memcomm.GroupOptions{Nodes: []int{1, 1, 1, 1}}, []int{0, 1, 2, 3}},
+	{"1x1", memcomm.GroupOptions{}, []int{0}},
+	{"2+1", memcomm.GroupOptions{Nodes: []int{2, 1}}, []int{0, 0, 1}},
+	{"1+3", memcomm.GroupOptions{Nodes: []int{1, 3}}, []int{0, 1, 1, 1}},
+	{"3+1+2", memcomm.GroupOptions{Nodes: []int{3, 1, 2}}, []int{0, 0, 0, 1, 2, 2}},
+	{"alternating 2x2", memcomm.GroupOptions{NodeOf: []int{0, 1, 0, 1}}, []int{0, 1, 0, 1}},
+	{"scattered 2x3", memcomm.GroupOptions{NodeOf: []int{9, 4, 4, 9, 9, 4}}, []int{0, 1, 1, 0, 0, 1}},
+	{"scattered 3+1+2", memcomm.GroupOptions{NodeOf: []int{5, 7, 2, 5, 2, 5}}, []int{0, 1, 2, 0, 2, 0}},
 }
 
 // newGroup returns the members of an in-memory group with these options.
-func newGroup(opts comm.GroupOptions) []comm.Communicator {
+func newGroup(opts memcomm.GroupOptions) []comm.Communicator {
 	n := comm.Sum(opts.Nodes)
 	switch {
 	case opts.NodeOf != nil:
@@ -139,7 +140,7 @@ func newGroup(opts comm.GroupOptions) []comm.Communicator {
 	case opts.Nodes == nil:
 		n = 1
 	}
-	return comm.NewGroupWith(n, opts)
+	return memcomm.NewGroupWith(n, opts)
 }
 
 func TestOpen(t *testing.T) {
@@ -193,7 +194,7 @@ func TestOpen(t *testing.T) {
 // order, which the contract of SplitLocal excludes: every rank must get the
 // same error rather than a wrong layout.
 func TestDiscoverUnordered(t *testing.T) {
-	errs := onRanks(t, comm.NewGroupNodes(2, 2), func(c comm.Communicator) error {
+	errs := onRanks(t, memcomm.NewGroupNodes(2, 2), func(c comm.Communicator) error {
 		local, err := c.Split(c.Rank()/2, -c.Rank())
 		if err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -60,7 +61,7 @@ func TestPickListenIP(t *testing.T) {
 
 // hostDataGroup pairs two in-memory groups of n ranks as MPI and the ring.
 func hostDataGroup(n int) []comm.Communicator {
-	ctrl, data := comm.NewGroup(n), comm.NewGroup(n)
+	ctrl, data := memcomm.NewGroup(n), memcomm.NewGroup(n)
 	out := make([]comm.Communicator, n)
 	for i := range out {
 		out[i] = hostDataComm{Communicator: data[i], ctrl: ctrl[i]}

@@ -8,6 +8,7 @@ import (
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/mpi"
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/comm/mpicomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
@@ -177,7 +178,7 @@ func Open(cfg config.Config, lastRound int, env Env) (Place, error) {
 			"(mpirun, srun, Hydra) started it, and gohorovod takes the placement from MPI: "+
 			"start the job with gohorovodrun or mpirun", config.EnvSize, cfg.Size, cfg.Size)
 	}
-	return Place{Comm: comm.NewGroup(1)[0], Name: Single}, nil
+	return Place{Comm: memcomm.NewGroup(1)[0], Name: Single}, nil
 }
 
 // getenv is lookup as os.Getenv reads: "" for an unset variable.

@@ -14,6 +14,7 @@ import (
 	"github.com/gohorovod/gohorovod/cuda"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -72,7 +73,7 @@ func Run(w io.Writer, cfg Config) error {
 // ranks runs n runtimes over an in-memory group, each with its own stream
 // on the device, and checks the collectives on every rank.
 func ranks(w io.Writer, rt *cuda.Runtime, cfg Config, n int, extra []hvd.Option, what string) error {
-	group := comm.NewGroupWith(n, comm.GroupOptions{Timeout: time.Minute})
+	group := memcomm.NewGroupWith(n, memcomm.GroupOptions{Timeout: time.Minute})
 	defer group[0].Close()
 	hc := config.Default()
 	hc.CycleTime = time.Millisecond

@@ -1,17 +1,17 @@
-package comm_test
+package memcomm_test
 
 import (
 	"fmt"
 	"sync"
 
-	"github.com/gohorovod/gohorovod/runtime/comm"
+	"github.com/gohorovod/gohorovod/runtime/comm/memcomm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // Four ranks, each a goroutine with its own member of an in-memory group,
 // sum their gradients; every rank ends with the same result.
 func ExampleNewGroup() {
-	comms := comm.NewGroup(4)
+	comms := memcomm.NewGroup(4)
 	results := make([][]float32, len(comms))
 	var wg sync.WaitGroup
 	for r, c := range comms {

@@ -1,4 +1,4 @@
-package comm
+package memcomm
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gohorovod/gohorovod/internal/agree"
+	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -28,7 +29,7 @@ type GroupOptions struct {
 	// Timeout bounds how long a rank waits in a collective for the other
 	// ranks to arrive. When it expires the group is torn down: every rank
 	// blocked in the group, and every later call, gets an error that matches
-	// both ErrTimeout and ErrClosed (a *TimeoutError naming the missing
+	// both ErrTimeout and comm.ErrClosed (a *TimeoutError naming the missing
 	// ranks). Zero waits for ever.
 	Timeout time.Duration
 }
@@ -38,7 +39,7 @@ type GroupOptions struct {
 var ErrTimeout = errors.New("comm: collective timed out")
 
 // TimeoutError reports a collective that some ranks never reached. It
-// matches ErrTimeout and ErrClosed (errors.Is), because a timeout tears the
+// matches ErrTimeout and comm.ErrClosed (errors.Is), because a timeout tears the
 // group down.
 type TimeoutError struct {
 	Op      string        // the collective the waiting rank was in
@@ -51,18 +52,18 @@ func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("comm: %s: ranks %v did not arrive within %v; the group is closed", e.Op, e.Missing, e.Timeout)
 }
 
-// Is reports whether target is ErrTimeout or ErrClosed.
-func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout || target == ErrClosed }
+// Is reports whether target is ErrTimeout or comm.ErrClosed.
+func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout || target == comm.ErrClosed }
 
-// NewGroup returns the n members of a new in-memory group, one Communicator
+// NewGroup returns the n members of a new in-memory group, one comm.Communicator
 // per rank, all on one simulated node. Each member is meant to be used by
 // its own goroutine. It panics if n < 1.
-func NewGroup(n int) []Communicator { return NewGroupWith(n, GroupOptions{}) }
+func NewGroup(n int) []comm.Communicator { return NewGroupWith(n, GroupOptions{}) }
 
 // NewGroupNodes returns an in-memory group spread over len(sizes) simulated
 // nodes, with sizes[i] consecutive ranks on node i; SplitLocal returns the
 // ranks of one node. It panics if there is no node or a node is empty.
-func NewGroupNodes(sizes ...int) []Communicator {
+func NewGroupNodes(sizes ...int) []comm.Communicator {
 	n := 0
 	for _, s := range sizes {
 		n += s
@@ -75,23 +76,23 @@ func NewGroupNodes(sizes ...int) []Communicator {
 // if o.NodeOf does not have n entries or has a negative one, if both are
 // set, or if o.Timeout is negative.
 //
-// The in-memory group runs every collective of the Communicator contract on
+// The in-memory group runs every collective of the comm.Communicator contract on
 // host tensors with the documented semantics: every rank posts its
 // arguments, the last rank to arrive checks them all (a disagreement gives a
-// *MismatchError on every rank, a rank's own bad argument gives that error
-// to that rank and a *MismatchError naming it to the others) and moves the
+// *comm.MismatchError on every rank, a rank's own bad argument gives that error
+// to that rank and a *comm.MismatchError naming it to the others) and moves the
 // data, and then every rank returns. Large allreduces are reduced in
 // parallel, each rank combining one slice of the buffer. Reductions combine
 // the ranks' contributions as a left fold in rank order, so results are
 // identical on every rank and from run to run.
 //
 // Close on any member tears down the whole group: ranks blocked in a
-// collective return ErrClosed, and so does every later call on every
+// collective return comm.ErrClosed, and so does every later call on every
 // member. Every member is also a comm.Aborter: Abort(cause) on member k tears
 // the group down in the same way, but every rank blocked in a collective of
 // the group, and every later call on any other member, returns
-// *PeerError{Rank: k, Cause: cause.Error()}, and member k's own later calls
-// return an error that matches ErrClosed and wraps cause. The first Close,
+// *comm.PeerError{Rank: k, Cause: cause.Error()}, and member k's own later calls
+// return an error that matches comm.ErrClosed and wraps cause. The first Close,
 // Abort or timeout decides what every rank sees; later ones change nothing.
 // Close and Abort, unlike the collectives, may be called from any goroutine.
 // Every member also has a method Done() <-chan struct{}, closed when the
@@ -100,24 +101,24 @@ func NewGroupNodes(sizes ...int) []Communicator {
 // Groups made by Split and SplitLocal are independent of their parent.
 // Send and receive buffers must not overlap, except that the send tensor of
 // Allgatherv may be this rank's own block of recv.
-func NewGroupWith(n int, o GroupOptions) []Communicator {
+func NewGroupWith(n int, o GroupOptions) []comm.Communicator {
 	if n < 1 {
-		panic(fmt.Sprintf("comm: in-memory group of %d ranks", n))
+		panic(fmt.Sprintf("memcomm: in-memory group of %d ranks", n))
 	}
 	if o.Timeout < 0 {
-		panic(fmt.Sprintf("comm: negative timeout %v", o.Timeout))
+		panic(fmt.Sprintf("memcomm: negative timeout %v", o.Timeout))
 	}
 	node := make([]int, 0, n)
 	switch {
 	case o.Nodes != nil && o.NodeOf != nil:
-		panic("comm: in-memory group with both Nodes and NodeOf")
+		panic("memcomm: in-memory group with both Nodes and NodeOf")
 	case o.NodeOf != nil:
 		if len(o.NodeOf) != n {
-			panic(fmt.Sprintf("comm: NodeOf has %d entries for %d ranks", len(o.NodeOf), n))
+			panic(fmt.Sprintf("memcomm: NodeOf has %d entries for %d ranks", len(o.NodeOf), n))
 		}
 		for r, l := range o.NodeOf {
 			if l < 0 {
-				panic(fmt.Sprintf("comm: rank %d of an in-memory group is on node %d; node labels are non-negative", r, l))
+				panic(fmt.Sprintf("memcomm: rank %d of an in-memory group is on node %d; node labels are non-negative", r, l))
 			}
 		}
 		node = append(node, o.NodeOf...)
@@ -126,18 +127,18 @@ func NewGroupWith(n int, o GroupOptions) []Communicator {
 	default:
 		for i, s := range o.Nodes {
 			if s < 1 {
-				panic(fmt.Sprintf("comm: node %d of an in-memory group has %d ranks", i, s))
+				panic(fmt.Sprintf("memcomm: node %d of an in-memory group has %d ranks", i, s))
 			}
 			for range s {
 				node = append(node, i)
 			}
 		}
 		if len(node) != n {
-			panic(fmt.Sprintf("comm: nodes %v hold %d ranks, not %d", o.Nodes, len(node), n))
+			panic(fmt.Sprintf("memcomm: nodes %v hold %d ranks, not %d", o.Nodes, len(node), n))
 		}
 	}
 	ms := newGroup(node, o.Timeout)
-	out := make([]Communicator, n)
+	out := make([]comm.Communicator, n)
 	for i, m := range ms {
 		out[i] = m
 	}
@@ -208,7 +209,7 @@ type memComm struct {
 	timer *time.Timer // nil without a timeout
 }
 
-var _ Aborter = (*memComm)(nil)
+var _ comm.Aborter = (*memComm)(nil)
 
 func newGroup(node []int, timeout time.Duration) []*memComm {
 	n := len(node)
@@ -246,18 +247,18 @@ func (m *memComm) Size() int { return m.g.size }
 func (m *memComm) Close() error {
 	g := m.g
 	g.mu.Lock()
-	g.closeLocked(ErrClosed)
+	g.closeLocked(comm.ErrClosed)
 	g.mu.Unlock()
 	return nil
 }
 
 // Abort tears down the whole group, like Close, but the other ranks'
-// blocked and later calls return a *PeerError naming this rank and the text
-// of cause, and this rank's own later calls an error matching ErrClosed and
+// blocked and later calls return a *comm.PeerError naming this rank and the text
+// of cause, and this rank's own later calls an error matching comm.ErrClosed and
 // cause (see NewGroupWith). It returns nil; if the group was already torn
 // down it changes nothing.
 func (m *memComm) Abort(cause error) error {
-	pe := &PeerError{Rank: m.rank}
+	pe := &comm.PeerError{Rank: m.rank}
 	if cause != nil {
 		pe.Cause = cause.Error()
 	}
@@ -265,7 +266,7 @@ func (m *memComm) Abort(cause error) error {
 	g.mu.Lock()
 	if g.closeErr == nil {
 		g.aborter = m.rank
-		g.selfErr = &abortedError{rank: m.rank, cause: cause}
+		g.selfErr = &comm.AbortedError{Rank: m.rank, Cause: cause}
 	}
 	g.closeLocked(pe)
 	g.mu.Unlock()
@@ -402,44 +403,25 @@ func (m *memComm) finish(p *post) error {
 	return m.g.posts[slot][m.rank].out
 }
 
-// hostBytes returns t's storage, or an error for a tensor this transport
-// cannot move.
-func hostBytes(op string, name string, t *tensor.Tensor) ([]byte, error) {
-	if t == nil {
-		return nil, fmt.Errorf("comm: %s: nil %s tensor", op, name)
+// post checks a on this rank (agree.Args.Check, the transports' one
+// per-rank check) and returns the post that carries it to the step.
+func (m *memComm) post(a agree.Args) post {
+	a.Rank, a.Size = m.rank, m.g.size
+	p := post{kind: a.Kind, op: a.Op, root: a.Root, counts: a.Counts, recvCounts: a.RecvCounts}
+	if err := a.Check(); err != nil {
+		p.err = fmt.Errorf("comm: %v: %w", a.Kind, err)
+		return p
 	}
-	if t.Device().Kind != tensor.CPU {
-		return nil, fmt.Errorf("comm: %s: %s tensor on %v; the in-memory communicator moves host tensors only", op, name, t.Device())
+	p.dtype, p.n, p.send = a.Send.DType(), a.Send.Len(), a.Send.Bytes()
+	if a.Recv != nil && (a.Kind != agree.Gatherv || a.Root == m.rank) {
+		p.recv = a.Recv.Bytes()
 	}
-	if !t.DType().Valid() {
-		return nil, fmt.Errorf("comm: %s: %s tensor has invalid dtype", op, name)
-	}
-	return t.Bytes(), nil
-}
-
-func (m *memComm) checkRoot(op string, root int) error {
-	if root < 0 || root >= m.g.size {
-		return fmt.Errorf("comm: %s: root %d out of range for %d ranks", op, root, m.g.size)
-	}
-	return nil
-}
-
-func checkOp(opName string, op tensor.ReduceOp, dt tensor.DType) error {
-	if !op.Supports(dt) {
-		return fmt.Errorf("comm: %s: reduction %v is not defined on %v", opName, op, dt)
-	}
-	return nil
+	return p
 }
 
 // Allreduce combines buf across ranks with op, in place.
 func (m *memComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
-	p := post{kind: agree.Allreduce, op: op}
-	b, err := hostBytes("allreduce", "buffer", buf)
-	if err == nil {
-		p.dtype, p.n, p.send = buf.DType(), buf.Len(), b
-		err = checkOp("allreduce", op, p.dtype)
-	}
-	p.err = err
+	p := m.post(agree.Args{Kind: agree.Allreduce, Send: buf, Op: op})
 	slot, err := m.step(&p)
 	if err != nil {
 		return err
@@ -448,6 +430,7 @@ func (m *memComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 	if err := g.posts[slot][m.rank].out; err != nil {
 		return err
 	}
+	b := p.send
 	if g.size == 1 || len(b) < parallelBytes {
 		return nil // the leader did it all
 	}
@@ -476,93 +459,33 @@ func (m *memComm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 
 // Allgatherv concatenates counts[r] elements from each rank r into recv.
 func (m *memComm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
-	const op = "allgatherv"
-	p := post{kind: agree.Allgatherv, counts: counts}
-	sb, err := hostBytes(op, "send", send)
-	var rb []byte
-	if err == nil {
-		rb, err = hostBytes(op, "receive", recv)
-	}
-	if err == nil {
-		p.dtype, p.send, p.recv = send.DType(), sb, rb
-		err = CheckLocal(op, m.g.size, counts, send, m.own(counts), recv, Sum(counts))
-	}
-	p.err = err
+	p := m.post(agree.Args{Kind: agree.Allgatherv, Send: send, Recv: recv, Counts: counts})
 	return m.finish(&p)
 }
 
 // Gatherv concatenates counts[r] elements from each rank r into recv on root.
 func (m *memComm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
-	const op = "gatherv"
-	p := post{kind: agree.Gatherv, counts: counts, root: root}
-	sb, err := hostBytes(op, "send", send)
-	if err == nil {
-		p.dtype, p.send = send.DType(), sb
-		err = m.checkRoot(op, root)
-	}
-	if err == nil && root == m.rank {
-		p.recv, err = hostBytes(op, "receive", recv)
-	} else {
-		recv = nil // ignored away from the root
-	}
-	if err == nil {
-		err = CheckLocal(op, m.g.size, counts, send, m.own(counts), recv, Sum(counts))
-	}
-	p.err = err
+	p := m.post(agree.Args{Kind: agree.Gatherv, Send: send, Recv: recv, Counts: counts, Root: root})
 	return m.finish(&p)
 }
 
 // Bcast copies buf from root to every rank.
 func (m *memComm) Bcast(buf *tensor.Tensor, root int) error {
-	p := post{kind: agree.Bcast, root: root}
-	b, err := hostBytes("bcast", "buffer", buf)
-	if err == nil {
-		p.dtype, p.n, p.send = buf.DType(), buf.Len(), b
-		err = m.checkRoot("bcast", root)
-	}
-	p.err = err
+	p := m.post(agree.Args{Kind: agree.Bcast, Send: buf, Root: root})
 	return m.finish(&p)
 }
 
 // Alltoallv sends block r of send to rank r and receives block r of recv
 // from rank r.
 func (m *memComm) Alltoallv(send *tensor.Tensor, sendCounts []int, recv *tensor.Tensor, recvCounts []int) error {
-	const op = "alltoallv"
-	p := post{kind: agree.Alltoallv, counts: sendCounts, recvCounts: recvCounts}
-	sb, err := hostBytes(op, "send", send)
-	var rb []byte
-	if err == nil {
-		rb, err = hostBytes(op, "receive", recv)
-	}
-	if err == nil {
-		p.dtype, p.send, p.recv = send.DType(), sb, rb
-		err = CheckLocal(op, m.g.size, sendCounts, send, Sum(sendCounts), nil, -1)
-	}
-	if err == nil {
-		err = CheckLocal(op, m.g.size, recvCounts, send, -1, recv, Sum(recvCounts))
-	}
-	p.err = err
+	p := m.post(agree.Args{Kind: agree.Alltoallv, Send: send, Recv: recv, Counts: sendCounts, RecvCounts: recvCounts})
 	return m.finish(&p)
 }
 
 // ReduceScatter combines send across ranks with op and leaves block Rank()
 // of the result in recv.
 func (m *memComm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.ReduceOp) error {
-	const name = "reducescatter"
-	p := post{kind: agree.ReduceScatter, counts: counts, op: op}
-	sb, err := hostBytes(name, "send", send)
-	var rb []byte
-	if err == nil {
-		rb, err = hostBytes(name, "receive", recv)
-	}
-	if err == nil {
-		p.dtype, p.send, p.recv = send.DType(), sb, rb
-		err = CheckLocal(name, m.g.size, counts, send, Sum(counts), recv, m.own(counts))
-	}
-	if err == nil {
-		err = checkOp(name, op, p.dtype)
-	}
-	p.err = err
+	p := m.post(agree.Args{Kind: agree.ReduceScatter, Send: send, Recv: recv, Counts: counts, Op: op})
 	return m.finish(&p)
 }
 
@@ -574,17 +497,17 @@ func (m *memComm) Barrier() error {
 // Split partitions the group by color into new, independent groups ordered
 // by key and then by rank. A negative color joins no group and gets an
 // error; the other ranks still get their groups.
-func (m *memComm) Split(color, key int) (Communicator, error) {
+func (m *memComm) Split(color, key int) (comm.Communicator, error) {
 	return m.split(&post{kind: agree.Split, color: color, key: key})
 }
 
 // SplitLocal returns the ranks on this rank's simulated node, as a new,
 // independent group ordered by rank.
-func (m *memComm) SplitLocal() (Communicator, error) {
+func (m *memComm) SplitLocal() (comm.Communicator, error) {
 	return m.split(&post{kind: agree.SplitLocal})
 }
 
-func (m *memComm) split(p *post) (Communicator, error) {
+func (m *memComm) split(p *post) (comm.Communicator, error) {
 	slot, err := m.step(p)
 	if err != nil {
 		return nil, err
@@ -594,15 +517,6 @@ func (m *memComm) split(p *post) (Communicator, error) {
 		return nil, q.out
 	}
 	return q.sub, nil
-}
-
-// own returns the count of this rank's block, or -1 when counts has the
-// wrong length (CheckLocal reports that).
-func (m *memComm) own(counts []int) int {
-	if len(counts) != m.g.size {
-		return -1
-	}
-	return counts[m.rank]
 }
 
 // lead runs a step on the last rank to arrive, while every other rank waits:
@@ -660,7 +574,7 @@ func (g *memGroup) lead(ps []post) {
 			}
 		}
 	case agree.ReduceScatter:
-		nb := Sum(p0.counts) * esz
+		nb := comm.Sum(p0.counts) * esz
 		acc := g.grow(nb)
 		copy(acc, p0.send)
 		for r := 1; r < g.size; r++ {
@@ -746,19 +660,16 @@ func (g *memGroup) split(ps []post, color func(r int) int, cmp func(a, b int) in
 // when something is wrong, reporting whether it did.
 func (g *memGroup) check(ps []post) bool {
 	p0 := &ps[0]
-	for r := range ps {
-		if ps[r].kind != p0.kind {
-			d := fmt.Sprintf("rank 0 called %v, rank %d called %v", p0.kind, r, ps[r].kind)
-			for i := range ps {
-				ps[i].out = &MismatchError{Source: "comm", Op: ps[i].kind.String(), Detail: d}
-			}
-			return true
+	if d := agree.Kinds(len(ps), func(r int) agree.Kind { return ps[r].kind }); d != "" {
+		for i := range ps {
+			ps[i].out = &comm.MismatchError{Source: "comm", Op: ps[i].kind.String(), Detail: d}
 		}
+		return true
 	}
 	op := p0.kind.String()
 	for r := range ps {
 		if ps[r].err != nil {
-			mm := &MismatchError{Source: "comm", Op: op, Detail: fmt.Sprintf("rank %d: %v", r, ps[r].err)}
+			mm := &comm.MismatchError{Source: "comm", Op: op, Detail: fmt.Sprintf("rank %d: %v", r, ps[r].err)}
 			for i := range ps {
 				ps[i].out = ps[i].err
 				if ps[i].out == nil {
@@ -769,7 +680,7 @@ func (g *memGroup) check(ps []post) bool {
 		}
 	}
 	if d := disagreement(p0.kind, ps); d != "" {
-		mm := &MismatchError{Source: "comm", Op: op, Detail: d}
+		mm := &comm.MismatchError{Source: "comm", Op: op, Detail: d}
 		for i := range ps {
 			ps[i].out = mm
 		}

@@ -1,4 +1,4 @@
-package comm
+package memcomm
 
 import (
 	"errors"
@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
 // onRanks runs f on every member of comms, each in its own goroutine, and
 // returns each rank's error.
-func onRanks(comms []Communicator, f func(c Communicator) error) []error {
+func onRanks(comms []comm.Communicator, f func(c comm.Communicator) error) []error {
 	errs := make([]error, len(comms))
 	var wg sync.WaitGroup
 	for r, c := range comms {
@@ -27,7 +28,7 @@ func onRanks(comms []Communicator, f func(c Communicator) error) []error {
 }
 
 // sumCheck is a correct allreduce that must still work on every rank.
-func sumCheck(c Communicator) error {
+func sumCheck(c comm.Communicator) error {
 	v := []int64{int64(c.Rank())}
 	if err := c.Allreduce(tensor.FromInt64(v), tensor.Sum); err != nil {
 		return err
@@ -42,64 +43,64 @@ func sumCheck(c Communicator) error {
 func f32(vs ...float32) *tensor.Tensor { return tensor.FromFloat32(vs) }
 
 // TestMemoryMismatch checks that arguments that disagree, including
-// different collectives at the same step, give a *MismatchError on every
+// different collectives at the same step, give a *comm.MismatchError on every
 // rank that names what disagreed, and that the group keeps working.
 func TestMemoryMismatch(t *testing.T) {
 	const n = 3
 	tests := []struct {
 		name   string
-		call   func(c Communicator) error
+		call   func(c comm.Communicator) error
 		detail string // in every rank's message
 	}{
-		{"allreduce vs bcast", func(c Communicator) error {
+		{"allreduce vs bcast", func(c comm.Communicator) error {
 			if c.Rank() == 1 {
 				return c.Bcast(f32(1), 0)
 			}
 			return c.Allreduce(f32(1), tensor.Sum)
 		}, "rank 0 called allreduce, rank 1 called bcast"},
-		{"barrier vs split", func(c Communicator) error {
+		{"barrier vs split", func(c comm.Communicator) error {
 			if c.Rank() == 2 {
 				_, err := c.Split(0, 0)
 				return err
 			}
 			return c.Barrier()
 		}, "rank 0 called barrier, rank 2 called split"},
-		{"allgatherv vs gatherv", func(c Communicator) error {
+		{"allgatherv vs gatherv", func(c comm.Communicator) error {
 			counts := []int{1, 1, 1}
 			if c.Rank() == 0 {
 				return c.Gatherv(f32(1), f32(0, 0, 0), counts, 0)
 			}
 			return c.Allgatherv(f32(1), f32(0, 0, 0), counts)
 		}, "rank 0 called gatherv, rank 1 called allgatherv"},
-		{"splitlocal vs reducescatter", func(c Communicator) error {
+		{"splitlocal vs reducescatter", func(c comm.Communicator) error {
 			if c.Rank() == 0 {
 				_, err := c.SplitLocal()
 				return err
 			}
 			return c.ReduceScatter(f32(1, 2, 3), f32(0), []int{1, 1, 1}, tensor.Sum)
 		}, "rank 0 called splitlocal, rank 1 called reducescatter"},
-		{"allreduce lengths", func(c Communicator) error {
+		{"allreduce lengths", func(c comm.Communicator) error {
 			buf := tensor.New(tensor.Float32, 4+c.Rank()/2)
 			return c.Allreduce(buf, tensor.Sum)
 		}, "element counts 4 (rank 0) and 5 (rank 2)"},
-		{"allreduce dtypes", func(c Communicator) error {
+		{"allreduce dtypes", func(c comm.Communicator) error {
 			dt := tensor.Float32
 			if c.Rank() == 1 {
 				dt = tensor.Int32
 			}
 			return c.Allreduce(tensor.New(dt, 4), tensor.Sum)
 		}, "dtypes float32 (rank 0) and int32 (rank 1)"},
-		{"allreduce ops", func(c Communicator) error {
+		{"allreduce ops", func(c comm.Communicator) error {
 			op := tensor.Sum
 			if c.Rank() == 2 {
 				op = tensor.Max
 			}
 			return c.Allreduce(f32(1), op)
 		}, "reductions Sum (rank 0) and Max (rank 2)"},
-		{"bcast roots", func(c Communicator) error {
+		{"bcast roots", func(c comm.Communicator) error {
 			return c.Bcast(f32(1), c.Rank()%2)
 		}, "roots 0 (rank 0) and 1 (rank 1)"},
-		{"gatherv counts", func(c Communicator) error {
+		{"gatherv counts", func(c comm.Communicator) error {
 			counts := []int{1, 1, 1}
 			if c.Rank() == 2 {
 				counts = []int{1, 2, 1}
@@ -107,7 +108,7 @@ func TestMemoryMismatch(t *testing.T) {
 			send := tensor.New(tensor.Float32, counts[c.Rank()])
 			return c.Gatherv(send, tensor.New(tensor.Float32, 4), counts, 0)
 		}, "counts [1 1 1] (rank 0) and [1 2 1] (rank 2)"},
-		{"alltoallv pairing", func(c Communicator) error {
+		{"alltoallv pairing", func(c comm.Communicator) error {
 			send, recv := []int{1, 1, 1}, []int{1, 1, 1}
 			if c.Rank() == 2 {
 				recv = []int{1, 0, 1}
@@ -120,9 +121,9 @@ func TestMemoryMismatch(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			errs := onRanks(comms, tt.call)
 			for r, err := range errs {
-				var mm *MismatchError
+				var mm *comm.MismatchError
 				if !errors.As(err, &mm) {
-					t.Errorf("rank %d: error %v, want a *MismatchError", r, err)
+					t.Errorf("rank %d: error %v, want a *comm.MismatchError", r, err)
 					continue
 				}
 				if !strings.Contains(err.Error(), tt.detail) {
@@ -139,10 +140,10 @@ func TestMemoryMismatch(t *testing.T) {
 }
 
 // TestMemoryLocalError checks that a rank's own bad argument reaches that
-// rank as itself and the others as a *MismatchError naming the rank.
+// rank as itself and the others as a *comm.MismatchError naming the rank.
 func TestMemoryLocalError(t *testing.T) {
 	comms := NewGroup(3)
-	errs := onRanks(comms, func(c Communicator) error {
+	errs := onRanks(comms, func(c comm.Communicator) error {
 		n := 1
 		if c.Rank() == 1 {
 			n = 2
@@ -151,17 +152,17 @@ func TestMemoryLocalError(t *testing.T) {
 	})
 	const local = "comm: allgatherv: send buffer holds 2 elements, want 1"
 	for r, err := range errs {
-		var mm *MismatchError
+		var mm *comm.MismatchError
 		switch {
 		case r == 1 && (err == nil || err.Error() != local):
 			t.Errorf("rank 1: %v, want %q", err, local)
 		case r != 1 && (!errors.As(err, &mm) || !strings.Contains(err.Error(), "rank 1: "+local)):
-			t.Errorf("rank %d: %v, want a *MismatchError naming rank 1's problem", r, err)
+			t.Errorf("rank %d: %v, want a *comm.MismatchError naming rank 1's problem", r, err)
 		}
 	}
 	// A device tensor is refused, not dereferenced.
 	dev := tensor.NewDevice(tensor.Float32, tensor.Device{Kind: tensor.GPU}, 0x1000, 4)
-	errs = onRanks(comms, func(c Communicator) error {
+	errs = onRanks(comms, func(c comm.Communicator) error {
 		if c.Rank() == 0 {
 			return c.Allreduce(dev, tensor.Sum)
 		}
@@ -180,7 +181,7 @@ func TestMemoryLocalError(t *testing.T) {
 }
 
 // waitArrived blocks until k ranks of c's group are waiting in a step.
-func waitArrived(c Communicator, k int) {
+func waitArrived(c comm.Communicator, k int) {
 	g := c.(*memComm).g
 	for {
 		g.mu.Lock()
@@ -194,19 +195,19 @@ func waitArrived(c Communicator, k int) {
 }
 
 // TestMemoryCloseReleases checks that Close on one rank releases every rank
-// blocked in a collective with ErrClosed, and that later calls on every
-// rank get ErrClosed.
+// blocked in a collective with comm.ErrClosed, and that later calls on every
+// rank get comm.ErrClosed.
 func TestMemoryCloseReleases(t *testing.T) {
 	blocked := []struct {
 		name string
-		call func(c Communicator) error
+		call func(c comm.Communicator) error
 	}{
-		{"allreduce", func(c Communicator) error { return c.Allreduce(f32(1), tensor.Sum) }},
-		{"large allreduce", func(c Communicator) error {
+		{"allreduce", func(c comm.Communicator) error { return c.Allreduce(f32(1), tensor.Sum) }},
+		{"large allreduce", func(c comm.Communicator) error {
 			return c.Allreduce(tensor.New(tensor.Float32, parallelBytes), tensor.Sum)
 		}},
-		{"barrier", func(c Communicator) error { return c.Barrier() }},
-		{"split", func(c Communicator) error { _, err := c.Split(0, 0); return err }},
+		{"barrier", func(c comm.Communicator) error { return c.Barrier() }},
+		{"split", func(c comm.Communicator) error { _, err := c.Split(0, 0); return err }},
 	}
 	for _, tt := range blocked {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,13 +224,13 @@ func TestMemoryCloseReleases(t *testing.T) {
 			}
 			wg.Wait()
 			for r, err := range errs {
-				if !errors.Is(err, ErrClosed) {
-					t.Errorf("blocked rank %d: %v, want ErrClosed", r, err)
+				if !errors.Is(err, comm.ErrClosed) {
+					t.Errorf("blocked rank %d: %v, want comm.ErrClosed", r, err)
 				}
 			}
 			for r, c := range comms {
-				if err := c.Barrier(); !errors.Is(err, ErrClosed) {
-					t.Errorf("rank %d after close: %v, want ErrClosed", r, err)
+				if err := c.Barrier(); !errors.Is(err, comm.ErrClosed) {
+					t.Errorf("rank %d after close: %v, want comm.ErrClosed", r, err)
 				}
 				if err := c.Close(); err != nil {
 					t.Errorf("second close on rank %d: %v", r, err)
@@ -240,7 +241,7 @@ func TestMemoryCloseReleases(t *testing.T) {
 }
 
 // TestMemoryCloseDuringCollectives closes a group while its ranks run
-// allreduces of both kinds in a loop: every rank must stop with ErrClosed
+// allreduces of both kinds in a loop: every rank must stop with comm.ErrClosed
 // (none stranded inside a collective), and every allreduce that succeeded
 // must be right.
 func TestMemoryCloseDuringCollectives(t *testing.T) {
@@ -276,8 +277,8 @@ func TestMemoryCloseDuringCollectives(t *testing.T) {
 			comms[trial%n].Close()
 			wg.Wait()
 			for r, err := range errs {
-				if !errors.Is(err, ErrClosed) {
-					t.Fatalf("elems %d, trial %d, rank %d: %v, want ErrClosed", elems, trial, r, err)
+				if !errors.Is(err, comm.ErrClosed) {
+					t.Fatalf("elems %d, trial %d, rank %d: %v, want comm.ErrClosed", elems, trial, r, err)
 				}
 			}
 		}
@@ -289,7 +290,7 @@ func TestMemoryCloseDuringCollectives(t *testing.T) {
 // complete in time are not affected by the timer.
 func TestMemoryTimeout(t *testing.T) {
 	inTime := NewGroupWith(3, GroupOptions{Timeout: time.Minute})
-	for r, err := range onRanks(inTime, func(c Communicator) error {
+	for r, err := range onRanks(inTime, func(c comm.Communicator) error {
 		for range 100 {
 			if err := sumCheck(c); err != nil {
 				return err
@@ -303,11 +304,11 @@ func TestMemoryTimeout(t *testing.T) {
 	}
 
 	comms := NewGroupWith(3, GroupOptions{Timeout: 50 * time.Millisecond})
-	errs := onRanks(comms[:2], func(c Communicator) error { return c.Allreduce(f32(1), tensor.Sum) })
+	errs := onRanks(comms[:2], func(c comm.Communicator) error { return c.Allreduce(f32(1), tensor.Sum) })
 	for r, err := range errs {
 		var te *TimeoutError
-		if !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrClosed) || !errors.As(err, &te) {
-			t.Fatalf("rank %d: %v, want a *TimeoutError matching ErrTimeout and ErrClosed", r, err)
+		if !errors.Is(err, ErrTimeout) || !errors.Is(err, comm.ErrClosed) || !errors.As(err, &te) {
+			t.Fatalf("rank %d: %v, want a *TimeoutError matching ErrTimeout and comm.ErrClosed", r, err)
 		}
 		if !slices.Equal(te.Missing, []int{2}) || te.Op != "allreduce" {
 			t.Errorf("rank %d: %+v, want rank 2 missing from allreduce", r, te)
@@ -336,7 +337,7 @@ func TestMemoryNodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		name := fmt.Sprint(tt.nodes)
-		n := Sum(tt.nodes)
+		n := comm.Sum(tt.nodes)
 		if tt.nodeOf != nil {
 			name, n = fmt.Sprintf("nodeOf=%v", tt.nodeOf), len(tt.nodeOf)
 		}
@@ -344,7 +345,7 @@ func TestMemoryNodes(t *testing.T) {
 			comms := NewGroupWith(n, GroupOptions{Nodes: tt.nodes, NodeOf: tt.nodeOf})
 			// Every rank makes the same calls whatever it finds, so that a
 			// failure on one rank cannot leave the others waiting.
-			errs := onRanks(comms, func(c Communicator) error {
+			errs := onRanks(comms, func(c comm.Communicator) error {
 				r := c.Rank()
 				var problems []error
 				loc, err := c.SplitLocal()
@@ -382,7 +383,7 @@ func TestMemoryNodes(t *testing.T) {
 }
 
 // groupMembers returns the parent ranks of c's members (by gathering them).
-func groupMembers(c Communicator, parentRank int) []int {
+func groupMembers(c comm.Communicator, parentRank int) []int {
 	counts := make([]int, c.Size())
 	for i := range counts {
 		counts[i] = 1
@@ -402,7 +403,7 @@ func groupMembers(c Communicator, parentRank int) []int {
 // leaves its parent working.
 func TestMemorySubgroupIndependent(t *testing.T) {
 	comms := NewGroup(2)
-	errs := onRanks(comms, func(c Communicator) error {
+	errs := onRanks(comms, func(c comm.Communicator) error {
 		sub, err := c.Split(0, 0)
 		if err != nil {
 			return err
@@ -421,18 +422,18 @@ func TestMemorySubgroupIndependent(t *testing.T) {
 
 // TestMemoryAbortReachesSubgroups: a rank that aborts the parent group
 // releases a member of a group split from it that waits there in a
-// collective (for a member that never comes), with the same *PeerError, as a real transport whose split groups
+// collective (for a member that never comes), with the same *comm.PeerError, as a real transport whose split groups
 // share the parent's connections does.
 func TestMemoryAbortReachesSubgroups(t *testing.T) {
 	comms := NewGroup(3)
-	errs := onRanks(comms, func(c Communicator) error {
+	errs := onRanks(comms, func(c comm.Communicator) error {
 		color := 0
 		if c.Rank() == 2 {
 			color = -1
 		}
 		sub, err := c.Split(color, c.Rank())
 		if c.Rank() == 2 {
-			return c.(Aborter).Abort(errors.New("boom"))
+			return c.(comm.Aborter).Abort(errors.New("boom"))
 		}
 		if err != nil {
 			return err
@@ -441,7 +442,7 @@ func TestMemoryAbortReachesSubgroups(t *testing.T) {
 			return nil // rank 0 waits for it in the subgroup until the abort
 		}
 		err = sub.Allreduce(tensor.FromFloat64([]float64{1}), tensor.Sum)
-		var pe *PeerError
+		var pe *comm.PeerError
 		if !errors.As(err, &pe) || pe.Rank != 2 || pe.Cause != "boom" {
 			return fmt.Errorf("allreduce in the subgroup: %v, want rank 2's abort", err)
 		}
@@ -461,7 +462,7 @@ func TestMemoryFoldOrder(t *testing.T) {
 	contrib := []float32{1e8, 1, -1e8, 1}
 	for _, n := range []int{1, parallelBytes / 4} {
 		comms := NewGroup(4)
-		errs := onRanks(comms, func(c Communicator) error {
+		errs := onRanks(comms, func(c comm.Communicator) error {
 			buf := make([]float32, n)
 			for i := range buf {
 				buf[i] = contrib[c.Rank()]
@@ -489,10 +490,10 @@ func TestMemoryFoldOrder(t *testing.T) {
 func TestMemoryAllgathervInPlace(t *testing.T) {
 	comms := NewGroup(3)
 	counts := []int{2, 0, 3}
-	off := Offsets(counts)
-	errs := onRanks(comms, func(c Communicator) error {
+	off := comm.Offsets(counts)
+	errs := onRanks(comms, func(c comm.Communicator) error {
 		r := c.Rank()
-		recv := make([]int32, Sum(counts))
+		recv := make([]int32, comm.Sum(counts))
 		for i := range counts[r] {
 			recv[off[r]+i] = int32(10*r + i)
 		}
@@ -517,7 +518,7 @@ func TestMemoryAllgathervInPlace(t *testing.T) {
 func TestMemoryStress(t *testing.T) {
 	const n, rounds = 4, 40
 	comms := NewGroup(n)
-	errs := onRanks(comms, func(c Communicator) error {
+	errs := onRanks(comms, func(c comm.Communicator) error {
 		r := c.Rank()
 		big := make([]float32, parallelBytes/4+5)
 		for k := range rounds {
@@ -567,8 +568,8 @@ func TestNewGroupPanics(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			defer func() {
-				if p := recover(); p == nil || !strings.HasPrefix(fmt.Sprint(p), "comm: ") {
-					t.Errorf("panic %v, want one starting with \"comm: \"", p)
+				if p := recover(); p == nil || !strings.HasPrefix(fmt.Sprint(p), "memcomm: ") {
+					t.Errorf("panic %v, want one starting with \"memcomm: \"", p)
 				}
 			}()
 			tt.f()
