@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/cache"
@@ -140,14 +142,14 @@ func (l *loop) run() {
 		l.r.loopExited(cause)
 		err := &shutdownError{cause: cause}
 		l.r.q.close(err)
-		l.failTaken(err)
+		l.ents = failEntries(l.ents, err)
 		l.p.closeHier()
 		if l.tune != nil && l.tune.t != nil {
 			l.tune.closeLog(l)
 		}
 		for _, s := range l.subs {
 			s.q.close(err)
-			s.failTaken(err)
+			s.ents = failEntries(s.ents, err)
 			if cerr := s.closeSet(); cerr != nil {
 				l.log.Debug().Err(cerr).Int("process_set", s.set.id).Msg("closing a process set's communicator")
 			}
@@ -284,15 +286,16 @@ func (l *loop) fail(err error) error {
 	return err
 }
 
-// failTaken fails the handles of the entries taken for the response being
-// performed (a fused response's, or one tensor's).
-func (l *loop) failTaken(err error) {
-	for _, e := range l.ents {
+// failEntries fails the handles of ents, the entries taken for the
+// response being performed (a fused response's, or one tensor's), and
+// returns ents emptied.
+func failEntries(ents []*entry, err error) []*entry {
+	for _, e := range ents {
 		if e != nil && e.h != nil {
 			e.h.fail(err)
 		}
 	}
-	l.ents = l.ents[:0]
+	return ents[:0]
 }
 
 // farewell runs once every rank has agreed to stop: each rank tells the
@@ -302,7 +305,7 @@ func (l *loop) failTaken(err error) {
 // else which rank called Shutdown. It returns that cause (nil on the rank
 // that called Shutdown, when no rank failed).
 func (l *loop) farewell() error {
-	recs, err := gatherBytes(l.com, wire.AppendFarewell(nil, l.ctl.Farewell(l.shutdownRequested()))) // drive.go
+	recs, err := gatherBytes(l.com, wire.AppendFarewell(nil, l.ctl.Farewell(closed(l.stopReq)))) // drive.go
 	if err != nil {
 		err = fmt.Errorf("gathering farewells: %w", err)
 		l.log.Error().Err(err).Msg("farewell exchange")
@@ -323,11 +326,12 @@ func (l *loop) farewell() error {
 
 // stopping is the stop rule: this rank asks the others to stop when
 // Shutdown was called, a stall ended the job, or a collective failed.
-func (l *loop) stopping() bool { return l.ctl.Stopping(l.shutdownRequested()) }
+func (l *loop) stopping() bool { return l.ctl.Stopping(closed(l.stopReq)) }
 
-func (l *loop) shutdownRequested() bool {
+// closed reports whether ch is closed (Shutdown closes the loop's stopReq).
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-l.stopReq:
+	case <-ch:
 		return true
 	default:
 		return false
@@ -340,11 +344,11 @@ func (l *loop) shutdownRequested() bool {
 // can wait without spinning (comm.PatientAllreducer, over MPI) it does,
 // sleeping up to AgreementSleepMax between tests: a spinning wait takes
 // the core from the computation it waits for.
-func (l *loop) agreeAllreduce(t *tensor.Tensor) error {
-	if p, ok := l.com.(comm.PatientAllreducer); ok && l.cfg.AgreementSleepMax > 0 {
-		return p.AllreducePatient(t, tensor.BitAnd, l.cfg.AgreementSleepMax)
+func agreeAllreduce(com comm.Communicator, cfg *config.Config, t *tensor.Tensor) error {
+	if p, ok := com.(comm.PatientAllreducer); ok && cfg.AgreementSleepMax > 0 {
+		return p.AllreducePatient(t, tensor.BitAnd, cfg.AgreementSleepMax)
 	}
-	return l.com.Allreduce(t, tensor.BitAnd)
+	return com.Allreduce(t, tensor.BitAnd)
 }
 
 // openDoorbell gives the agreement's patient waits the node's doorbell
@@ -354,13 +358,13 @@ func (l *loop) agreeAllreduce(t *tensor.Tensor) error {
 // timer. It is collective, and every rank reaches it with the same
 // configuration. A doorbell that cannot be set up is no failure: the
 // waits keep their timers on every rank, and rank 0 says why.
-func (l *loop) openDoorbell() {
-	d, ok := l.com.(comm.Doorbeller)
-	if !ok || !l.cfg.AgreementDoorbell || l.cfg.AgreementSleepMax <= 0 {
+func openDoorbell(com comm.Communicator, cfg config.Config, log zerolog.Logger) {
+	d, ok := com.(comm.Doorbeller)
+	if !ok || !cfg.AgreementDoorbell || cfg.AgreementSleepMax <= 0 {
 		return
 	}
-	if err := d.EnableDoorbell(); err != nil && l.rank == 0 {
-		l.log.Warn().Err(err).Msg("the agreement waits for peers on its timer, without the node's doorbell")
+	if err := d.EnableDoorbell(); err != nil && com.Rank() == 0 {
+		log.Warn().Err(err).Msg("the agreement waits for peers on its timer, without the node's doorbell")
 	}
 }
 
@@ -476,7 +480,7 @@ func (l *loop) agreeOn(now time.Time, words []uint64, isGlobal bool) (d *cycle.D
 			return nil, false, err
 		}
 	}
-	if err := l.agreeAllreduce(wordsTensor(&l.cyc.syncT, words)); err != nil {
+	if err := agreeAllreduce(l.com, &l.cfg, wordsTensor(&l.cyc.syncT, words)); err != nil {
 		return nil, false, fmt.Errorf("cache agreement: %w", err)
 	}
 	l.ctl.Synced(time.Now())

@@ -312,7 +312,7 @@ func (r *Runtime) startLoopParts(l *loop, o options) error {
 	if err := l.agree(); err != nil {
 		return err
 	}
-	l.openDoorbell() // loop.go
+	openDoorbell(l.com, l.cfg, l.log.Logger) // loop.go
 	all := make([]int, r.size)
 	for i := range all {
 		all[i] = i

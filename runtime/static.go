@@ -135,7 +135,7 @@ func (l *loop) staticCycle() (done bool, err error) {
 		hdr := l.sc.sched.Header(vote, run, inRun, l.sc.hdr)
 		l.sc.hdr = hdr
 		l.ctl.EnterCollective()
-		if err := l.agreeAllreduce(wordsTensor(&l.sc.hdrT, hdr)); err != nil {
+		if err := agreeAllreduce(l.com, &l.cfg, wordsTensor(&l.sc.hdrT, hdr)); err != nil {
 			return true, fmt.Errorf("static schedule header: %w", err)
 		}
 		l.ctl.Synced(time.Now())
