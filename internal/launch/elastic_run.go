@@ -300,7 +300,7 @@ func (e *elasticJob) loop(ctx context.Context, events chan elastic.Event, w *wat
 		}
 		e.decide(ev)
 	}
-	if err, ok := w.verdict(e.interrupted, nil); ok {
+	if ok, err := w.verdict(e.interrupted, nil); ok {
 		return err
 	}
 	if e.result != nil {

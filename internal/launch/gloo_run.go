@@ -375,7 +375,7 @@ func (r *glooRun) watch(ctx context.Context, w *watching) error {
 			f.Close()
 		}
 	}
-	if err, ok := w.verdict(r.interrupted, r.first); ok {
+	if ok, err := w.verdict(r.interrupted, r.first); ok {
 		return err
 	}
 	switch {

@@ -318,6 +318,7 @@ type elasticMemberRun struct {
 
 	result error
 	ending bool
+	stop   graceStop // after node 0 is lost
 }
 
 // forwards is false: node 0 passes a stop signal on (nodeWorkerRun).
@@ -379,10 +380,6 @@ func (r *elasticMemberRun) watch(ctx context.Context, _ *watching) error {
 		case m := <-r.msgs:
 			r.told(m)
 		case x := <-r.exits:
-			if x.Local < 0 { // the stop's grace is over
-				r.signalAll(syscall.SIGKILL)
-				continue
-			}
 			delete(r.procs, x.Local)
 			if !r.ending {
 				_ = r.nc.send(nodeMsg{Exited: &x})
@@ -395,11 +392,11 @@ func (r *elasticMemberRun) watch(ctx context.Context, _ *watching) error {
 					r.result = &NodeError{NodeRank: 0, Host: r.n.MasterAddr, Err: fmt.Errorf("lost its launcher (%v)", err)}
 				}
 				r.signalAll(syscall.SIGTERM)
-				go func() {
-					time.Sleep(WorkerStopGrace)
-					r.exits <- nodeWorkerExit{Local: -1}
-				}()
+				r.stop.begin(WorkerStopGrace)
 			}
+		case <-r.stop.kill:
+			r.stop.kill = nil
+			r.signalAll(syscall.SIGKILL)
 		case <-ctx.Done():
 			ctx = context.Background()
 			if !r.ending {

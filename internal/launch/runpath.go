@@ -79,15 +79,16 @@ type watching struct {
 }
 
 // verdict is a job's end after an interrupt (ErrInterrupted) or while it
-// is preempted (the preemption's result over cause); else nil and false.
-func (w *watching) verdict(interrupted bool, cause error) (error, bool) {
+// is preempted (the preemption's result over cause), with true; else
+// false.
+func (w *watching) verdict(interrupted bool, cause error) (bool, error) {
 	switch {
 	case interrupted:
-		return ErrInterrupted, true
+		return true, ErrInterrupted
 	case w.pre.preempting():
-		return w.pre.result(cause), true
+		return true, w.pre.result(cause)
 	}
-	return nil, false
+	return false, nil
 }
 
 // graceStop is the stop of a job's workers: SIGTERM, then SIGKILL once
