@@ -111,6 +111,7 @@ const EnvMPIRunForTest = "GOHOROVOD_MPIRUN"
 
 func TestE2EKnobsReachWorkers(t *testing.T) {
 	launcher, worker := binaries(t)
+	t.Parallel()
 	for _, np := range nps {
 		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
 			cmd := exec.Command(launcher, "-np", strconv.Itoa(np), "--cycle-time-ms", "2.5",

@@ -153,6 +153,7 @@ func TestE2ENodesOnOneMachine(t *testing.T) {
 // --start-timeout, naming the node that never arrived).
 func TestE2ENodesWrongSecret(t *testing.T) {
 	launcher, worker := build(t)
+	t.Parallel()
 	port := freePort(t)
 	n0 := startNode(t, "", []string{"GOHOROVOD_SECRET=" + newHexSecret(t)}, launcher, "--nnodes", "2", "--nproc-per-node", "1",
 		"--master-addr", "127.0.0.1", "--master-port", port, "--start-timeout", "4", worker, "hvd-allreduce")

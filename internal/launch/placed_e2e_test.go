@@ -113,6 +113,7 @@ func TestE2EPlacedByTorchVariables(t *testing.T) {
 
 func TestE2EPlacedFaults(t *testing.T) {
 	_, worker := build(t)
+	t.Parallel()
 	key := filepath.Join(t.TempDir(), "key")
 	torchEnv := func(port string, r, size int, kv ...string) []string {
 		return foreignEnv(t, append([]string{"RANK=" + strconv.Itoa(r), "WORLD_SIZE=" + strconv.Itoa(size),
