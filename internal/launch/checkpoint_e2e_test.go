@@ -81,16 +81,7 @@ func (j resumeJob) runAndKill(t *testing.T, ckpt string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		for pid := range processesMentioning(j.dir) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}()
+	done := startIn(t, cmd, j.dir)
 	seen := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -194,53 +185,108 @@ func buildResume(dir string, env []string, tags ...string) error {
 	return nil
 }
 
-var (
-	embeddedOnce  sync.Once
-	embeddedJob   resumeJob
-	embeddedWhole string // the uninterrupted run's output
-	embeddedErr   error
-)
+// sharedResume is a resume job built once for the package, with the
+// output of its uninterrupted run, run once (the reference of every
+// resume test on its transport).
+type sharedResume struct {
+	built, ran sync.Once
+	job        resumeJob
+	whole      string
+	buildErr   error
+	runErr     error
+}
+
+var embeddedShared, mpiShared sharedResume
+
+// get builds the job (under binDir, in sub, with the environment
+// variables and tags given) and runs it once.
+func (s *sharedResume) get(t *testing.T, sub string, env []string, buildEnv []string, tags ...string) (resumeJob, string) {
+	t.Helper()
+	s.build(t, sub, env, buildEnv, tags...)
+	s.ran.Do(func() {
+		var stdout, stderr bytes.Buffer
+		cmd := s.job.command(filepath.Join(s.job.dir, "whole"))
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil || !finalHash.Match(stdout.Bytes()) {
+			s.runErr = fmt.Errorf("the uninterrupted run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		}
+		s.whole = stdout.String()
+	})
+	if s.runErr != nil {
+		t.Fatal(s.runErr)
+	}
+	return s.job.own(t), s.whole
+}
+
+// build builds the job's binaries once.
+func (s *sharedResume) build(t *testing.T, sub string, env []string, buildEnv []string, tags ...string) {
+	t.Helper()
+	build(t) // binDir
+	s.built.Do(func() {
+		s.job = resumeJob{dir: filepath.Join(binDir, sub), env: env}
+		s.buildErr = buildResume(s.job.dir, buildEnv, tags...)
+	})
+	if s.buildErr != nil {
+		t.Fatal(s.buildErr)
+	}
+}
+
+// own is j with binaries of the test's own (links to j's), so that every
+// process of the test's jobs, and only those, mention its directory: the
+// tests that kill a job's processes by their command lines run in
+// parallel.
+func (j resumeJob) own(t *testing.T) resumeJob {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"gohorovodrun", "mnist"} {
+		if err := os.Link(filepath.Join(j.dir, name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.dir = dir
+	return j
+}
+
+// embeddedEnv is the environment of the jobs over the embedded
+// transport: a PATH with no mpirun, nor anything else.
+func embeddedEnv(t *testing.T) []string {
+	empty := filepath.Join(binDir, "empty")
+	if err := os.MkdirAll(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty)
+}
 
 // embeddedResume returns the resume job over the embedded transport
 // (CGO_ENABLED=0 builds, no mpirun on PATH), built once under binDir, and
-// the output of its uninterrupted run, run once: the reference of every
-// resume test on that transport.
+// the output of its uninterrupted run.
 func embeddedResume(t *testing.T) (resumeJob, string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end launch tests skipped in -short mode")
 	}
 	build(t) // binDir
-	embeddedOnce.Do(func() {
-		dir := filepath.Join(binDir, "resume")
-		empty := filepath.Join(dir, "empty") // the PATH: no mpirun, nothing
-		embeddedJob = resumeJob{dir: dir, env: append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty)}
-		if embeddedErr = os.MkdirAll(empty, 0o755); embeddedErr != nil {
-			return
-		}
-		if embeddedErr = buildResume(dir, []string{"CGO_ENABLED=0"}); embeddedErr != nil {
-			return
-		}
-		var stdout, stderr bytes.Buffer
-		cmd := embeddedJob.command(filepath.Join(dir, "whole"))
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil || !finalHash.Match(stdout.Bytes()) {
-			embeddedErr = fmt.Errorf("the uninterrupted run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-		}
-		embeddedWhole = stdout.String()
-	})
-	if embeddedErr != nil {
-		t.Fatal(embeddedErr)
+	return embeddedShared.get(t, "resume", embeddedEnv(t), []string{"CGO_ENABLED=0"})
+}
+
+// mpiResume returns the resume job under the real mpirun (mnist built
+// with the mpi tag), built once under binDir, and the output of its
+// uninterrupted run.
+func mpiResume(t *testing.T) (resumeJob, string) {
+	t.Helper()
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("mpirun not on PATH (make deps installs Open MPI)")
 	}
-	return embeddedJob, embeddedWhole
+	if _, err := exec.LookPath("mpicc"); err != nil || !cgoEnabled() {
+		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi build")
+	}
+	return mpiShared.get(t, "resume-mpi", os.Environ(), nil, "-tags", "mpi")
 }
 
 // TestE2EMNISTResumeEmbedded: the job over the embedded transport
 // (CGO_ENABLED=0 builds, no mpirun on PATH).
 func TestE2EMNISTResumeEmbedded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end launch tests skipped in -short mode")
-	}
+	t.Parallel()
 	j, whole := embeddedResume(t)
 	j.checkResume(t, whole, false)
 }
@@ -250,9 +296,7 @@ func TestE2EMNISTResumeEmbedded(t *testing.T) {
 // dying disk): the rerun names it, resumes from the one before, and still
 // ends with the uninterrupted run's parameters.
 func TestE2EMNISTResumeDamaged(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end launch tests skipped in -short mode")
-	}
+	t.Parallel()
 	j, whole := embeddedResume(t)
 	j.checkResume(t, whole, true)
 }
@@ -261,9 +305,7 @@ func TestE2EMNISTResumeDamaged(t *testing.T) {
 // that loses every worker at once resumes from the commit it persisted
 // last, and ends as the uninterrupted elastic job does.
 func TestE2EMNISTResumeElastic(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end launch tests skipped in -short mode")
-	}
+	t.Parallel()
 	j, _ := embeddedResume(t)
 	j.elastic = true
 	j.checkResume(t, j.run(t, t.TempDir()), false)
@@ -275,16 +317,7 @@ func TestE2EMNISTResumeMPI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end launch tests skipped in -short mode")
 	}
-	if _, err := exec.LookPath("mpirun"); err != nil {
-		t.Skip("mpirun not on PATH (make deps installs Open MPI)")
-	}
-	if _, err := exec.LookPath("mpicc"); err != nil || !cgoEnabled() {
-		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi build")
-	}
-	build(t) // binDir
-	j := resumeJob{dir: filepath.Join(binDir, "resume-mpi"), env: os.Environ()}
-	if err := buildResume(j.dir, nil, "-tags", "mpi"); err != nil {
-		t.Fatal(err)
-	}
-	j.checkResume(t, j.run(t, t.TempDir()), false)
+	t.Parallel()
+	j, whole := mpiResume(t)
+	j.checkResume(t, whole, false)
 }

@@ -19,6 +19,8 @@ import (
 // with the parameters of an uninterrupted run, bit for bit.
 func TestE2ESlurmRequeueResumes(t *testing.T) {
 	slurm(t)
+	// Not in parallel with other tests: the requeue must stop the job
+	// in epoch 2, and a loaded slurmctld acts later.
 	j, whole := embeddedResume(t)
 	dir := j.dir
 

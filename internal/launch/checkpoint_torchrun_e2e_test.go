@@ -23,6 +23,7 @@ func TestE2ETorchrunRestartResumes(t *testing.T) {
 		t.Skip("end-to-end launch tests skipped in -short mode")
 	}
 	run := torchrun(t)
+	t.Parallel()
 	j, whole := embeddedResume(t)
 	dir := j.dir
 
@@ -34,18 +35,12 @@ func TestE2ETorchrunRestartResumes(t *testing.T) {
 	cmd.Env = foreignEnv(t, "GOHOROVOD_KEY_FILE="+filepath.Join(t.TempDir(), "key"))
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		for pid := range processesMentioning(dir) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
+	done := startGroup(t, cmd)
 	waitFor(t, 3*time.Minute, "checkpoint of step 70", os.DevNull, func() bool {
 		_, err := os.Stat(filepath.Join(ckpt, "ckpt-000000000070.ghv"))
 		return err == nil

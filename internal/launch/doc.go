@@ -22,7 +22,16 @@
 // launcher is gone (runtime/internal/transport/guard.go); on other hosts the MPI launcher's
 // ssh connections close and Open MPI's daemons stop their ranks.
 //
-// The launcher bounds its own teardown whatever mpirun does (execute):
+// Every way of running a job is a run path (runpath.go) with the same
+// steps, which Launcher.drive sequences: plan, start, watch, tear down.
+// mpiRun runs mpirun; glooRun its own workers on the embedded transport
+// (a job of its own, or one node's workers); masterNodeRun and
+// otherNodeRun are the nodes of a multi-node job; elasticRun and
+// elasticMemberRun an elastic job and its other nodes. drive passes stop
+// signals on to the paths that forward them and undoes, in reverse
+// order, what plan and start set up, however the run ended.
+//
+// The launcher bounds its own teardown whatever mpirun does (mpiRun):
 // mpirun runs in a process group of its own; after the first failure
 // mpirun has FailureGrace to end the job, after an interrupt StopGrace;
 // then the launcher signals every process of the job it finds in /proc

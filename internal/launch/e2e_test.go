@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,6 +87,16 @@ func TestMain(m *testing.M) {
 	if status, ok := launch.GuardMain(); ok {
 		os.Exit(status)
 	}
+	flag.Parse()
+	// The tests that run in parallel (t.Parallel) mostly wait: for
+	// grace periods, heartbeat timeouts, torchrun's agent, jobs of two
+	// ranks. Unless -parallel says otherwise, more of them run at once
+	// than the machine has cores (-parallel's default).
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -98,6 +111,7 @@ const EnvMPIRunForTest = "GOHOROVOD_MPIRUN"
 
 func TestE2EKnobsReachWorkers(t *testing.T) {
 	launcher, worker := binaries(t)
+	t.Parallel()
 	for _, np := range nps {
 		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
 			cmd := exec.Command(launcher, "-np", strconv.Itoa(np), "--cycle-time-ms", "2.5",
@@ -144,10 +158,7 @@ func TestE2EKnobsReachWorkers(t *testing.T) {
 // working communication among all ranks.
 func TestE2EMPIWorkers(t *testing.T) {
 	launcher, _ := binaries(t)
-	worker := filepath.Join(binDir, "worker-mpi")
-	if _, err := os.Stat(worker); err != nil {
-		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi worker (make deps installs Open MPI)")
-	}
+	worker := mpiWorker(t)
 	for _, np := range nps {
 		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
 			cmd := exec.Command(launcher, "-np", strconv.Itoa(np), worker, "allreduce")
@@ -238,24 +249,17 @@ func TestE2EMPICH(t *testing.T) {
 // and the launcher ends instead of hanging.
 func TestE2EStallShutdown(t *testing.T) {
 	launcher, _ := binaries(t)
-	worker := filepath.Join(binDir, "worker-mpi")
-	if _, err := os.Stat(worker); err != nil {
-		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi worker (make deps installs Open MPI)")
-	}
+	worker := mpiWorker(t)
+	t.Parallel()
 	for _, np := range nps {
 		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
+			t.Parallel()
 			cmd := exec.Command(launcher, "-np", strconv.Itoa(np), "--stall-check-warning-time-seconds", "1",
 				"--stall-check-shutdown-time-seconds", "2", worker, "stall")
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			err := cmd.Run()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != 3 {
-				t.Fatalf("gohorovodrun = %v, want exit status 3 (ErrShutdown in the worker)\nstderr %s", err, stderr.String())
-			}
+			stderr := runWant(t, cmd, 3) // ErrShutdown in the worker
 			for _, want := range []string{"is stalled for longer than 2 seconds. Will shutdown.", "exited with status 3; the other workers were stopped"} {
-				if !strings.Contains(stderr.String(), want) {
-					t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
 				}
 			}
 		})
@@ -269,17 +273,11 @@ func TestE2EFailingRank(t *testing.T) {
 			dir := t.TempDir()
 			bad := np - 1
 			cmd := exec.Command(launcher, "-np", strconv.Itoa(np), worker, "fail", strconv.Itoa(bad), "3", dir)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			err := cmd.Run()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != 3 {
-				t.Fatalf("gohorovodrun = %v, want exit status 3\nstderr %s", err, stderr.String())
-			}
+			stderr := runWant(t, cmd, 3)
 			want := fmt.Sprintf("gohorovodrun: rank %d exited with status 3; the other workers were stopped. "+
 				"Its last error output: worker %d: failing with 3", bad, bad)
-			if !strings.Contains(stderr.String(), want) {
-				t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+			if !strings.Contains(stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, stderr)
 			}
 			pids := readPIDs(t, dir)
 			if len(pids) != np-1 {
@@ -367,6 +365,34 @@ func readPIDs(t *testing.T, dir string) []int {
 		pids = append(pids, p)
 	}
 	return pids
+}
+
+// runWant runs cmd, fails the test unless it exits with status want, and
+// returns its standard error.
+func runWant(t *testing.T, cmd *exec.Cmd, want int) string {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != want {
+		t.Fatalf("gohorovodrun = %v, want exit status %d\nstderr %s", err, want, stderr.String())
+	}
+	return stderr.String()
+}
+
+// wantTwoByTwo checks lines, the hvd-allreduce lines of a job of 4 ranks
+// on 2 nodes of 2 (in any order), each after prefix(rank).
+func wantTwoByTwo(t *testing.T, lines []string, prefix func(rank int) string) {
+	t.Helper()
+	sort.Strings(lines)
+	var want []string
+	for r := 0; r < 4; r++ {
+		want = append(want, fmt.Sprintf("%srank %d size 4 local %d/2 cross %d/2 sum 10 10", prefix(r), r, r%2, r/2))
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("workers printed:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
 }
 
 // alive reports whether pid is a running (not zombie) process.

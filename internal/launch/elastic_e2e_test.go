@@ -409,10 +409,7 @@ func TestE2EElasticBelowMinNP(t *testing.T) {
 // the elastic flags before starting anything.
 func TestE2EElasticRefusesMPI(t *testing.T) {
 	launcher, _ := binaries(t)
-	worker := filepath.Join(binDir, "worker-mpi")
-	if _, err := os.Stat(worker); err != nil {
-		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi worker (make deps installs Open MPI)")
-	}
+	worker := mpiWorker(t)
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("mpirun not on PATH")
 	}

@@ -62,129 +62,175 @@ func (l *Launcher) runElastic(ctx context.Context, o *Options, spec Spec) error 
 // the nodes whose launchers have met this one, and their workers are
 // started by their own launchers.
 func (l *Launcher) runElasticWith(ctx context.Context, o *Options, spec Spec, ecfg elastic.Config, nodes *elasticNodes) error {
+	return l.drive(ctx, &elasticRun{l: l, o: o, spec: spec, ecfg: ecfg, nodes: nodes})
+}
+
+// elasticRun is the run path of an elastic job: its plan is the job's
+// secret, directory and rendezvous rounds; it starts the discovery of
+// hosts (or the nodes' meeting), and watches the job as the driver
+// starts and stops workers (elasticJob).
+type elasticRun struct {
+	l     *Launcher
+	o     *Options
+	spec  Spec
+	ecfg  elastic.Config
+	nodes *elasticNodes
+
+	srv    *rendezvous.RoundServer
+	drv    *elastic.Driver
+	events chan elastic.Event
+	frozen chan elastic.Slot
+	job    *elasticJob
+}
+
+func (r *elasticRun) forwards() bool { return true }
+
+func (r *elasticRun) plan(_ context.Context, td *teardown) error {
+	l, o := r.l, r.o
 	var err error
-	if _, err := elastic.New(ecfg, time.Now()); err != nil {
+	if _, err := elastic.New(r.ecfg, time.Now()); err != nil {
 		return usagef("%v", err)
 	}
 	if o.DryRun || o.Verbose {
-		for _, line := range describeElastic(o, ecfg, spec) {
+		for _, line := range describeElastic(o, r.ecfg, r.spec) {
 			fmt.Fprintln(l.Stdout, line)
 		}
 	}
 	if o.DryRun {
-		return nil
+		return errNothingToRun
 	}
-	if spec.Secret == "" {
+	if r.spec.Secret == "" {
 		secret, err := secret.New()
 		if err != nil {
 			return err
 		}
-		spec.Secret = config.Secret(secret)
+		r.spec.Secret = config.Secret(secret)
 	}
-	if spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
+	if r.spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
 		return err
 	}
-	defer sockdir.Remove(spec.SocketDir)
-	if l.Guard != "" {
-		// The workers come and go, and watch the launcher themselves; the
-		// guard removes the job's directory if the launcher is killed.
-		g, gerr := startGuard(l.Guard, nil, []string{spec.SocketDir}, "", l.Stderr)
-		if gerr != nil {
-			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for the job's directory %s (%v): if gohorovodrun is killed, it stays\n", spec.SocketDir, gerr)
-		}
-		defer g.release()
+	dir := r.spec.SocketDir
+	td.add(func() { sockdir.Remove(dir) })
+	// The workers come and go, and watch the launcher themselves; the
+	// guard removes the job's directory if the launcher is killed.
+	l.guardJob(td, nil, []string{dir}, "", func(err error) string {
+		return fmt.Sprintf("no guard for the job's directory %s (%v): if gohorovodrun is killed, it stays", dir, err)
+	})
+	if err := r.serve(td); err != nil {
+		return err
 	}
-	key, err := spec.Secret.Bytes()
+	if r.drv, err = elastic.New(r.ecfg, time.Now()); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}
+
+// serve serves the job's rendezvous rounds, which report the workers
+// ready and frozen as events.
+func (r *elasticRun) serve(td *teardown) error {
+	key, err := r.spec.Secret.Bytes()
 	if err != nil {
 		return err
 	}
 	// Listen on every interface when remote hosts may join (a discovery
 	// script, or a remote -H host), else on the loopback only.
 	listen := "127.0.0.1:0"
-	if o.HostDiscoveryScript != "" || nodes != nil {
+	if r.o.HostDiscoveryScript != "" || r.nodes != nil {
 		listen = ":0"
-	} else if _, l, err := rendezvousHost(spec); err == nil {
+	} else if _, l, err := rendezvousHost(r.spec); err == nil {
 		listen = l
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("the rendezvous server cannot listen on %s: %w", listen, err)
 	}
-	defer ln.Close()
-	spec.RendezvousPort = ln.Addr().(*net.TCPAddr).Port
+	td.add(func() { ln.Close() })
+	r.spec.RendezvousPort = ln.Addr().(*net.TCPAddr).Port
 	srv, err := rendezvous.NewRoundServer(key)
 	if err != nil {
 		return err
 	}
-	events := make(chan elastic.Event, 64)
-	srv.OnReady = func(s rendezvous.Slot) { events <- elastic.Ready{Slot: elastic.Slot{Host: s.Host, Local: s.LocalRank}} }
-	frozen := make(chan elastic.Slot, 64)
+	r.srv = srv
+	r.events = make(chan elastic.Event, 64)
+	srv.OnReady = func(s rendezvous.Slot) {
+		r.events <- elastic.Ready{Slot: elastic.Slot{Host: s.Host, Local: s.LocalRank}}
+	}
+	r.frozen = make(chan elastic.Slot, 64)
 	srv.OnFrozen = func(s rendezvous.Slot) {
 		select {
-		case frozen <- elastic.Slot{Host: s.Host, Local: s.LocalRank}:
+		case r.frozen <- elastic.Slot{Host: s.Host, Local: s.LocalRank}:
 		default: // a report of the same worker is already waiting
 		}
 	}
-	srv.Logf = func(format string, args ...any) { fmt.Fprintf(l.Stderr, "gohorovodrun: "+format+"\n", args...) }
+	srv.Logf = r.l.logf
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
-	defer func() { srv.Close(); <-served }()
+	td.add(func() { srv.Close(); <-served })
+	return nil
+}
 
-	now := time.Now()
-	drv, err := elastic.New(ecfg, now)
-	if err != nil {
-		return usagef("%v", err)
-	}
+// start starts the discovery of hosts: the script's, every
+// DiscoveryInterval, -H's once, or the nodes' meeting.
+func (r *elasticRun) start(ctx context.Context, td *teardown) error {
+	o, spec := r.o, r.spec
 	dctx, stopDiscovery := context.WithCancel(ctx)
-	defer stopDiscovery()
+	td.add(stopDiscovery)
 	var discovering sync.WaitGroup
-	if nodes != nil {
+	if r.nodes != nil {
 		// The nodes' meeting is the discovery: started below, once the
 		// job is there to start their workers.
 	} else if o.HostDiscoveryScript != "" {
 		discovering.Add(1)
-		go func() {
-			defer discovering.Done()
-			for {
-				ev := RunDiscovery(dctx, o.HostDiscoveryScript, o.SlotsPerHost)
-				if dctx.Err() != nil {
-					return
-				}
-				select {
-				case events <- ev:
-				case <-dctx.Done():
-					return
-				}
-				select {
-				case <-time.After(DiscoveryInterval):
-				case <-dctx.Done():
-					return
-				}
-			}
-		}()
+		go func() { defer discovering.Done(); r.discover(dctx) }()
 	} else {
 		hosts := make([]elastic.Host, len(spec.Hosts))
 		for i, h := range spec.Hosts {
 			hosts[i] = elastic.Host{Name: h.Name, Slots: h.Slots}
 		}
-		events <- elastic.Discovered{Hosts: hosts}
+		r.events <- elastic.Discovered{Hosts: hosts}
 	}
-	defer discovering.Wait()
-	defer stopDiscovery()
-	e := &elasticJob{l: l, spec: spec, srv: srv, drv: drv, procs: map[elastic.Slot]*elasticProc{}, frozen: frozen, outDir: o.OutputFilename,
+	td.add(discovering.Wait)
+	td.add(stopDiscovery)
+	e := &elasticJob{l: r.l, spec: spec, srv: r.srv, drv: r.drv, procs: map[elastic.Slot]*elasticProc{}, frozen: r.frozen, outDir: o.OutputFilename,
 		exits: make(chan elasticExit, 16), release: make(chan struct{})}
 	e.base, e.remoteBase = glooBase(spec)
-	defer close(e.release)
-	if nodes != nil {
+	r.job = e
+	td.add(func() { close(e.release) })
+	if nodes := r.nodes; nodes != nil {
 		e.nodes = nodes
 		nodes.job = e
 		nodes.port = spec.RendezvousPort
 		discovering.Add(1)
-		go func() { defer discovering.Done(); nodes.meet(dctx, events) }()
+		go func() { defer discovering.Done(); nodes.meet(dctx, r.events) }()
 	}
-	err = e.loop(ctx, events)
-	if nodes != nil {
-		nodes.finish(err)
+	return nil
+}
+
+// discover runs the discovery script every DiscoveryInterval until ctx
+// ends.
+func (r *elasticRun) discover(ctx context.Context) {
+	for {
+		ev := RunDiscovery(ctx, r.o.HostDiscoveryScript, r.o.SlotsPerHost)
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case r.events <- ev:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-time.After(DiscoveryInterval):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (r *elasticRun) watch(ctx context.Context, w *watching) error {
+	err := r.job.loop(ctx, r.events, w)
+	if r.nodes != nil {
+		r.nodes.finish(err)
 	}
 	return err
 }
@@ -205,55 +251,26 @@ type elasticJob struct {
 	seq              int                    // host updates sent
 	pending          *rendezvous.HostUpdate // an update rank 0 could not be told yet
 	nodes            *elasticNodes          // a multi-node job's other nodes, or nil
+
+	done        bool  // the job is ending: no more decisions
+	result      error // the driver's reason for ending it
+	interrupted bool
+	stop        graceStop
 }
 
 // loop feeds the driver its events and carries out its decisions until
 // the job has ended and every worker has exited.
-func (e *elasticJob) loop(ctx context.Context, events chan elastic.Event) error {
+func (e *elasticJob) loop(ctx context.Context, events chan elastic.Event, w *watching) error {
 	tick := time.NewTicker(elasticTick)
 	defer tick.Stop()
-	var (
-		result      error
-		done        bool
-		interrupted bool
-		kill        <-chan time.Time
-		pre         = preemptionOf(ctx)
-		fwd         = make(chan os.Signal, 1)
-	)
-	pre.setForward(func(sig os.Signal) { fwd <- sig })
-	for !done || len(e.procs) > 0 {
+	for !e.done || len(e.procs) > 0 {
 		var ev elastic.Event
 		select {
 		case ev = <-events:
 		case x := <-e.exits:
-			x.p.exited = true
-			if e.procs[x.p.slot] == x.p {
-				delete(e.procs, x.p.slot)
-			}
-			if !x.p.stopping && pre.exited(exitStatus(x.err)) || pre.preempting() {
-				// Preempted: the job ends; the driver starts no
-				// worker again, and the others stop by themselves.
-				done = true
-				continue
-			}
-			if x.p.stopping || done {
-				continue // a worker the driver let go: its status does not count
-			}
-			ev = exitEvent(x)
-			if !e.inRound(x.p.slot) {
-				break
-			}
-			// A round that had not formed yet cannot form without it:
-			// its other members ask for the next one.
-			e.srv.Break()
+			ev = e.exited(x, w.pre)
 		case s := <-e.frozen:
-			// A frozen worker never exits by itself: SIGKILL works on a
-			// stopped process, and its exit is then a failure like any
-			// other, from which the job re-forms.
-			if p := e.procs[s]; p != nil && !p.exited {
-				fmt.Fprintf(e.l.Stderr, "gohorovodrun: elastic: %v was declared frozen by the job: killing it\n", s)
-				e.signal(p, syscall.SIGKILL)
-			}
+			e.freeze(s)
 			continue
 		case <-tick.C:
 			ev = elastic.Tick{}
@@ -261,48 +278,89 @@ func (e *elasticJob) loop(ctx context.Context, events chan elastic.Event) error 
 				e.pending = nil
 			}
 		case <-ctx.Done():
-			if !done {
-				interrupted, done = true, true
-				e.stopAll(syscall.SIGTERM)
-				kill = time.After(WorkerStopGrace)
+			if !e.done {
+				e.interrupted, e.done = true, true
+				e.stopWorkers()
 			}
 			ctx = context.Background() // seen once
 			continue
-		case sig := <-fwd:
-			if !done {
-				done = true
+		case sig := <-w.signals:
+			if !e.done {
+				e.done = true
 				e.forwardAll(sig.(syscall.Signal))
 			}
 			continue
-		case <-kill:
+		case <-e.stop.kill:
 			e.stopAll(syscall.SIGKILL)
-			kill = nil
+			e.stop.kill = nil
 			continue
 		}
-		if done || ev == nil {
+		if e.done || ev == nil {
 			continue
 		}
-		dec := e.drv.Step(time.Now(), ev)
-		if err := e.apply(dec); err != nil && !dec.Done {
-			// Starting a worker failed: the job cannot go on as planned.
-			dec = elastic.Decision{Done: true, Err: err}
-		}
-		if dec.Done {
-			done, result = true, dec.Err
-			e.stopAll(syscall.SIGTERM)
-			kill = time.After(WorkerStopGrace)
-		}
+		e.decide(ev)
 	}
-	if interrupted {
-		return ErrInterrupted
+	if ok, err := w.verdict(e.interrupted, nil); ok {
+		return err
 	}
-	if pre.preempting() {
-		return pre.result(nil)
-	}
-	if result != nil {
-		return &ElasticError{Err: result, Resets: e.drv.Resets()}
+	if e.result != nil {
+		return &ElasticError{Err: e.result, Resets: e.drv.Resets()}
 	}
 	return nil
+}
+
+// exited takes a worker's end: the driver's event, or nil when its end
+// does not count.
+func (e *elasticJob) exited(x elasticExit, pre *preemption) elastic.Event {
+	x.p.exited = true
+	if e.procs[x.p.slot] == x.p {
+		delete(e.procs, x.p.slot)
+	}
+	if !x.p.stopping && pre.exited(exitStatus(x.err)) || pre.preempting() {
+		// Preempted: the job ends; the driver starts no worker again,
+		// and the others stop by themselves.
+		e.done = true
+		return nil
+	}
+	if x.p.stopping || e.done {
+		return nil // a worker the driver let go: its status does not count
+	}
+	if e.inRound(x.p.slot) {
+		// A round that had not formed yet cannot form without it: its
+		// other members ask for the next one.
+		e.srv.Break()
+	}
+	return exitEvent(x)
+}
+
+// freeze kills a worker the job declared frozen: a frozen worker never
+// exits by itself, SIGKILL works on a stopped process, and its exit is
+// then a failure like any other, from which the job re-forms.
+func (e *elasticJob) freeze(s elastic.Slot) {
+	if p := e.procs[s]; p != nil && !p.exited {
+		fmt.Fprintf(e.l.Stderr, "gohorovodrun: elastic: %v was declared frozen by the job: killing it\n", s)
+		e.signal(p, syscall.SIGKILL)
+	}
+}
+
+// decide feeds the driver ev and carries out its decision.
+func (e *elasticJob) decide(ev elastic.Event) {
+	dec := e.drv.Step(time.Now(), ev)
+	if err := e.apply(dec); err != nil && !dec.Done {
+		// Starting a worker failed: the job cannot go on as planned.
+		dec = elastic.Decision{Done: true, Err: err}
+	}
+	if dec.Done {
+		e.done, e.result = true, dec.Err
+		e.stopWorkers()
+	}
+}
+
+// stopWorkers stops every worker: SIGTERM, SIGKILL after
+// WorkerStopGrace.
+func (e *elasticJob) stopWorkers() {
+	e.stopAll(syscall.SIGTERM)
+	e.stop.begin(WorkerStopGrace)
 }
 
 // ElasticError is the end of an elastic job that did not succeed: the

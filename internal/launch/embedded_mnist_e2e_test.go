@@ -2,7 +2,6 @@ package launch_test
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -19,17 +18,11 @@ func TestE2EMNISTWithoutMPI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end launch tests skipped in -short mode")
 	}
-	dir := t.TempDir()
-	for _, b := range [][2]string{{"gohorovodrun", "../../cmd/gohorovodrun"}, {"mnist", "../../examples/mnist"}} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1])
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
-		}
-	}
-	empty := t.TempDir() // the PATH: no mpirun, no ssh, nothing
-	cmd := exec.Command(filepath.Join(dir, "gohorovodrun"), "-np", "4", filepath.Join(dir, "mnist"), "--epochs", "3")
-	cmd.Env = append(withoutEnv(os.Environ(), "PATH", "GOHOROVOD_MPIRUN"), "PATH="+empty)
+	t.Parallel()
+	embeddedShared.build(t, "resume", embeddedEnv(t), []string{"CGO_ENABLED=0"})
+	j := embeddedShared.job.own(t)
+	cmd := exec.Command(filepath.Join(j.dir, "gohorovodrun"), "-np", "4", filepath.Join(j.dir, "mnist"), "--epochs", "3")
+	cmd.Env = j.env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

@@ -1,7 +1,6 @@
 package launch_test
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -54,10 +53,12 @@ const frozenTimeout = 3 * time.Second
 // one, and leave no process behind.
 func TestE2EFrozenRank(t *testing.T) {
 	launcher, plain := build(t)
+	t.Parallel()
 	for _, tc := range transports(plain) {
 		for _, np := range []int{2, 3} {
 			t.Run(fmt.Sprintf("%s_np%d", tc.name, np), func(t *testing.T) {
 				tc.skipIfMissing(t)
+				t.Parallel()
 				frozenJob(t, launcher, tc.worker, tc.args, np, np-1)
 			})
 		}
@@ -68,44 +69,15 @@ func frozenJob(t *testing.T, launcher, worker string, flags []string, np, victim
 	dir := t.TempDir()
 	args := append(append([]string{}, flags...), "-np", strconv.Itoa(np),
 		"--heartbeat-timeout-seconds", strconv.Itoa(int(frozenTimeout.Seconds())), worker, "train", dir)
-	cmd := exec.Command(launcher, args...)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	j := &trainingJob{dir: dir, cmd: exec.Command(launcher, args...)}
 	var pids []int
-	t.Cleanup(func() {
+	j.startReady(t, np, "training ", nil, 90*time.Second, func() {
 		for _, p := range pids {
 			syscall.Kill(p, syscall.SIGKILL)
 		}
-		cmd.Process.Kill()
+		j.cmd.Process.Kill()
 	})
-	up := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		n := 0
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "training ") {
-				if n++; n == np {
-					close(up)
-				}
-			}
-		}
-	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-up:
-	case err := <-done:
-		t.Fatalf("gohorovodrun ended before training: %v\nstderr %s", err, stderr)
-	case <-time.After(90 * time.Second):
-		t.Fatalf("the ranks were not training after 90 s\nstderr %s", stderr)
-	}
+	stderr, done := j.stderr, j.done
 	pids = readPIDs(t, dir)
 	b, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(victim)+".pid"))
 	if err != nil {
@@ -198,9 +170,11 @@ func TestE2EStallShutdownWithSleepingRank(t *testing.T) {
 // on both transports.
 func TestE2ESlowRankIsNotFrozen(t *testing.T) {
 	launcher, plain := build(t)
+	t.Parallel()
 	for _, tc := range transports(plain) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.skipIfMissing(t)
+			t.Parallel()
 			args := append(append([]string{}, tc.args...), "-np", "2", "--heartbeat-timeout-seconds", "2", tc.worker, "sleepy", "6")
 			cmd := exec.Command(launcher, args...)
 			stderr := &syncBuffer{}

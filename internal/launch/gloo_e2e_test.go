@@ -1,7 +1,6 @@
 package launch_test
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -105,16 +104,10 @@ func TestE2EGlooFailingRank(t *testing.T) {
 	launcher, worker := build(t)
 	dir := t.TempDir()
 	cmd := exec.Command(launcher, "--gloo", "-np", "3", worker, "fail", "2", "3", dir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
-		t.Fatalf("gohorovodrun = %v, want exit status 3\nstderr %s", err, stderr.String())
-	}
+	stderr := runWant(t, cmd, 3)
 	want := "gohorovodrun: rank 2 exited with status 3; the other workers were stopped. Its last error output: worker 2: failing with 3\n"
-	if !strings.HasSuffix(stderr.String(), want) {
-		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	if !strings.HasSuffix(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}
 	pids := readPIDs(t, dir)
 	if len(pids) != 2 {
@@ -164,39 +157,9 @@ func startGlooJob(t *testing.T, np int) *trainingJob {
 func startGlooMode(t *testing.T, np int, ready, mode string, args ...string) *trainingJob {
 	t.Helper()
 	launcher, worker := build(t)
-	j := &trainingJob{dir: t.TempDir(), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	j := &trainingJob{dir: t.TempDir()}
 	j.cmd = exec.Command(launcher, append([]string{"--gloo", "-np", strconv.Itoa(np), worker, mode, j.dir}, args...)...)
-	j.cmd.Stderr = j.stderr
-	stdout, err := j.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		j.cmd.Process.Kill()
-		killJob(t)
-	})
-	up := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for n := 0; sc.Scan(); {
-			if strings.Contains(sc.Text(), ready) {
-				if n++; n == np {
-					close(up)
-				}
-			}
-		}
-	}()
-	go func() { j.done <- j.cmd.Wait() }()
-	select {
-	case <-up:
-	case err := <-j.done:
-		t.Fatalf("gohorovodrun ended early: %v\nstderr %s", err, j.stderr)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the ranks were not ready after 60 s\nstderr %s", j.stderr)
-	}
+	j.startReady(t, np, ready, nil, 60*time.Second, nil)
 	return j
 }
 
@@ -210,20 +173,7 @@ func TestE2EGlooKillRank(t *testing.T) {
 }
 
 func glooKillRank(t *testing.T, j *trainingJob) {
-	victim := j.rankPID(t, 1)
-	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
-	var err error
-	select {
-	case err = <-j.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("gohorovodrun still running 60 s after rank 1 was killed\nstderr %s", j.stderr)
-	}
-	if took := time.Since(killed); took > killDeadline {
-		t.Errorf("gohorovodrun took %v to end, want at most %v", took, killDeadline)
-	}
+	victim, err := j.killRank(t, 1)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 137 {
 		t.Errorf("gohorovodrun = %v, want exit status 137", err)

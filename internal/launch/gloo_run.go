@@ -51,7 +51,14 @@ func (e *RendezvousError) Unwrap() error { return e.Err }
 // runGloo runs a job on the embedded transport: the rendezvous server on a
 // free port, a fresh secret, the workers.
 func (l *Launcher) runGloo(ctx context.Context, o *Options, spec Spec) error {
-	host, listen, err := rendezvousHost(spec)
+	return l.drive(ctx, &glooRun{l: l, o: o, s: spec})
+}
+
+// planJob plans a job of this launcher's own: the rendezvous server on a
+// free port, a fresh secret, the workers.
+func (r *glooRun) planJob(ctx context.Context, td *teardown) error {
+	l, o := r.l, r.o
+	host, listen, err := rendezvousHost(r.s)
 	if err != nil {
 		return err
 	}
@@ -59,51 +66,65 @@ func (l *Launcher) runGloo(ctx context.Context, o *Options, spec Spec) error {
 	if err != nil {
 		return fmt.Errorf("the rendezvous server cannot listen on %s: %w", listen, err)
 	}
-	defer ln.Close()
+	td.add(func() { ln.Close() })
 	secret, err := secret.New()
 	if err != nil {
 		return err
 	}
-	spec.RendezvousAddr, spec.RendezvousPort = host, ln.Addr().(*net.TCPAddr).Port
-	spec.Secret = config.Secret(secret)
+	r.s.RendezvousAddr, r.s.RendezvousPort = host, ln.Addr().(*net.TCPAddr).Port
+	r.s.Secret = config.Secret(secret)
 	if !o.DryRun {
-		if spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
+		if r.s.SocketDir, err = jobSocketDir(l.Environ); err != nil {
 			return err
 		}
-		defer sockdir.Remove(spec.SocketDir)
+		dir := r.s.SocketDir
+		td.add(func() { sockdir.Remove(dir) })
 	}
-	workers, err := BuildGlooPlan(spec)
-	if err != nil {
+	if r.workers, err = BuildGlooPlan(r.s); err != nil {
 		return err
 	}
 	if o.DryRun || o.Verbose {
-		for _, line := range DescribeGlooPlan(workers) {
+		for _, line := range DescribeGlooPlan(r.workers) {
 			fmt.Fprintln(l.Stdout, line)
 		}
 	}
 	if o.DryRun {
-		return nil
+		return errNothingToRun
 	}
-	if err := l.checkHosts(ctx, o, spec); err != nil {
+	if err := l.checkHosts(ctx, o, r.s); err != nil {
 		return err
 	}
-	key, err := spec.Secret.Bytes()
+	key, err := r.s.Secret.Bytes()
 	if err != nil {
 		return err
 	}
-	expect := make([]rendezvous.Slot, len(workers))
-	for i, w := range workers {
+	expect := make([]rendezvous.Slot, len(r.workers))
+	for i, w := range r.workers {
 		expect[i] = rendezvous.Slot{Host: w.Slot.Host, LocalRank: w.Slot.LocalRank}
 	}
-	srv, err := rendezvous.NewServer(key, expect)
-	if err != nil {
+	if r.srv, err = l.serveRendezvous(td, ln, key, expect); err != nil {
 		return err
 	}
-	srv.Logf = func(format string, args ...any) { fmt.Fprintf(l.Stderr, "gohorovodrun: "+format+"\n", args...) }
+	return nil
+}
+
+// serveRendezvous serves the workers' rendezvous of the slots expect on
+// ln until teardown.
+func (l *Launcher) serveRendezvous(td *teardown, ln net.Listener, key []byte, expect []rendezvous.Slot) (*rendezvous.Server, error) {
+	srv, err := rendezvous.NewServer(key, expect)
+	if err != nil {
+		return nil, err
+	}
+	srv.Logf = l.logf
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
-	defer func() { srv.Close(); <-served }()
-	return l.executeGloo(ctx, spec, workers, srv, nil, o.OutputFilename)
+	td.add(func() { srv.Close(); <-served })
+	return srv, nil
+}
+
+// logf writes a line of the launcher's own to its stderr.
+func (l *Launcher) logf(format string, args ...any) {
+	fmt.Fprintf(l.Stderr, "gohorovodrun: "+format+"\n", args...)
 }
 
 // rendezvousHost decides where the workers reach the rendezvous server and
@@ -147,93 +168,161 @@ type glooExit struct {
 	err error
 }
 
-// executeGloo starts the workers, watches them and the rendezvous, and
-// turns the job's end into Run's result. srv is nil where another launcher
-// hosts the rendezvous (a node of a multi-node job); an error from abort
-// (nil: none) stops the workers and is the result, before any worker's
-// failure that the abort caused.
-func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker, srv *rendezvous.Server, abort <-chan error, outDir string) error {
-	var outMu, errMu sync.Mutex
-	words := &wordsKeeper{scan: newFailureScanner()}
+// glooRun is the run path of workers on the embedded transport: a job
+// of this launcher's own (node nil), or one node's workers of a
+// multi-node job. It starts the workers, watches them and the rendezvous,
+// and turns the job's end into Run's result. srv is nil where another
+// launcher hosts the rendezvous (a node of a multi-node job); an error
+// from abort (nil: none) stops the workers and is the result, before any
+// worker's failure that the abort caused.
+type glooRun struct {
+	l       *Launcher
+	o       *Options
+	s       Spec
+	node    *nodePart
+	srv     *rendezvous.Server
+	abort   <-chan error
+	workers []GlooWorker
+
+	outMu, errMu sync.Mutex
+	words        *wordsKeeper
+	timeout      time.Duration // the rendezvous' (HOROVOD_GLOO_TIMEOUT_SECONDS)
+	rctx         context.Context
+	procs        []*glooProc
+	release      chan struct{}
+
+	first       *WorkerError
+	rdzvErr     error
+	abortErr    error
+	interrupted bool
+	stop        graceStop
+}
+
+// nodePart is the part of a multi-node job whose workers a glooRun runs:
+// the nodes, their labels, and the rendezvous port at node 0.
+type nodePart struct {
+	n      Nodes
+	labels []string
+	port   int
+}
+
+func (r *glooRun) forwards() bool { return true }
+
+func (r *glooRun) plan(ctx context.Context, td *teardown) error {
+	var err error
+	if r.node != nil {
+		err = r.planNode(td)
+	} else {
+		err = r.planJob(ctx, td)
+	}
+	if err != nil {
+		return err
+	}
+	r.words = &wordsKeeper{scan: newFailureScanner()}
 	// The server's deadline starts before the first worker does, so that
 	// it passes before any worker's own (which starts at its Join): the
 	// job then ends with the server's account of who is missing.
-	timeout := s.Config.GlooTimeout
+	r.timeout = r.s.Config.GlooTimeout
 	rctx, cancel := context.WithCancel(ctx)
-	if timeout > 0 {
-		rctx, cancel = context.WithTimeout(ctx, timeout)
+	if r.timeout > 0 {
+		rctx, cancel = context.WithTimeout(ctx, r.timeout)
 	}
-	defer cancel()
-	procs := make([]*glooProc, len(workers))
-	release := make(chan struct{})
-	defer close(release)
-	width := len(fmt.Sprint(len(workers) - 1))
+	r.rctx = rctx
+	td.add(cancel)
+	return nil
+}
+
+// planNode plans this node's workers of a multi-node job.
+func (r *glooRun) planNode(td *teardown) error {
+	var err error
+	if r.s.SocketDir, err = jobSocketDir(r.l.Environ); err != nil {
+		return err
+	}
+	dir := r.s.SocketDir
+	td.add(func() { sockdir.Remove(dir) })
+	r.workers, err = r.l.nodeWorkers(r.s, r.node.n, r.node.labels, r.node.port, r.o.Verbose)
+	return err
+}
+
+func (r *glooRun) start(_ context.Context, td *teardown) error {
+	r.procs = make([]*glooProc, len(r.workers))
+	r.release = make(chan struct{})
+	td.add(func() { close(r.release) })
 	var started []*os.Process
-	for i, w := range workers {
-		p := &glooProc{w: w}
-		procs[i] = p
-		cmd := exec.Command(w.Argv[0], w.Argv[1:]...)
-		cmd.Env = w.Env
-		cmd.SysProcAttr = workerProcAttr(l.Guard == "")
-		cmd.WaitDelay = 2 * time.Second
-		tag := fmt.Sprintf("[1,%d]", w.Slot.Rank)
-		stdout := newPrefixWriter(l.Stdout, &outMu, tag+"<stdout>:", nil)
-		rank := w.Slot.Rank
-		stderr := newPrefixWriter(l.Stderr, &errMu, tag+"<stderr>:", func(line string) { words.note(rank, line) })
-		p.out = []*prefixWriter{stdout, stderr}
-		cmd.Stdout, cmd.Stderr = stdout, stderr
-		if outDir != "" {
-			dir := filepath.Join(outDir, fmt.Sprintf("rank.%0*d", width, w.Slot.Rank))
-			fo, fe, err := openOutput(dir, false)
-			if err != nil {
-				l.stopAll(procs[:i], syscall.SIGKILL)
-				l.reap(procs[:i])
-				return fmt.Errorf("--output-filename: %w", err)
-			}
-			p.files = []*os.File{fo, fe}
-			cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, fo), io.MultiWriter(stderr, fe)
+	for i := range r.workers {
+		if err := r.startWorker(i); err != nil {
+			r.l.stopAll(r.procs[:i], syscall.SIGKILL)
+			r.l.reap(r.procs[:i])
+			return err
 		}
-		var err error
-		if w.Stdin != "" {
-			if p.stdin, err = cmd.StdinPipe(); err != nil {
-				return err
-			}
-		}
-		p.cmd = cmd
-		if l.Guard == "" {
-			err = startLocked(cmd, release)
-		} else {
-			err = cmd.Start()
-		}
+		started = append(started, r.procs[i].cmd.Process)
+	}
+	var dirs []string
+	if r.s.SocketDir != "" {
+		dirs = append(dirs, r.s.SocketDir)
+	}
+	mark := ""
+	if r.s.Launcher != "" {
+		mark = config.EnvLauncher + "=" + r.s.Launcher
+	}
+	r.l.guardJob(td, started, dirs, mark, func(err error) string {
+		return fmt.Sprintf("no guard for the workers (%v): if gohorovodrun is killed, "+
+			"the workers are not stopped (those that watch the launcher still exit)", err)
+	})
+	return nil
+}
+
+// startWorker starts worker i, its output prefixed with its rank (and
+// copied to --output-filename's directory).
+func (r *glooRun) startWorker(i int) error {
+	l, w := r.l, r.workers[i]
+	p := &glooProc{w: w}
+	r.procs[i] = p
+	cmd := exec.Command(w.Argv[0], w.Argv[1:]...)
+	cmd.Env = w.Env
+	cmd.SysProcAttr = workerProcAttr(l.Guard == "")
+	cmd.WaitDelay = 2 * time.Second
+	tag := fmt.Sprintf("[1,%d]", w.Slot.Rank)
+	stdout := newPrefixWriter(l.Stdout, &r.outMu, tag+"<stdout>:", nil)
+	rank := w.Slot.Rank
+	stderr := newPrefixWriter(l.Stderr, &r.errMu, tag+"<stderr>:", func(line string) { r.words.note(rank, line) })
+	p.out = []*prefixWriter{stdout, stderr}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if outDir := r.o.OutputFilename; outDir != "" {
+		width := len(fmt.Sprint(len(r.workers) - 1))
+		dir := filepath.Join(outDir, fmt.Sprintf("rank.%0*d", width, w.Slot.Rank))
+		fo, fe, err := openOutput(dir, false)
 		if err != nil {
-			p.cmd = nil
-			l.stopAll(procs[:i], syscall.SIGKILL)
-			l.reap(procs[:i])
-			return fmt.Errorf("starting rank %d (%s): %w", w.Slot.Rank, w.Argv[0], err)
+			return fmt.Errorf("--output-filename: %w", err)
 		}
-		if p.stdin != nil {
-			go func() { _, _ = io.WriteString(p.stdin, w.Stdin) }()
-		}
-		started = append(started, cmd.Process)
+		p.files = []*os.File{fo, fe}
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, fo), io.MultiWriter(stderr, fe)
 	}
-	if l.Guard != "" {
-		var dirs []string
-		if s.SocketDir != "" {
-			dirs = append(dirs, s.SocketDir)
+	var err error
+	if w.Stdin != "" {
+		if p.stdin, err = cmd.StdinPipe(); err != nil {
+			return err
 		}
-		mark := ""
-		if s.Launcher != "" {
-			mark = config.EnvLauncher + "=" + s.Launcher
-		}
-		g, gerr := startGuard(l.Guard, started, dirs, mark, l.Stderr)
-		if gerr != nil {
-			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for the workers (%v): if gohorovodrun is killed, "+
-				"the workers are not stopped (those that watch the launcher still exit)\n", gerr)
-		}
-		defer g.release()
 	}
-	exits := make(chan glooExit, len(procs))
-	for i, p := range procs {
+	p.cmd = cmd
+	if l.Guard == "" {
+		err = startLocked(cmd, r.release)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
+		p.cmd = nil
+		return fmt.Errorf("starting rank %d (%s): %w", w.Slot.Rank, w.Argv[0], err)
+	}
+	if p.stdin != nil {
+		go func() { _, _ = io.WriteString(p.stdin, w.Stdin) }()
+	}
+	return nil
+}
+
+func (r *glooRun) watch(ctx context.Context, w *watching) error {
+	exits := make(chan glooExit, len(r.procs))
+	for i, p := range r.procs {
 		go func() {
 			err := p.cmd.Wait()
 			for _, w := range p.out {
@@ -243,114 +332,106 @@ func (l *Launcher) executeGloo(ctx context.Context, s Spec, workers []GlooWorker
 		}()
 	}
 	rdzv := make(chan error, 1)
-	if srv != nil {
-		go func() { rdzv <- srv.Wait(rctx) }()
-	}
 	var srvDone <-chan struct{}
-	if srv != nil {
-		srvDone = srv.Done()
+	if r.srv != nil {
+		go func() { rdzv <- r.srv.Wait(r.rctx) }()
+		srvDone = r.srv.Done()
 	}
-
-	multiHost := len(usedHosts(s.Hosts, s.NP)) > 1
-	pre := preemptionOf(ctx)
-	fwd := make(chan os.Signal, 1)
-	pre.setForward(func(sig os.Signal) { fwd <- sig })
-	var (
-		first       *WorkerError
-		rdzvErr     error
-		abortErr    error
-		interrupted bool
-		stopping    bool
-		kill        <-chan time.Time
-		rdzvc       = (<-chan error)(rdzv)
-	)
-	stop := func() {
-		if !stopping {
-			stopping = true
-			l.stopAll(procs, syscall.SIGTERM)
-			kill = time.After(WorkerStopGrace)
-		}
-	}
-	for remaining := len(procs); remaining > 0; {
+	multiHost := len(usedHosts(r.s.Hosts, r.s.NP)) > 1
+	rdzvc, abort := (<-chan error)(rdzv), r.abort
+	for remaining := len(r.procs); remaining > 0; {
 		select {
 		case e := <-exits:
 			remaining--
-			p := procs[e.i]
-			p.exited = true
-			if p.stdin != nil {
-				p.stdin.Close()
-			}
-			// A worker that stopped because it was told to is no failure,
-			// and while the job is being preempted the others are left
-			// to stop by themselves (a SIGTERM now would be their second
-			// signal): the grace period bounds that.
-			if pre.exited(exitStatus(e.err)) {
-				continue
-			}
-			if pre.preempting() {
-				if e.err != nil && first == nil {
-					first = glooFailure(p, e.err, multiHost, words)
-				}
-				continue
-			}
-			if e.err != nil && first == nil && !stopping {
-				first = glooFailure(p, e.err, multiHost, words)
-				// A worker that failed because the rendezvous did: the
-				// server ends the rendezvous (Done) before it tells the
-				// workers, so this is seen here first.
-				select {
-				case <-srvDone:
-					if err := srv.Wait(context.Background()); err != nil && !errors.Is(err, rendezvous.ErrClosed) {
-						rdzvErr = err
-					}
-				default:
-				}
-				stop()
-			}
+			r.exited(e, w.pre, multiHost, srvDone)
 		case err := <-rdzvc:
 			rdzvc = nil
-			if err != nil && !stopping && ctx.Err() == nil {
-				rdzvErr = err
-				stop()
+			if err != nil && !r.stop.stopping && ctx.Err() == nil {
+				r.rdzvErr = err
+				r.stopWorkers()
 			}
 		case err := <-abort:
 			abort = nil
-			if abortErr == nil && !interrupted {
-				abortErr = err
+			if r.abortErr == nil && !r.interrupted {
+				r.abortErr = err
 			}
-			stop()
+			r.stopWorkers()
 		case <-ctx.Done():
-			if !stopping {
-				interrupted = true
-				stop()
+			if !r.stop.stopping {
+				r.interrupted = true
+				r.stopWorkers()
 			}
-		case sig := <-fwd:
-			if !stopping {
-				l.forwardAll(procs, sig.(syscall.Signal))
+		case sig := <-w.signals:
+			if !r.stop.stopping {
+				r.l.forwardAll(r.procs, sig.(syscall.Signal))
 			}
-		case <-kill:
-			l.stopAll(procs, syscall.SIGKILL)
-			kill = nil
+		case <-r.stop.kill:
+			r.l.stopAll(r.procs, syscall.SIGKILL)
+			r.stop.kill = nil
 		}
 	}
-	for _, p := range procs {
+	for _, p := range r.procs {
 		for _, f := range p.files {
 			f.Close()
 		}
 	}
+	if ok, err := w.verdict(r.interrupted, r.first); ok {
+		return err
+	}
 	switch {
-	case interrupted:
-		return ErrInterrupted
-	case pre.preempting():
-		return pre.result(first)
-	case abortErr != nil:
-		return abortErr
-	case rdzvErr != nil:
-		return &RendezvousError{Err: rdzvErr, Timeout: timeout}
-	case first != nil:
-		return first
+	case r.abortErr != nil:
+		return r.abortErr
+	case r.rdzvErr != nil:
+		return &RendezvousError{Err: r.rdzvErr, Timeout: r.timeout}
+	case r.first != nil:
+		return r.first
 	}
 	return nil
+}
+
+// stopWorkers stops the workers, once: SIGTERM, SIGKILL after
+// WorkerStopGrace.
+func (r *glooRun) stopWorkers() {
+	if r.stop.begin(WorkerStopGrace) {
+		r.l.stopAll(r.procs, syscall.SIGTERM)
+	}
+}
+
+// exited takes a worker's end: the job's first failure stops the others.
+func (r *glooRun) exited(e glooExit, pre *preemption, multiHost bool, srvDone <-chan struct{}) {
+	p := r.procs[e.i]
+	p.exited = true
+	if p.stdin != nil {
+		p.stdin.Close()
+	}
+	// A worker that stopped because it was told to is no failure, and
+	// while the job is being preempted the others are left to stop by
+	// themselves (a SIGTERM now would be their second signal): the grace
+	// period bounds that.
+	if pre.exited(exitStatus(e.err)) {
+		return
+	}
+	if pre.preempting() {
+		if e.err != nil && r.first == nil {
+			r.first = glooFailure(p, e.err, multiHost, r.words)
+		}
+		return
+	}
+	if e.err == nil || r.first != nil || r.stop.stopping {
+		return
+	}
+	r.first = glooFailure(p, e.err, multiHost, r.words)
+	// A worker that failed because the rendezvous did: the server ends
+	// the rendezvous (Done) before it tells the workers, so this is seen
+	// here first.
+	select {
+	case <-srvDone:
+		if err := r.srv.Wait(context.Background()); err != nil && !errors.Is(err, rendezvous.ErrClosed) {
+			r.rdzvErr = err
+		}
+	default:
+	}
+	r.stopWorkers()
 }
 
 // stopAll sends sig to every worker still running: to its process group

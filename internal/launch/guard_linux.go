@@ -129,94 +129,110 @@ func guardJob(pidfds []int, alarm int, pids []int, grace time.Duration, stderr i
 // guardStop is guardJob, and also reports whether the launcher went while
 // something guarded was still running.
 func guardStop(pidfds []int, alarm int, pids []int, grace time.Duration, stderr io.Writer) (int, bool) {
-	name := "mpirun"
+	g := &guardPoll{name: "mpirun", stderr: stderr, running: len(pidfds), ended: make([]bool, len(pidfds))}
 	if len(pids) > 1 {
-		name = "the workers"
+		g.name = "the workers"
 	}
-	fds := []unix.PollFd{{Fd: int32(alarm), Events: unix.POLLIN}}
+	g.fds = []unix.PollFd{{Fd: int32(alarm), Events: unix.POLLIN}}
 	for _, fd := range pidfds {
-		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		g.fds = append(g.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
-	running := len(pidfds)
-	ended := make([]bool, len(pidfds))
-	// poll waits for events; it returns false on an error it reported.
-	poll := func(timeout int) (int, bool) {
-		for i := range fds {
-			fds[i].Revents = 0
-		}
-		n, err := unix.Poll(fds, timeout)
-		if errors.Is(err, unix.EINTR) {
-			return 0, true
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "gohorovodrun (guard): poll: %v\n", err)
-			return 0, false
-		}
-		for i := 1; i < len(fds); i++ {
-			if fds[i].Revents&unix.POLLNVAL != 0 {
-				fmt.Fprintf(stderr, "gohorovodrun (guard): started without the pidfds of %s\n", name)
-				return 0, false
-			}
-			if fds[i].Revents != 0 && !ended[i-1] {
-				ended[i-1] = true
-				fds[i].Fd = -1 // ignored from now on
-				running--
-			}
-		}
-		return n, true
-	}
-	for running > 0 {
-		if _, ok := poll(-1); !ok {
+	for g.running > 0 {
+		if !g.poll(-1) {
 			return 2, false
 		}
-		if fds[0].Revents&unix.POLLNVAL != 0 {
+		if g.fds[0].Revents&unix.POLLNVAL != 0 {
 			fmt.Fprintf(stderr, "gohorovodrun (guard): started without the launcher's pipe\n")
 			return 2, false
 		}
-		if running == 0 {
+		if g.running == 0 {
 			return 0, false // everything guarded has ended
 		}
-		if fds[0].Revents != 0 {
+		if g.fds[0].Revents != 0 {
 			var b [1]byte
 			if n, _ := unix.Read(alarm, b[:]); n == 0 {
 				break // end-of-file: the launcher is gone
 			}
 		}
 	}
-	if running == 0 {
+	if g.running == 0 {
 		return 0, false
 	}
-	fds[0].Fd = -1
+	g.fds[0].Fd = -1
+	return 0, g.stop(pidfds, pids, grace)
+}
+
+// guardPoll is the guard's watch over the launcher's pipe (fds[0]) and
+// the guarded processes' pidfds.
+type guardPoll struct {
+	name    string // what is guarded, for the messages
+	stderr  io.Writer
+	fds     []unix.PollFd
+	ended   []bool // by pidfd
+	running int
+}
+
+// poll waits for events; it returns false on an error it reported.
+func (g *guardPoll) poll(timeout int) bool {
+	for i := range g.fds {
+		g.fds[i].Revents = 0
+	}
+	_, err := unix.Poll(g.fds, timeout)
+	if errors.Is(err, unix.EINTR) {
+		return true
+	}
+	if err != nil {
+		fmt.Fprintf(g.stderr, "gohorovodrun (guard): poll: %v\n", err)
+		return false
+	}
+	for i := 1; i < len(g.fds); i++ {
+		if g.fds[i].Revents&unix.POLLNVAL != 0 {
+			fmt.Fprintf(g.stderr, "gohorovodrun (guard): started without the pidfds of %s\n", g.name)
+			return false
+		}
+		if g.fds[i].Revents != 0 && !g.ended[i-1] {
+			g.ended[i-1] = true
+			g.fds[i].Fd = -1 // ignored from now on
+			g.running--
+		}
+	}
+	return true
+}
+
+// stop stops what is still running once the launcher is gone: SIGTERM,
+// SIGKILL after grace. It reports false when everything had ended
+// meanwhile.
+func (g *guardPoll) stop(pidfds, pids []int, grace time.Duration) bool {
 	var sent []int
 	for i, fd := range pidfds {
-		if !ended[i] && unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0) == nil {
+		if !g.ended[i] && unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0) == nil {
 			sent = append(sent, pids[i])
 		}
 	}
 	if len(sent) == 0 {
-		return 0, true // ended meanwhile
+		return true // ended meanwhile
 	}
-	fmt.Fprintf(stderr, "gohorovodrun (guard): the launcher is gone; stopping %s (pid %s)\n", name, joinInts(sent))
+	fmt.Fprintf(g.stderr, "gohorovodrun (guard): the launcher is gone; stopping %s (pid %s)\n", g.name, joinInts(sent))
 	deadline := time.Now().Add(grace)
-	for running > 0 {
+	for g.running > 0 {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
 		}
-		if _, ok := poll(int(left/time.Millisecond) + 1); !ok {
+		if !g.poll(int(left/time.Millisecond) + 1) {
 			break
 		}
 	}
-	if running == 0 {
-		return 0, true
+	if g.running == 0 {
+		return true
 	}
-	fmt.Fprintf(stderr, "gohorovodrun (guard): %s (pid %s) still running %v after SIGTERM; killing it\n", name, joinInts(sent), grace)
+	fmt.Fprintf(g.stderr, "gohorovodrun (guard): %s (pid %s) still running %v after SIGTERM; killing it\n", g.name, joinInts(sent), grace)
 	for i, fd := range pidfds {
-		if !ended[i] {
+		if !g.ended[i] {
 			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 		}
 	}
-	return 0, true
+	return true
 }
 
 func joinInts(v []int) string {

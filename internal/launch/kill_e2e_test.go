@@ -45,10 +45,7 @@ func startTraining(t *testing.T, np int) *trainingJob {
 func startTrainingMode(t *testing.T, np int, mode string) *trainingJob {
 	t.Helper()
 	_, _ = binaries(t)
-	worker := filepath.Join(binDir, "worker-mpi")
-	if _, err := os.Stat(worker); err != nil {
-		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi worker (make deps installs Open MPI)")
-	}
+	worker := mpiWorker(t)
 	return startJob(t, np, worker, mode, "training ")
 }
 
@@ -68,8 +65,21 @@ func startJob(t *testing.T, np int, worker, mode, ready string) *trainingJob {
 func startJobWith(t *testing.T, np int, ready string, tee io.Writer, args func(dir string) []string) *trainingJob {
 	t.Helper()
 	launcher, _ := binaries(t)
-	j := &trainingJob{dir: t.TempDir(), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	j := &trainingJob{dir: t.TempDir()}
 	j.cmd = exec.Command(launcher, args(j.dir)...)
+	j.startReady(t, np, ready, tee, 90*time.Second, nil)
+	return j
+}
+
+// startReady starts j.cmd, its standard error kept in j.stderr and its
+// end sent to j.done, with cleanup run at the end of the test (nil:
+// SIGKILL for the launcher and whatever of the job is left); it returns
+// once n lines of the standard output (copied to tee when not nil)
+// contain ready, and fails the test when the launcher ends first or the
+// lines take longer than within.
+func (j *trainingJob) startReady(t *testing.T, n int, ready string, tee io.Writer, within time.Duration, cleanup func()) {
+	t.Helper()
+	j.stderr, j.done = &syncBuffer{}, make(chan error, 1)
 	j.cmd.Stderr = j.stderr
 	stdout, err := j.cmd.StdoutPipe()
 	if err != nil {
@@ -78,21 +88,23 @@ func startJobWith(t *testing.T, np int, ready string, tee io.Writer, args func(d
 	if err := j.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		j.cmd.Process.Kill()
-		killJob(t)
-	})
-	up := make(chan int, 1)
+	if cleanup == nil {
+		cleanup = func() {
+			j.cmd.Process.Kill()
+			killJob(t)
+		}
+	}
+	t.Cleanup(cleanup)
+	up := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stdout)
-		n := 0
-		for sc.Scan() {
+		for seen := 0; sc.Scan(); {
 			if tee != nil {
 				fmt.Fprintln(tee, sc.Text())
 			}
 			if strings.Contains(sc.Text(), ready) {
-				if n++; n == np {
-					up <- n
+				if seen++; seen == n {
+					close(up)
 				}
 			}
 		}
@@ -101,11 +113,77 @@ func startJobWith(t *testing.T, np int, ready string, tee io.Writer, args func(d
 	select {
 	case <-up:
 	case err := <-j.done:
-		t.Fatalf("gohorovodrun ended before %s: %v\nstderr %s", ready, err, j.stderr)
-	case <-time.After(90 * time.Second):
-		t.Fatalf("the ranks were not %s after 90 s\nstderr %s", ready, j.stderr)
+		t.Fatalf("gohorovodrun ended before %q: %v\nstderr %s", ready, err, j.stderr)
+	case <-time.After(within):
+		t.Fatalf("the ranks were not %q after %v\nstderr %s", ready, within, j.stderr)
 	}
-	return j
+}
+
+// startIn starts cmd, a job whose processes mention dir, and returns the
+// channel of its end; whatever of the job is left at the end of the test
+// is killed.
+func startIn(t *testing.T, cmd *exec.Cmd, dir string) chan error {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		for pid := range processesMentioning(dir) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return done
+}
+
+// startGroup starts cmd in a process group of its own, which is killed
+// at the end of the test, and returns the channel of its end.
+func startGroup(t *testing.T, cmd *exec.Cmd) chan error {
+	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	return done
+}
+
+// mpiWorker is the test worker built with -tags mpi; the test is skipped
+// where it could not be built.
+func mpiWorker(t *testing.T) string {
+	t.Helper()
+	worker := filepath.Join(binDir, "worker-mpi")
+	if _, err := os.Stat(worker); err != nil {
+		t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi worker (make deps installs Open MPI)")
+	}
+	return worker
+}
+
+// killRank SIGKILLs rank and waits for the launcher's end, which must
+// come within killDeadline; it returns the rank's pid and the launcher's
+// Wait error.
+func (j *trainingJob) killRank(t *testing.T, rank int) (int, error) {
+	t.Helper()
+	victim := j.rankPID(t, rank)
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	var err error
+	select {
+	case err = <-j.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("gohorovodrun still running 60 s after rank %d was killed\nstderr %s", rank, j.stderr)
+	}
+	took := time.Since(killed)
+	t.Logf("SIGKILL of rank %d (pid %d) to gohorovodrun's exit: %v", rank, victim, took.Round(time.Millisecond))
+	if took > killDeadline {
+		t.Errorf("gohorovodrun took %v to end after rank %d was killed, want at most %v", took, rank, killDeadline)
+	}
+	return victim, err
 }
 
 // rankPID reads the pid that rank wrote.
@@ -134,22 +212,7 @@ func TestE2EKillRank(t *testing.T) {
 }
 
 func killRank(t *testing.T, j *trainingJob) {
-	victim := j.rankPID(t, 2)
-	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
-	var err error
-	select {
-	case err = <-j.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("gohorovodrun still running 60 s after rank 2 was killed\nstderr %s", j.stderr)
-	}
-	took := time.Since(killed)
-	t.Logf("SIGKILL of rank 2 (pid %d) to gohorovodrun's exit: %v", victim, took.Round(time.Millisecond))
-	if took > killDeadline {
-		t.Errorf("gohorovodrun took %v to end after rank 2 was killed, want at most %v", took, killDeadline)
-	}
+	_, err := j.killRank(t, 2)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
 		t.Errorf("gohorovodrun = %v, want a non-zero exit status", err)

@@ -95,8 +95,31 @@ func NodesFrom(o *Options, lookup func(string) (string, bool), cpus int) (n Node
 		v = strings.TrimSpace(v)
 		return v, ok && v != ""
 	}
+	raw, src, ok, err := nnodesFrom(o, env)
+	if !ok || err != nil {
+		return Nodes{}, false, err
+	}
+	if n.Min, n.N, err = parseNNodes(raw, src); err != nil {
+		return Nodes{}, false, err
+	}
+	n.Insecure = o.InsecureSecret
+	if n.Rank, err = nodeRankFrom(o, env, n.N); err != nil {
+		return Nodes{}, false, err
+	}
+	if n.PerNode, err = perNodeFrom(o, env, cpus); err != nil {
+		return Nodes{}, false, err
+	}
+	if n.MasterAddr, n.MasterPort, err = masterFrom(o, env, n.N); err != nil {
+		return Nodes{}, false, err
+	}
+	return n, true, nil
+}
+
+// nnodesFrom finds --nnodes (or PET_NNODES) and its source; ok is false
+// for a job that is not multi-node, err for node flags that do not fit.
+func nnodesFrom(o *Options, env func(string) (string, bool)) (raw, src string, ok bool, err error) {
 	nodeFlags := []string{"node-rank", "nproc-per-node", "master-addr", "master-port", "insecure-secret"}
-	raw, src := o.NNodes, "--nnodes"
+	raw, src = o.NNodes, "--nnodes"
 	if !o.IsSet("nnodes") {
 		other := o.IsSet("num-proc") || o.Hosts != "" || o.Hostfile != "" || o.Elastic()
 		if v, has := env(EnvPetNNodes); has && !other {
@@ -106,101 +129,112 @@ func NodesFrom(o *Options, lookup func(string) (string, bool), cpus int) (n Node
 	if raw == "" && !o.IsSet("nnodes") {
 		for _, f := range nodeFlags {
 			if o.IsSet(f) {
-				return Nodes{}, false, usagef("--%s needs --nnodes (or %s): gohorovodrun --nnodes 2 --node-rank 0 --nproc-per-node 4 --master-addr HOST ./train", f, EnvPetNNodes)
+				return "", "", false, usagef("--%s needs --nnodes (or %s): gohorovodrun --nnodes 2 --node-rank 0 --nproc-per-node 4 --master-addr HOST ./train", f, EnvPetNNodes)
 			}
 		}
-		return Nodes{}, false, nil
+		return "", "", false, nil
 	}
 	if o.IsSet("nnodes") {
 		for _, f := range []string{"num-proc", "hosts", "hostfile"} {
 			if o.IsSet(f) {
-				return Nodes{}, false, usagef("--nnodes and --%s both given: with --nnodes each node's launcher starts --nproc-per-node workers on its own node", f)
+				return "", "", false, usagef("--nnodes and --%s both given: with --nnodes each node's launcher starts --nproc-per-node workers on its own node", f)
 			}
 		}
 		if o.Elastic() {
-			return Nodes{}, false, usagef("--nnodes does not take horovodrun's elastic flags (--min-np, --max-np, --host-discovery-script)")
+			return "", "", false, usagef("--nnodes does not take horovodrun's elastic flags (--min-np, --max-np, --host-discovery-script)")
 		}
 	}
-	if n.Min, n.N, err = parseNNodes(raw, src); err != nil {
-		return Nodes{}, false, err
-	}
-	n.Insecure = o.InsecureSecret
+	return raw, src, true, nil
+}
 
-	// node rank
+// nodeRankFrom is this node's rank in a job of nnodes nodes:
+// --node-rank, PET_NODE_RANK, or 0.
+func nodeRankFrom(o *Options, env func(string) (string, bool), nnodes int) (rank int, err error) {
+	var src string
 	switch {
 	case o.IsSet("node-rank"):
-		n.Rank, src = o.NodeRank, "--node-rank"
+		rank, src = o.NodeRank, "--node-rank"
 	default:
-		n.Rank, src = 0, "the default"
+		rank, src = 0, "the default"
 		if v, has := env(EnvPetNodeRank); has {
-			if n.Rank, err = strconv.Atoi(v); err != nil {
-				return Nodes{}, false, usagef("%s=%q is not a node rank (a number from 0 to %d)", EnvPetNodeRank, v, n.N-1)
+			if rank, err = strconv.Atoi(v); err != nil {
+				return 0, usagef("%s=%q is not a node rank (a number from 0 to %d)", EnvPetNodeRank, v, nnodes-1)
 			}
 			src = EnvPetNodeRank
 		}
 	}
-	if n.Rank < 0 || n.Rank >= n.N {
-		return Nodes{}, false, usagef("node rank %d (%s) is out of range: a job of %d nodes has node ranks 0 to %d", n.Rank, src, n.N, n.N-1)
+	if rank < 0 || rank >= nnodes {
+		return 0, usagef("node rank %d (%s) is out of range: a job of %d nodes has node ranks 0 to %d", rank, src, nnodes, nnodes-1)
 	}
+	return rank, nil
+}
 
-	// workers per node
+// perNodeFrom is the number of workers per node: --nproc-per-node,
+// PET_NPROC_PER_NODE, or 1.
+func perNodeFrom(o *Options, env func(string) (string, bool), cpus int) (perNode int, err error) {
+	var src string
 	switch {
 	case o.IsSet("nproc-per-node"):
-		n.PerNode, src = o.NProcPerNode, "--nproc-per-node"
+		perNode, src = o.NProcPerNode, "--nproc-per-node"
 	default:
-		n.PerNode, src = 1, "the default"
+		perNode, src = 1, "the default"
 		if v, has := env(EnvPetNProcPerNode); has {
 			src = EnvPetNProcPerNode
 			switch v {
 			case "auto", "cpu":
-				n.PerNode = cpus
+				perNode = cpus
 			case "gpu":
-				return Nodes{}, false, usagef("%s=gpu: give the number of workers per node (this launcher does not count GPUs)", EnvPetNProcPerNode)
+				return 0, usagef("%s=gpu: give the number of workers per node (this launcher does not count GPUs)", EnvPetNProcPerNode)
 			default:
-				if n.PerNode, err = strconv.Atoi(v); err != nil {
-					return Nodes{}, false, usagef("%s=%q is not a number of workers per node", EnvPetNProcPerNode, v)
+				if perNode, err = strconv.Atoi(v); err != nil {
+					return 0, usagef("%s=%q is not a number of workers per node", EnvPetNProcPerNode, v)
 				}
 			}
 		}
 	}
-	if n.PerNode < 1 {
-		return Nodes{}, false, usagef("%d workers per node (%s): want at least 1", n.PerNode, src)
+	if perNode < 1 {
+		return 0, usagef("%d workers per node (%s): want at least 1", perNode, src)
 	}
+	return perNode, nil
+}
 
-	// the master
-	n.MasterAddr = strings.TrimSpace(o.MasterAddr)
-	if n.MasterAddr == "" {
+// masterFrom is node 0's address and port: the flags, torchrun's
+// variables, then MASTER_ADDR and MASTER_PORT.
+func masterFrom(o *Options, env func(string) (string, bool), nnodes int) (addr string, port int, err error) {
+	addr = strings.TrimSpace(o.MasterAddr)
+	if addr == "" {
 		if v, has := env(EnvPetMasterAddr); has {
-			n.MasterAddr = v
+			addr = v
 		} else if v, has := env(EnvMasterAddr); has {
-			n.MasterAddr = v
+			addr = v
 		}
 	}
-	if n.MasterAddr == "" {
-		if n.N > 1 {
-			return Nodes{}, false, usagef("a job of %d nodes needs the address of node 0: give --master-addr (or set %s or %s)", n.N, EnvPetMasterAddr, EnvMasterAddr)
+	if addr == "" {
+		if nnodes > 1 {
+			return "", 0, usagef("a job of %d nodes needs the address of node 0: give --master-addr (or set %s or %s)", nnodes, EnvPetMasterAddr, EnvMasterAddr)
 		}
-		n.MasterAddr = "127.0.0.1"
+		addr = "127.0.0.1"
 	}
+	var src string
 	switch {
 	case o.IsSet("master-port"):
-		n.MasterPort, src = o.MasterPort, "--master-port"
+		port, src = o.MasterPort, "--master-port"
 	default:
-		n.MasterPort, src = DefaultMasterPort, "the default"
+		port, src = DefaultMasterPort, "the default"
 		for _, name := range []string{EnvPetMasterPort, EnvMasterPort} {
 			if v, has := env(name); has {
-				if n.MasterPort, err = strconv.Atoi(v); err != nil {
-					return Nodes{}, false, usagef("%s=%q is not a port number", name, v)
+				if port, err = strconv.Atoi(v); err != nil {
+					return "", 0, usagef("%s=%q is not a port number", name, v)
 				}
 				src = name
 				break
 			}
 		}
 	}
-	if n.MasterPort < 1 || n.MasterPort > 65535 {
-		return Nodes{}, false, usagef("master port %d (%s) is not a port: want 1 to 65535", n.MasterPort, src)
+	if port < 1 || port > 65535 {
+		return "", 0, usagef("master port %d (%s) is not a port: want 1 to 65535", port, src)
 	}
-	return n, true, nil
+	return addr, port, nil
 }
 
 // parseNNodes reads --nnodes (or PET_NNODES, named by src): N, or

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,16 +140,7 @@ func TestE2ENodesOnOneMachine(t *testing.T) {
 		t.Errorf("node 1 did not name the master it waits for:\n%s", n1.stderr.String())
 	}
 	lines := append(strings.Split(strings.TrimSpace(n0.stdout.String()), "\n"), strings.Split(strings.TrimSpace(n1.stdout.String()), "\n")...)
-	sort.Strings(lines)
-	want := []string{
-		"[1,0]<stdout>:rank 0 size 4 local 0/2 cross 0/2 sum 10 10",
-		"[1,1]<stdout>:rank 1 size 4 local 1/2 cross 0/2 sum 10 10",
-		"[1,2]<stdout>:rank 2 size 4 local 0/2 cross 1/2 sum 10 10",
-		"[1,3]<stdout>:rank 3 size 4 local 1/2 cross 1/2 sum 10 10",
-	}
-	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("workers printed:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
-	}
+	wantTwoByTwo(t, lines, func(r int) string { return fmt.Sprintf("[1,%d]<stdout>:", r) })
 	// Node 0's ranks ran on node 0's launcher, node 1's on node 1's.
 	if !strings.Contains(n0.stdout.String(), "[1,0]") || !strings.Contains(n1.stdout.String(), "[1,2]") {
 		t.Errorf("ranks on the wrong node:\nnode 0:\n%s\nnode 1:\n%s", n0.stdout.String(), n1.stdout.String())
@@ -163,6 +153,7 @@ func TestE2ENodesOnOneMachine(t *testing.T) {
 // --start-timeout, naming the node that never arrived).
 func TestE2ENodesWrongSecret(t *testing.T) {
 	launcher, worker := build(t)
+	t.Parallel()
 	port := freePort(t)
 	n0 := startNode(t, "", []string{"GOHOROVOD_SECRET=" + newHexSecret(t)}, launcher, "--nnodes", "2", "--nproc-per-node", "1",
 		"--master-addr", "127.0.0.1", "--master-port", port, "--start-timeout", "4", worker, "hvd-allreduce")

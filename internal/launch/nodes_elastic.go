@@ -299,15 +299,39 @@ func (l *Launcher) runElasticMaster(ctx context.Context, o *Options, spec Spec, 
 	return l.runElasticWith(ctx, o, spec, ecfg, en)
 }
 
-// runElasticMember is a node other than 0 of an elastic multi-node job:
-// it starts and signals its workers as node 0 asks, and reports their
-// ends, until node 0 closes the meeting.
-func (l *Launcher) runElasticMember(ctx context.Context, o *Options, spec Spec, n Nodes, key []byte, host string, timeout time.Duration) error {
-	nc, err := l.joinMaster(ctx, n, key, host, timeout)
+// elasticMemberRun is the run path of a node other than 0 of an elastic
+// multi-node job: it starts and signals its workers as node 0 asks, and
+// reports their ends, until node 0 closes the meeting. Its plan is joining node 0; it watches node 0's words,
+// which start and signal its workers, and reports their ends.
+type elasticMemberRun struct {
+	nodeBase
+
+	nc           *nodeConn
+	name         string // this node's name in the job
+	base         []string
+	outMu, errMu sync.Mutex
+	procs        map[int]*exec.Cmd // running workers by local rank
+	exits        chan nodeWorkerExit
+	msgs         chan nodeMsg
+	lost         chan error
+	release      chan struct{}
+
+	result error
+	ending bool
+	stop   graceStop // after node 0 is lost
+}
+
+// forwards is false: node 0 passes a stop signal on (nodeWorkerRun).
+func (r *elasticMemberRun) forwards() bool { return false }
+
+func (r *elasticMemberRun) plan(ctx context.Context, td *teardown) error {
+	l, n := r.l, r.n
+	nc, err := l.joinMaster(ctx, n, r.key, r.host, r.timeout)
 	if err != nil {
 		return err
 	}
-	defer nc.c.Close()
+	r.nc = nc
+	td.add(func() { nc.c.Close() })
 	first, err := nc.recv()
 	switch {
 	case err != nil:
@@ -317,118 +341,133 @@ func (l *Launcher) runElasticMember(ctx context.Context, o *Options, spec Spec, 
 	case first.Start == nil || len(first.Start.Labels) != 1:
 		return fmt.Errorf("node %d: node 0 sent a malformed start", n.Rank)
 	}
-	name := first.Start.Labels[0]
-	fmt.Fprintf(l.Stderr, "gohorovodrun: elastic: node %d joined node 0 at %s as %s\n", n.Rank, n.Master(), name)
-	if spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
+	r.name = first.Start.Labels[0]
+	fmt.Fprintf(l.Stderr, "gohorovodrun: elastic: node %d joined node 0 at %s as %s\n", n.Rank, n.Master(), r.name)
+	if r.spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
 		return err
 	}
-	defer sockdir.Remove(spec.SocketDir)
-	base, _ := glooBase(spec)
-	var outMu, errMu sync.Mutex
-	procs := map[int]*exec.Cmd{}
-	exits := make(chan nodeWorkerExit, 16)
-	msgs := make(chan nodeMsg)
-	lost := make(chan error, 1)
+	dir := r.spec.SocketDir
+	td.add(func() { sockdir.Remove(dir) })
+	return nil
+}
+
+// start reads node 0's messages until the meeting ends.
+func (r *elasticMemberRun) start(_ context.Context, td *teardown) error {
+	r.base, _ = glooBase(r.spec)
+	r.procs = map[int]*exec.Cmd{}
+	r.exits = make(chan nodeWorkerExit, 16)
+	r.msgs = make(chan nodeMsg)
+	r.lost = make(chan error, 1)
 	go func() {
 		for {
-			m, err := nc.recv()
+			m, err := r.nc.recv()
 			if err != nil {
-				lost <- err
+				r.lost <- err
 				return
 			}
-			msgs <- m
+			r.msgs <- m
 		}
 	}()
-	release := make(chan struct{})
-	defer close(release)
-	signalAll := func(sig syscall.Signal) {
-		for _, c := range procs {
-			_ = c.Process.Signal(sig)
-			signalGroup(c.Process.Pid, sig)
-		}
-	}
-	var result error
-	ending := false
-	for !ending || len(procs) > 0 {
+	r.release = make(chan struct{})
+	td.add(func() { close(r.release) })
+	return nil
+}
+
+func (r *elasticMemberRun) watch(ctx context.Context, _ *watching) error {
+	lost := r.lost
+	for !r.ending || len(r.procs) > 0 {
 		select {
-		case m := <-msgs:
-			switch {
-			case m.Run != nil && m.Run.Signal != 0:
-				if c := procs[m.Run.Local]; c != nil {
-					_ = c.Process.Signal(syscall.Signal(m.Run.Signal))
-					signalGroup(c.Process.Pid, syscall.Signal(m.Run.Signal))
-				}
-			case m.Run != nil && !ending:
-				env := append(append(append([]string(nil), base...), m.Run.Env...),
-					config.EnvSecret+"="+string(spec.Secret), config.EnvGlooSocketDir+"="+spec.SocketDir)
-				if spec.Launcher != "" {
-					env = append(env, config.EnvLauncher+"="+spec.Launcher)
-				}
-				cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
-				cmd.Env = env
-				cmd.SysProcAttr = workerProcAttr(true)
-				cmd.WaitDelay = 2 * time.Second
-				tag := fmt.Sprintf("[%s[%d]]", name, m.Run.Local)
-				stdout := newPrefixWriter(l.Stdout, &outMu, tag+"<stdout>:", nil)
-				stderr := newPrefixWriter(l.Stderr, &errMu, tag+"<stderr>:", nil)
-				cmd.Stdout, cmd.Stderr = stdout, stderr
-				local := m.Run.Local
-				if err := startLocked(cmd, release); err != nil {
-					fmt.Fprintf(l.Stderr, "gohorovodrun: elastic: starting the worker of local rank %d: %v\n", local, err)
-					_ = nc.send(nodeMsg{Exited: &nodeWorkerExit{Local: local, Status: 127}})
-					continue
-				}
-				procs[local] = cmd
-				go func() {
-					err := cmd.Wait()
-					stdout.Flush()
-					stderr.Flush()
-					status := 0
-					var ee *exec.ExitError
-					if errors.As(err, &ee) {
-						status = ee.ExitCode()
-						if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-							status = 128 + int(ws.Signal())
-						}
-					} else if err != nil {
-						status = 1
-					}
-					exits <- nodeWorkerExit{Local: local, Status: status}
-				}()
-			case m.Failed != "":
-				result = &NodeError{NodeRank: m.FailedNode, Host: m.FailedHost, Err: errors.New(m.Failed)}
-			}
-		case x := <-exits:
-			if x.Local < 0 { // the stop's grace is over
-				signalAll(syscall.SIGKILL)
-				continue
-			}
-			delete(procs, x.Local)
-			if !ending {
-				_ = nc.send(nodeMsg{Exited: &x})
+		case m := <-r.msgs:
+			r.told(m)
+		case x := <-r.exits:
+			delete(r.procs, x.Local)
+			if !r.ending {
+				_ = r.nc.send(nodeMsg{Exited: &x})
 			}
 		case err := <-lost:
 			lost = nil
-			if !ending {
-				ending = true
-				if result == nil && len(procs) > 0 {
-					result = &NodeError{NodeRank: 0, Host: n.MasterAddr, Err: fmt.Errorf("lost its launcher (%v)", err)}
+			if !r.ending {
+				r.ending = true
+				if r.result == nil && len(r.procs) > 0 {
+					r.result = &NodeError{NodeRank: 0, Host: r.n.MasterAddr, Err: fmt.Errorf("lost its launcher (%v)", err)}
 				}
-				signalAll(syscall.SIGTERM)
-				go func() {
-					time.Sleep(WorkerStopGrace)
-					exits <- nodeWorkerExit{Local: -1}
-				}()
+				r.signalAll(syscall.SIGTERM)
+				r.stop.begin(WorkerStopGrace)
 			}
+		case <-r.stop.kill:
+			r.stop.kill = nil
+			r.signalAll(syscall.SIGKILL)
 		case <-ctx.Done():
 			ctx = context.Background()
-			if !ending {
-				ending = true
-				result = ErrInterrupted
-				signalAll(syscall.SIGTERM)
-				nc.c.Close()
+			if !r.ending {
+				r.ending = true
+				r.result = ErrInterrupted
+				r.signalAll(syscall.SIGTERM)
+				r.nc.c.Close()
 			}
 		}
 	}
-	return result
+	return r.result
+}
+
+// told does what node 0 says: signal a worker, start one, or the job's
+// failure.
+func (r *elasticMemberRun) told(m nodeMsg) {
+	switch {
+	case m.Run != nil && m.Run.Signal != 0:
+		if c := r.procs[m.Run.Local]; c != nil {
+			_ = c.Process.Signal(syscall.Signal(m.Run.Signal))
+			signalGroup(c.Process.Pid, syscall.Signal(m.Run.Signal))
+		}
+	case m.Run != nil && !r.ending:
+		r.startWorker(m.Run)
+	case m.Failed != "":
+		r.result = &NodeError{NodeRank: m.FailedNode, Host: m.FailedHost, Err: errors.New(m.Failed)}
+	}
+}
+
+// startWorker starts the worker node 0 asks for, with node 0's variables
+// and this node's secret and directory; a worker that cannot start is
+// reported ended with status 127.
+func (r *elasticMemberRun) startWorker(run *nodeWorkerRun) {
+	l, spec := r.l, r.spec
+	env := append(append(append([]string(nil), r.base...), run.Env...),
+		config.EnvSecret+"="+string(spec.Secret), config.EnvGlooSocketDir+"="+spec.SocketDir)
+	if spec.Launcher != "" {
+		env = append(env, config.EnvLauncher+"="+spec.Launcher)
+	}
+	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
+	cmd.Env = env
+	cmd.SysProcAttr = workerProcAttr(true)
+	cmd.WaitDelay = 2 * time.Second
+	tag := fmt.Sprintf("[%s[%d]]", r.name, run.Local)
+	stdout := newPrefixWriter(l.Stdout, &r.outMu, tag+"<stdout>:", nil)
+	stderr := newPrefixWriter(l.Stderr, &r.errMu, tag+"<stderr>:", nil)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	local := run.Local
+	if err := startLocked(cmd, r.release); err != nil {
+		fmt.Fprintf(l.Stderr, "gohorovodrun: elastic: starting the worker of local rank %d: %v\n", local, err)
+		_ = r.nc.send(nodeMsg{Exited: &nodeWorkerExit{Local: local, Status: 127}})
+		return
+	}
+	r.procs[local] = cmd
+	go func() {
+		err := cmd.Wait()
+		stdout.Flush()
+		stderr.Flush()
+		status := exitStatus(err)
+		if status < 0 { // not the worker's status: it did not run to its end
+			status = 1
+		}
+		r.exits <- nodeWorkerExit{Local: local, Status: status}
+	}()
+}
+
+// signalAll sends sig to every worker of this node, and its process
+// group.
+func (r *elasticMemberRun) signalAll(sig syscall.Signal) {
+	for _, c := range r.procs {
+		_ = c.Process.Signal(sig)
+		signalGroup(c.Process.Pid, sig)
+	}
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/internal/job/secret"
-	"github.com/gohorovod/gohorovod/internal/sockdir"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -184,16 +183,29 @@ func (l *Launcher) runNodes(ctx context.Context, o *Options, spec Spec, n Nodes)
 		_, err := l.nodeWorkers(spec, n, NodeLabels(labels), 1, true)
 		return err
 	}
-	if n.Elastic() {
-		if n.Rank == 0 {
-			return l.runElasticMaster(ctx, o, spec, n, key, host)
-		}
-		return l.runElasticMember(ctx, o, spec, n, key, host, timeout)
+	node := nodeBase{l: l, o: o, spec: spec, n: n, key: key, host: host, timeout: timeout}
+	switch {
+	case n.Elastic() && n.Rank == 0:
+		return l.runElasticMaster(ctx, o, spec, n, key, host)
+	case n.Elastic():
+		return l.drive(ctx, &elasticMemberRun{nodeBase: node})
+	case n.Rank == 0:
+		return l.drive(ctx, &masterNodeRun{nodeBase: node})
 	}
-	if n.Rank == 0 {
-		return l.runMasterNode(ctx, o, spec, n, key, host, timeout)
-	}
-	return l.runOtherNode(ctx, o, spec, n, key, host, timeout)
+	return l.drive(ctx, &otherNodeRun{nodeBase: node})
+}
+
+// nodeBase is what the run path of a node of a multi-node job is given:
+// the launcher, the options and the job, the nodes, the job's secret,
+// this machine's name, and how long the nodes wait for each other.
+type nodeBase struct {
+	l       *Launcher
+	o       *Options
+	spec    Spec
+	n       Nodes
+	key     []byte
+	host    string
+	timeout time.Duration
 }
 
 // nodeWorkers plans this node's workers: the whole job's plan, of which
@@ -225,256 +237,323 @@ func (l *Launcher) nodeWorkers(spec Spec, n Nodes, labels []string, port int, sh
 // startNodeWorkers runs this node's workers (with srv where this node
 // hosts the rendezvous) until they end or abort says to stop them.
 func (l *Launcher) startNodeWorkers(ctx context.Context, o *Options, spec Spec, n Nodes, labels []string, port int, srv *rendezvous.Server, abort <-chan error) error {
-	var err error
-	if spec.SocketDir, err = jobSocketDir(l.Environ); err != nil {
-		return err
-	}
-	defer sockdir.Remove(spec.SocketDir)
-	workers, err := l.nodeWorkers(spec, n, labels, port, o.Verbose)
-	if err != nil {
-		return err
-	}
-	return l.executeGloo(ctx, spec, workers, srv, abort, o.OutputFilename)
+	return l.drive(ctx, &glooRun{l: l, o: o, s: spec, node: &nodePart{n: n, labels: labels, port: port}, srv: srv, abort: abort})
 }
 
-// runMasterNode is node 0: it hosts the meeting and the workers'
-// rendezvous, runs its own workers, and ends the job on every node when
-// one fails.
-func (l *Launcher) runMasterNode(ctx context.Context, o *Options, spec Spec, n Nodes, key []byte, host string, timeout time.Duration) error {
+// masterNodeRun is node 0's run path of a multi-node job: it hosts the
+// meeting and the workers' rendezvous, runs its own workers, and ends the
+// job on every node when one fails. Its plan is the meeting of the nodes' launchers and the workers' rendezvous; it
+// starts the job on every node and its own workers (a glooRun), and
+// watches the nodes' reports until every node has ended.
+type masterNodeRun struct {
+	nodeBase
+
+	arrivals chan nodeArrival
+	nodes    []*nodeConn // by node rank; nil for node 0
+	hosts    []string
+	labels   []string
+	srv      *rendezvous.Server
+	port     int // the workers' rendezvous
+	events   chan nodeEvent
+	result   chan error // this node's workers' end
+	abort    chan error
+
+	done      []bool
+	nodeFail  *NodeError
+	own       error
+	ownDone   bool
+	preempted bool
+}
+
+// nodeArrival is a node's launcher that has proven the secret and said
+// hello.
+type nodeArrival struct {
+	nc    *nodeConn
+	hello nodeHello
+}
+
+// nodeEvent is a message from a node's launcher, or the end of its
+// connection (err).
+type nodeEvent struct {
+	rank int
+	msg  nodeMsg
+	err  error
+}
+
+// forwards is false: the glooRun of node 0's own workers passes signals on.
+func (r *masterNodeRun) forwards() bool { return false }
+
+func (r *masterNodeRun) plan(ctx context.Context, td *teardown) error {
+	l, n := r.l, r.n
 	lc := net.ListenConfig{KeepAlive: nodeKeepAlive}
 	ln, err := lc.Listen(ctx, "tcp", ":"+strconv.Itoa(n.MasterPort))
 	if err != nil {
 		return fmt.Errorf("node 0 cannot listen on port %d (--master-port) for the other nodes: %w", n.MasterPort, err)
 	}
-	defer ln.Close()
+	td.add(func() { ln.Close() })
 	fmt.Fprintf(l.Stderr, "gohorovodrun: node 0 of %d: waiting on port %d for the other nodes' launchers\n", n.N, n.MasterPort)
-
-	type arrival struct {
-		nc    *nodeConn
-		hello nodeHello
-	}
-	arrivals := make(chan arrival)
+	r.nodes = make([]*nodeConn, n.N)
+	r.hosts = make([]string, n.N)
+	r.hosts[0] = r.host
+	r.arrivals = make(chan nodeArrival)
 	stopAccept := make(chan struct{})
 	var acceptWG sync.WaitGroup
 	acceptWG.Add(1)
-	go func() {
-		defer acceptWG.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			acceptWG.Add(1)
-			go func() {
-				defer acceptWG.Done()
-				nc, h, ok := acceptNode(c, key, n.LinkSilence, l.Stderr)
-				if !ok {
-					return
-				}
-				select {
-				case arrivals <- arrival{nc, h}:
-				case <-stopAccept:
-					_ = nc.send(nodeMsg{Refused: "the job has started without this node"})
-					c.Close()
-				}
-			}()
-		}
-	}()
-	nodes := make([]*nodeConn, n.N)
-	hosts := make([]string, n.N)
-	hosts[0] = host
-	closeAll := func() {
-		for _, nc := range nodes {
+	go func() { defer acceptWG.Done(); r.accept(ln, stopAccept, &acceptWG) }()
+	td.add(func() {
+		close(stopAccept)
+		ln.Close()
+		for _, nc := range r.nodes {
 			if nc != nil {
 				nc.c.Close()
 			}
 		}
-	}
-	defer func() {
-		close(stopAccept)
-		ln.Close()
-		closeAll()
 		acceptWG.Wait()
-	}()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for joined := 1; joined < n.N; {
-		select {
-		case a := <-arrivals:
-			h := a.hello
-			var refuse string
-			switch {
-			case h.NNodes != n.N:
-				refuse = fmt.Sprintf("this node says the job has %d nodes, node 0 says %d", h.NNodes, n.N)
-			case h.PerNode != n.PerNode:
-				refuse = fmt.Sprintf("this node says %d workers per node, node 0 says %d", h.PerNode, n.PerNode)
-			case h.NodeRank <= 0 || h.NodeRank >= n.N:
-				refuse = fmt.Sprintf("node rank %d is not one of 1 to %d", h.NodeRank, n.N-1)
-			case nodes[h.NodeRank] != nil:
-				refuse = fmt.Sprintf("node rank %d has already joined (from %s)", h.NodeRank, nodes[h.NodeRank].c.RemoteAddr())
-			}
-			if refuse != "" {
-				fmt.Fprintf(l.Stderr, "gohorovodrun: refused the launcher at %s: %s\n", a.nc.c.RemoteAddr(), refuse)
-				_ = a.nc.send(nodeMsg{Refused: refuse})
-				a.nc.c.Close()
-				continue
-			}
-			nodes[h.NodeRank], hosts[h.NodeRank] = a.nc, h.Host
-			joined++
-		case <-deadline.C:
-			var missing []string
-			for i := 1; i < n.N; i++ {
-				if nodes[i] == nil {
-					missing = append(missing, strconv.Itoa(i))
-				}
-			}
-			return fmt.Errorf("node 0: the launchers of node(s) %v did not arrive at port %d within %v (--start-timeout, %s)", missing, n.MasterPort, timeout, EnvStartTimeout)
-		case <-ctx.Done():
-			return ErrInterrupted
-		}
+	})
+	if err := r.meet(ctx); err != nil {
+		return err
 	}
-	labels := NodeLabels(hosts)
-
+	r.labels = NodeLabels(r.hosts)
 	// The workers' rendezvous, on a port of its own, for every node's
 	// workers.
 	rln, err := net.Listen("tcp", ":0")
 	if err != nil {
 		return fmt.Errorf("the rendezvous server cannot listen: %w", err)
 	}
-	defer rln.Close()
-	port := rln.Addr().(*net.TCPAddr).Port
+	td.add(func() { rln.Close() })
+	r.port = rln.Addr().(*net.TCPAddr).Port
 	expect := make([]rendezvous.Slot, 0, n.N*n.PerNode)
-	for _, lb := range labels {
+	for _, lb := range r.labels {
 		for lr := 0; lr < n.PerNode; lr++ {
 			expect = append(expect, rendezvous.Slot{Host: lb, LocalRank: lr})
 		}
 	}
-	srv, err := rendezvous.NewServer(key, expect)
-	if err != nil {
-		return err
-	}
-	srv.Logf = func(format string, args ...any) { fmt.Fprintf(l.Stderr, "gohorovodrun: "+format+"\n", args...) }
-	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(rln) }()
-	defer func() { srv.Close(); <-served }()
+	r.srv, err = l.serveRendezvous(td, rln, r.key, expect)
+	return err
+}
 
-	// Watch every node until it reports its end.
-	type nodeEvent struct {
-		rank int
-		msg  nodeMsg
-		err  error
+// accept takes the nodes' launchers' connections until ln is closed;
+// one that arrives after the job has started is refused.
+func (r *masterNodeRun) accept(ln net.Listener, stop <-chan struct{}, wg *sync.WaitGroup) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc, h, ok := acceptNode(c, r.key, r.n.LinkSilence, r.l.Stderr)
+			if !ok {
+				return
+			}
+			select {
+			case r.arrivals <- nodeArrival{nc, h}:
+			case <-stop:
+				_ = nc.send(nodeMsg{Refused: "the job has started without this node"})
+				c.Close()
+			}
+		}()
 	}
-	events := make(chan nodeEvent, 2*n.N)
-	for r := 1; r < n.N; r++ {
-		if err := nodes[r].send(nodeMsg{Start: &nodeStart{Labels: labels, RendezvousPort: port}}); err != nil {
-			events <- nodeEvent{rank: r, err: err}
+}
+
+// meet waits until every node's launcher has joined, within the timeout.
+func (r *masterNodeRun) meet(ctx context.Context) error {
+	n := r.n
+	deadline := time.NewTimer(r.timeout)
+	defer deadline.Stop()
+	for joined := 1; joined < n.N; {
+		select {
+		case a := <-r.arrivals:
+			h := a.hello
+			if refuse := r.refusal(h); refuse != "" {
+				fmt.Fprintf(r.l.Stderr, "gohorovodrun: refused the launcher at %s: %s\n", a.nc.c.RemoteAddr(), refuse)
+				_ = a.nc.send(nodeMsg{Refused: refuse})
+				a.nc.c.Close()
+				continue
+			}
+			r.nodes[h.NodeRank], r.hosts[h.NodeRank] = a.nc, h.Host
+			joined++
+		case <-deadline.C:
+			var missing []string
+			for i := 1; i < n.N; i++ {
+				if r.nodes[i] == nil {
+					missing = append(missing, strconv.Itoa(i))
+				}
+			}
+			return fmt.Errorf("node 0: the launchers of node(s) %v did not arrive at port %d within %v (--start-timeout, %s)", missing, n.MasterPort, r.timeout, EnvStartTimeout)
+		case <-ctx.Done():
+			return ErrInterrupted
+		}
+	}
+	return nil
+}
+
+// refusal says why node 0 does not take a node that said hello h, or "".
+func (r *masterNodeRun) refusal(h nodeHello) string {
+	n := r.n
+	switch {
+	case h.NNodes != n.N:
+		return fmt.Sprintf("this node says the job has %d nodes, node 0 says %d", h.NNodes, n.N)
+	case h.PerNode != n.PerNode:
+		return fmt.Sprintf("this node says %d workers per node, node 0 says %d", h.PerNode, n.PerNode)
+	case h.NodeRank <= 0 || h.NodeRank >= n.N:
+		return fmt.Sprintf("node rank %d is not one of 1 to %d", h.NodeRank, n.N-1)
+	case r.nodes[h.NodeRank] != nil:
+		return fmt.Sprintf("node rank %d has already joined (from %s)", h.NodeRank, r.nodes[h.NodeRank].c.RemoteAddr())
+	}
+	return ""
+}
+
+// start tells every node to start, watches them until each reports its
+// end, and starts node 0's own workers.
+func (r *masterNodeRun) start(ctx context.Context, _ *teardown) error {
+	n := r.n
+	r.events = make(chan nodeEvent, 2*n.N)
+	for rank := 1; rank < n.N; rank++ {
+		if err := r.nodes[rank].send(nodeMsg{Start: &nodeStart{Labels: r.labels, RendezvousPort: r.port}}); err != nil {
+			r.events <- nodeEvent{rank: rank, err: err}
 			continue
 		}
 		go func() {
 			for {
-				m, err := nodes[r].recv()
-				events <- nodeEvent{rank: r, msg: m, err: err}
+				m, err := r.nodes[rank].recv()
+				r.events <- nodeEvent{rank: rank, msg: m, err: err}
 				if err != nil || m.Done || m.Failed != "" {
 					return
 				}
 			}
 		}()
 	}
-	fmt.Fprintf(l.Stderr, "gohorovodrun: all %d nodes have met: %v\n", n.N, labels)
-	failure := func(e nodeEvent) *NodeError {
-		ne := &NodeError{NodeRank: e.rank, Host: labels[e.rank]}
-		switch {
-		case e.msg.Failed != "":
-			ne.Err = errors.New(e.msg.Failed)
-		default:
-			ne.Err = fmt.Errorf("lost its launcher (%v)", e.err)
-		}
-		return ne
-	}
-	tellAll := func(ne *NodeError) {
-		for r := 1; r < n.N; r++ {
-			if r != ne.NodeRank {
-				_ = nodes[r].send(nodeMsg{Failed: ne.Err.Error(), FailedNode: ne.NodeRank, FailedHost: ne.Host})
-			}
-		}
-	}
-	done := make([]bool, n.N)
-	var nodeFail *NodeError
-	abort := make(chan error, 1)
-	result := make(chan error, 1)
-	go func() { result <- l.startNodeWorkers(ctx, o, spec, n, labels, port, srv, abort) }()
-	var own error
-	ownDone, preempted := false, false
-	for remaining := n.N - 1; !ownDone || (remaining > 0 && nodeFail == nil); {
+	fmt.Fprintf(r.l.Stderr, "gohorovodrun: all %d nodes have met: %v\n", n.N, r.labels)
+	r.done = make([]bool, n.N)
+	r.abort = make(chan error, 1)
+	r.result = make(chan error, 1)
+	go func() { r.result <- r.l.startNodeWorkers(ctx, r.o, r.spec, n, r.labels, r.port, r.srv, r.abort) }()
+	return nil
+}
+
+func (r *masterNodeRun) watch(ctx context.Context, _ *watching) error {
+	for remaining := r.n.N - 1; !r.ownDone || (remaining > 0 && r.nodeFail == nil); {
 		select {
-		case own = <-result:
-			ownDone = true
-			if errors.Is(own, ErrPreempted) {
-				own, preempted = nil, true
-			}
-			if own != nil && nodeFail == nil && !errors.Is(own, ErrInterrupted) {
-				// A node's failure may be what made these workers fail.
-				select {
-				case e := <-events:
-					if e.err != nil || e.msg.Failed != "" {
-						nodeFail = failure(e)
-					} else if e.msg.Done {
-						done[e.rank] = true
-						remaining--
-					}
-				case <-time.After(nodeBlameGrace):
-				}
-			}
-			if own != nil && nodeFail == nil {
-				nodeFail = &NodeError{NodeRank: 0, Host: labels[0], Err: own}
-				if errors.Is(own, ErrInterrupted) {
-					nodeFail.Err = errors.New("its launcher was interrupted")
-				}
-			}
-			if nodeFail != nil {
-				tellAll(nodeFail)
-			}
-		case e := <-events:
+		case own := <-r.result:
+			remaining -= r.ownEnded(own)
+		case e := <-r.events:
 			if e.msg.Done && e.err == nil {
-				done[e.rank] = true
-				preempted = preempted || e.msg.Preempted
+				r.done[e.rank] = true
+				r.preempted = r.preempted || e.msg.Preempted
 				remaining--
 				continue
 			}
-			if nodeFail == nil && !done[e.rank] {
-				nodeFail = failure(e)
-				tellAll(nodeFail)
-				if !ownDone {
-					abort <- nodeFail
+			if r.nodeFail == nil && !r.done[e.rank] {
+				r.nodeFail = r.failure(e)
+				r.tellAll(r.nodeFail)
+				if !r.ownDone {
+					r.abort <- r.nodeFail
 				}
 			}
 		case <-ctx.Done():
-			if ownDone {
+			if r.ownDone {
 				return ErrInterrupted // the other nodes see the meeting end
 			}
 		}
 	}
-	if errors.Is(own, ErrInterrupted) {
-		return own
-	}
-	if nodeFail != nil {
-		return nodeFail
-	}
-	if preempted {
+	switch {
+	case errors.Is(r.own, ErrInterrupted):
+		return r.own
+	case r.nodeFail != nil:
+		return r.nodeFail
+	case r.preempted:
 		return ErrPreempted
 	}
 	return nil
 }
 
-// runOtherNode is a node other than 0: it meets node 0, runs its workers,
-// and stops them when node 0 says the job is over or cannot be reached.
-func (l *Launcher) runOtherNode(ctx context.Context, o *Options, spec Spec, n Nodes, key []byte, host string, timeout time.Duration) error {
+// ownEnded takes the end of node 0's own workers; it returns how many
+// other nodes it found done meanwhile.
+func (r *masterNodeRun) ownEnded(own error) (done int) {
+	r.own, r.ownDone = own, true
+	if errors.Is(own, ErrPreempted) {
+		r.own, own, r.preempted = nil, nil, true
+	}
+	if own != nil && r.nodeFail == nil && !errors.Is(own, ErrInterrupted) {
+		// A node's failure may be what made these workers fail.
+		select {
+		case e := <-r.events:
+			if e.err != nil || e.msg.Failed != "" {
+				r.nodeFail = r.failure(e)
+			} else if e.msg.Done {
+				r.done[e.rank] = true
+				done++
+			}
+		case <-time.After(nodeBlameGrace):
+		}
+	}
+	if own != nil && r.nodeFail == nil {
+		r.nodeFail = &NodeError{NodeRank: 0, Host: r.labels[0], Err: own}
+		if errors.Is(own, ErrInterrupted) {
+			r.nodeFail.Err = errors.New("its launcher was interrupted")
+		}
+	}
+	if r.nodeFail != nil {
+		r.tellAll(r.nodeFail)
+	}
+	return done
+}
+
+// failure is the job's failure that a node's event e tells of.
+func (r *masterNodeRun) failure(e nodeEvent) *NodeError {
+	ne := &NodeError{NodeRank: e.rank, Host: r.labels[e.rank]}
+	switch {
+	case e.msg.Failed != "":
+		ne.Err = errors.New(e.msg.Failed)
+	default:
+		ne.Err = fmt.Errorf("lost its launcher (%v)", e.err)
+	}
+	return ne
+}
+
+// tellAll tells every other node of the job's failure ne.
+func (r *masterNodeRun) tellAll(ne *NodeError) {
+	for rank := 1; rank < r.n.N; rank++ {
+		if rank != ne.NodeRank {
+			_ = r.nodes[rank].send(nodeMsg{Failed: ne.Err.Error(), FailedNode: ne.NodeRank, FailedHost: ne.Host})
+		}
+	}
+}
+
+// otherNodeRun is the run path of a node other than 0 of a multi-node
+// job: it meets node 0, runs its workers, and stops them when node 0 says
+// the job is over or cannot be reached. Its plan is joining node 0 and being told the job; it watches
+// node 0's connection while its own workers (a glooRun) run.
+type otherNodeRun struct {
+	nodeBase
+
+	nc    *nodeConn
+	job   nodeStart
+	ends  chan masterEnd
+	abort chan error
+}
+
+// masterEnd is node 0's word, or the end of the meeting, which ends the
+// job on this node too.
+type masterEnd struct {
+	failed *NodeError // node 0 said the job failed
+	lost   error      // the connection ended
+}
+
+// forwards is false: the glooRun of this node's workers passes signals on.
+func (r *otherNodeRun) forwards() bool { return false }
+
+func (r *otherNodeRun) plan(ctx context.Context, td *teardown) error {
+	l, n := r.l, r.n
 	master := n.Master()
-	nc, err := l.joinMaster(ctx, n, key, host, timeout)
+	nc, err := l.joinMaster(ctx, n, r.key, r.host, r.timeout)
 	if err != nil {
 		return err
 	}
-	defer nc.c.Close()
+	r.nc = nc
+	td.add(func() { nc.c.Close() })
 	fmt.Fprintf(l.Stderr, "gohorovodrun: node %d of %d: joined node 0 at %s, waiting for the other nodes\n", n.Rank, n.N, master)
 	startc := make(chan nodeMsg, 1)
 	errc := make(chan error, 1)
@@ -486,7 +565,6 @@ func (l *Launcher) runOtherNode(ctx context.Context, o *Options, spec Spec, n No
 		}
 		startc <- m
 	}()
-	var start nodeStart
 	select {
 	case <-ctx.Done():
 		return ErrInterrupted
@@ -501,33 +579,40 @@ func (l *Launcher) runOtherNode(ctx context.Context, o *Options, spec Spec, n No
 		case m.Start == nil || len(m.Start.Labels) != n.N || m.Start.RendezvousPort <= 0:
 			return fmt.Errorf("node %d: node 0 at %s sent a malformed start", n.Rank, master)
 		}
-		start = *m.Start
+		r.job = *m.Start
 	}
-	labels := start.Labels
-	// Node 0's word, or the end of the meeting, ends the job here too.
-	type masterEnd struct {
-		failed *NodeError // node 0 said the job failed
-		lost   error      // the connection ended
-	}
-	ends := make(chan masterEnd, 1)
-	abort := make(chan error, 1)
+	return nil
+}
+
+// start watches node 0's connection: its word, or the end of the
+// meeting, aborts this node's workers.
+func (r *otherNodeRun) start(context.Context, *teardown) error {
+	labels := r.job.Labels
+	r.ends = make(chan masterEnd, 1)
+	r.abort = make(chan error, 1)
 	go func() {
-		m, err := nc.recv()
+		m, err := r.nc.recv()
 		var e masterEnd
 		switch {
 		case err != nil:
 			e.lost = err
-			abort <- &NodeError{NodeRank: 0, Host: labels[0], Err: fmt.Errorf("lost its launcher (%v)", err)}
+			r.abort <- &NodeError{NodeRank: 0, Host: labels[0], Err: fmt.Errorf("lost its launcher (%v)", err)}
 		case m.Failed != "":
 			e.failed = &NodeError{NodeRank: m.FailedNode, Host: m.FailedHost, Err: errors.New(m.Failed)}
-			abort <- e.failed
+			r.abort <- e.failed
 		default:
 			e.lost = errors.New("unexpected message")
-			abort <- &NodeError{NodeRank: 0, Host: labels[0], Err: errors.New("its launcher sent an unexpected message")}
+			r.abort <- &NodeError{NodeRank: 0, Host: labels[0], Err: errors.New("its launcher sent an unexpected message")}
 		}
-		ends <- e
+		r.ends <- e
 	}()
-	own := l.startNodeWorkers(ctx, o, spec, n, labels, start.RendezvousPort, nil, abort)
+	return nil
+}
+
+// watch runs this node's workers and reports their end to node 0.
+func (r *otherNodeRun) watch(ctx context.Context, _ *watching) error {
+	labels := r.job.Labels
+	own := r.l.startNodeWorkers(ctx, r.o, r.spec, r.n, labels, r.job.RendezvousPort, nil, r.abort)
 	preempted := errors.Is(own, ErrPreempted)
 	if preempted {
 		own = nil
@@ -537,34 +622,15 @@ func (l *Launcher) runOtherNode(ctx context.Context, o *Options, spec Spec, n No
 		return own // stopped on node 0's word, or for its loss
 	}
 	if own != nil {
-		if !errors.Is(own, ErrInterrupted) {
-			// Was another node's failure the cause?
-			select {
-			case e := <-ends:
-				if e.failed != nil {
-					return e.failed
-				}
-				return &NodeError{NodeRank: 0, Host: labels[0], Err: fmt.Errorf("lost its launcher (%v)", e.lost)}
-			case <-time.After(nodeBlameGrace):
-			}
-		}
-		msg := own.Error()
-		if errors.Is(own, ErrInterrupted) {
-			msg = "its launcher was interrupted"
-		}
-		_ = nc.send(nodeMsg{Failed: msg})
-		if errors.Is(own, ErrInterrupted) {
-			return own
-		}
-		return &NodeError{NodeRank: n.Rank, Host: labels[n.Rank], Err: own}
+		return r.failed(own)
 	}
-	if err := nc.send(nodeMsg{Done: true, Preempted: preempted}); err != nil {
+	if err := r.nc.send(nodeMsg{Done: true, Preempted: preempted}); err != nil {
 		return &NodeError{NodeRank: 0, Host: labels[0], Err: fmt.Errorf("lost its launcher before this node could report its end (%v)", err)}
 	}
 	// Node 0 closes the meeting once every node is done, or tells of a
 	// failure elsewhere first.
 	select {
-	case e := <-ends:
+	case e := <-r.ends:
 		if e.failed != nil {
 			return e.failed
 		}
@@ -575,6 +641,32 @@ func (l *Launcher) runOtherNode(ctx context.Context, o *Options, spec Spec, n No
 	case <-ctx.Done():
 		return ErrInterrupted
 	}
+}
+
+// failed reports this node's workers' failure own to node 0, unless
+// another node's failure was its cause.
+func (r *otherNodeRun) failed(own error) error {
+	labels := r.job.Labels
+	if !errors.Is(own, ErrInterrupted) {
+		// Was another node's failure the cause?
+		select {
+		case e := <-r.ends:
+			if e.failed != nil {
+				return e.failed
+			}
+			return &NodeError{NodeRank: 0, Host: labels[0], Err: fmt.Errorf("lost its launcher (%v)", e.lost)}
+		case <-time.After(nodeBlameGrace):
+		}
+	}
+	msg := own.Error()
+	if errors.Is(own, ErrInterrupted) {
+		msg = "its launcher was interrupted"
+	}
+	_ = r.nc.send(nodeMsg{Failed: msg})
+	if errors.Is(own, ErrInterrupted) {
+		return own
+	}
+	return &NodeError{NodeRank: r.n.Rank, Host: labels[r.n.Rank], Err: own}
 }
 
 // runNodesFrom checks what an ordinary launch would (the knobs, the

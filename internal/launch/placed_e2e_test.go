@@ -113,6 +113,7 @@ func TestE2EPlacedByTorchVariables(t *testing.T) {
 
 func TestE2EPlacedFaults(t *testing.T) {
 	_, worker := build(t)
+	t.Parallel()
 	key := filepath.Join(t.TempDir(), "key")
 	torchEnv := func(port string, r, size int, kv ...string) []string {
 		return foreignEnv(t, append([]string{"RANK=" + strconv.Itoa(r), "WORLD_SIZE=" + strconv.Itoa(size),
@@ -205,7 +206,10 @@ func torchrun(t *testing.T) []string {
 	t.Helper()
 	for _, py := range []string{"/usr/bin/python3", "python3"} {
 		if exec.Command(py, "-c", "import torch.distributed.run").Run() == nil {
-			return []string{py, "testdata/torchrun/torchrun.py", "--log_dir", t.TempDir()}
+			// The agent looks at its workers every --monitor_interval
+			// (5 s by default in torch 1.13): a job's end and a failure
+			// are noticed sooner.
+			return []string{py, "testdata/torchrun/torchrun.py", "--log_dir", t.TempDir(), "--monitor_interval", "0.5"}
 		}
 	}
 	t.Skip("torch is not installed (apt-get install python3-torch; scripts/deps.sh does): torchrun tests skipped")
@@ -215,7 +219,7 @@ func torchrun(t *testing.T) []string {
 func TestE2ETorchrun(t *testing.T) {
 	_, worker := build(t)
 	run := torchrun(t)
-	key := filepath.Join(t.TempDir(), "key")
+	t.Parallel()
 	cases := []struct {
 		name string
 		args []string
@@ -229,9 +233,10 @@ func TestE2ETorchrun(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			args := append(append([]string{}, c.args...), "--no_python", worker, "hvd-allreduce")
 			cmd := exec.Command(run[0], append(run[1:], args...)...)
-			cmd.Env = foreignEnv(t, "GOHOROVOD_KEY_FILE="+key)
+			cmd.Env = foreignEnv(t, "GOHOROVOD_KEY_FILE="+filepath.Join(t.TempDir(), "key"))
 			out, err := runFor(t, cmd, 2*time.Minute)
 			if err != nil {
 				t.Fatalf("torchrun: %v\n%s", err, out)
@@ -246,9 +251,10 @@ func TestE2ETorchrun(t *testing.T) {
 		})
 	}
 	t.Run("restart after a failure", func(t *testing.T) {
+		t.Parallel()
 		cmd := exec.Command(run[0], append(run[1:], "--nnodes", "1", "--nproc_per_node", "2", "--max_restarts", "1",
 			"--master_addr", "127.0.0.1", "--master_port", freePort(t), "--no_python", worker, "fail-first")...)
-		cmd.Env = foreignEnv(t, "GOHOROVOD_KEY_FILE="+key)
+		cmd.Env = foreignEnv(t, "GOHOROVOD_KEY_FILE="+filepath.Join(t.TempDir(), "key"))
 		out, err := runFor(t, cmd, 2*time.Minute)
 		if err != nil {
 			t.Fatalf("torchrun with a restart: %v\n%s", err, out)

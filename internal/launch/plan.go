@@ -114,98 +114,119 @@ func BuildPlan(s Spec) (Plan, error) {
 	}
 	argv := []string{mpirun}
 	hosts := usedHosts(s.Hosts, s.NP)
-	local := s.AllLocal()
 	switch s.Flavor {
 	case OpenMPI:
-		if s.Root {
-			argv = append(argv, "--allow-run-as-root")
-		}
-		argv = append(argv, "--tag-output", "-np", strconv.Itoa(s.NP), "-H", joinHosts(hosts, true))
-		argv = append(argv, "--bind-to", "none", "--map-by", "slot")
-		if local && s.CPUs > 0 && s.NP > s.CPUs {
-			argv = append(argv, "--oversubscribe")
-		}
-		if local {
-			// One node: shared memory only. Leaving the TCP transport out
-			// shortens every job's start-up (Open MPI probes its
-			// interfaces). Cross-memory attach stays off unless asked for:
-			// some containers forbid it, and whether it is faster on one
-			// node has depended on the machine and its load
-			// (shared/reference/environment.md; docs/BENCHMARKS.md).
-			// gohorovodrun --mpi-single-copy=cma or auto selects it where
-			// ProbeCMA finds that it works.
-			mech := "none"
-			if s.CMA {
-				mech = "cma"
-			}
-			argv = append(argv, "-mca", "pml", "ob1", "-mca", "btl", "self,vader",
-				"-mca", "btl_vader_single_copy_mechanism", mech)
-		} else {
-			// As horovodrun: TCP for MPI between nodes (NCCL still uses
-			// InfiniBand/RoCE).
-			argv = append(argv, "-mca", "pml", "ob1", "-mca", "btl", "^openib")
-			argv = append(argv, acrossNodesMCA(env, s.MPIArgs)...)
-		}
-		if ssh := sshArgs(s); ssh != "" {
-			argv = append(argv, "-mca", "plm_rsh_args", ssh)
-		}
-		if len(s.NICs) > 0 {
-			nics := strings.Join(s.NICs, ",")
-			argv = append(argv, "-mca", "btl_tcp_if_include", nics, "-x", "NCCL_SOCKET_IFNAME="+nics)
-			if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, config.EnvGlooIface+"=") }) {
-				// The runtime's TCP ring for host tensors
-				// (HOROVOD_CPU_OPERATIONS) listens there too.
-				argv = append(argv, "-x", config.EnvGlooIface+"="+s.NICs[0])
-			}
-		}
-		if s.OutputFilename != "" {
-			argv = append(argv, "--output-filename", s.OutputFilename)
-		}
-		if len(hosts) >= 64 {
-			argv = append(argv, "-mca", "plm_rsh_no_tree_spawn", "true",
-				"-mca", "plm_rsh_num_concurrent", strconv.Itoa(len(hosts)))
-		}
-		for _, k := range exportable(env) {
-			argv = append(argv, "-x", k)
-		}
+		argv = append(argv, openMPIArgs(s, env, hosts)...)
 	case MPICH, IntelMPI:
-		argv = append(argv, "-l", "-np", strconv.Itoa(s.NP))
-		if s.Flavor == MPICH {
-			argv = append(argv, "-hosts", joinHosts(hosts, true), "-bind-to", "none", "-map-by", "slot")
-		} else {
-			for _, h := range hosts[1:] {
-				if h.Slots != hosts[0].Slots {
-					return Plan{}, usagef("Intel MPI needs the same slot count on every host (got %s); use MPICH or Open MPI for uneven hosts",
-						joinHosts(hosts, true))
-				}
-			}
-			argv = append(argv, "-ppn", strconv.Itoa(hosts[0].Slots), "-hosts", joinHosts(hosts, false))
+		args, err := hydraArgs(s, hosts)
+		if err != nil {
+			return Plan{}, err
 		}
-		if ssh := sshArgs(s); ssh != "" {
-			argv = append(argv, "-bootstrap", "ssh", "-bootstrap-exec-args", ssh)
-		}
-		if len(s.NICs) > 1 {
-			return Plan{}, usagef("%s takes one --network-interface (got %s)", s.Flavor, strings.Join(s.NICs, ","))
-		}
-		if len(s.NICs) == 1 {
-			argv = append(argv, "-iface", s.NICs[0], "-genv", "NCCL_SOCKET_IFNAME", s.NICs[0])
-		}
-		if s.OutputFilename != "" {
-			argv = append(argv, "-outfile-pattern", s.OutputFilename+"/rank.%r.stdout",
-				"-errfile-pattern", s.OutputFilename+"/rank.%r.stderr")
-		}
-		// Hydra passes the whole environment on by default; name the knobs
-		// anyway so that the command says what the workers get.
-		for _, kv := range s.Config.Environ() {
-			k, v, _ := strings.Cut(kv, "=")
-			argv = append(argv, "-genv", k, v)
-		}
+		argv = append(argv, args...)
 	default:
 		return Plan{}, fmt.Errorf("cannot build a command for %s", s.Flavor)
 	}
 	argv = append(argv, s.MPIArgs...)
 	argv = append(argv, s.Command...)
 	return Plan{Argv: argv, Env: env, NP: s.NP}, nil
+}
+
+// openMPIArgs are Open MPI's mpirun options for the job: the hosts used,
+// the transports, ssh, the interfaces, and the variables to export (of
+// the workers' environment env).
+func openMPIArgs(s Spec, env []string, hosts []Host) []string {
+	var argv []string
+	local := s.AllLocal()
+	if s.Root {
+		argv = append(argv, "--allow-run-as-root")
+	}
+	argv = append(argv, "--tag-output", "-np", strconv.Itoa(s.NP), "-H", joinHosts(hosts, true))
+	argv = append(argv, "--bind-to", "none", "--map-by", "slot")
+	if local && s.CPUs > 0 && s.NP > s.CPUs {
+		argv = append(argv, "--oversubscribe")
+	}
+	if local {
+		// One node: shared memory only. Leaving the TCP transport out
+		// shortens every job's start-up (Open MPI probes its
+		// interfaces). Cross-memory attach stays off unless asked for:
+		// some containers forbid it, and whether it is faster on one
+		// node has depended on the machine and its load
+		// (docs/BENCHMARKS.md).
+		// gohorovodrun --mpi-single-copy=cma or auto selects it where
+		// ProbeCMA finds that it works.
+		mech := "none"
+		if s.CMA {
+			mech = "cma"
+		}
+		argv = append(argv, "-mca", "pml", "ob1", "-mca", "btl", "self,vader",
+			"-mca", "btl_vader_single_copy_mechanism", mech)
+	} else {
+		// As horovodrun: TCP for MPI between nodes (NCCL still uses
+		// InfiniBand/RoCE).
+		argv = append(argv, "-mca", "pml", "ob1", "-mca", "btl", "^openib")
+		argv = append(argv, acrossNodesMCA(env, s.MPIArgs)...)
+	}
+	if ssh := sshArgs(s); ssh != "" {
+		argv = append(argv, "-mca", "plm_rsh_args", ssh)
+	}
+	if len(s.NICs) > 0 {
+		nics := strings.Join(s.NICs, ",")
+		argv = append(argv, "-mca", "btl_tcp_if_include", nics, "-x", "NCCL_SOCKET_IFNAME="+nics)
+		if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, config.EnvGlooIface+"=") }) {
+			// The runtime's TCP ring for host tensors
+			// (HOROVOD_CPU_OPERATIONS) listens there too.
+			argv = append(argv, "-x", config.EnvGlooIface+"="+s.NICs[0])
+		}
+	}
+	if s.OutputFilename != "" {
+		argv = append(argv, "--output-filename", s.OutputFilename)
+	}
+	if len(hosts) >= 64 {
+		argv = append(argv, "-mca", "plm_rsh_no_tree_spawn", "true",
+			"-mca", "plm_rsh_num_concurrent", strconv.Itoa(len(hosts)))
+	}
+	for _, k := range exportable(env) {
+		argv = append(argv, "-x", k)
+	}
+	return argv
+}
+
+// hydraArgs are MPICH's or Intel MPI's (Hydra's) mpirun options for the
+// job.
+func hydraArgs(s Spec, hosts []Host) ([]string, error) {
+	var argv []string
+	argv = append(argv, "-l", "-np", strconv.Itoa(s.NP))
+	if s.Flavor == MPICH {
+		argv = append(argv, "-hosts", joinHosts(hosts, true), "-bind-to", "none", "-map-by", "slot")
+	} else {
+		for _, h := range hosts[1:] {
+			if h.Slots != hosts[0].Slots {
+				return nil, usagef("Intel MPI needs the same slot count on every host (got %s); use MPICH or Open MPI for uneven hosts",
+					joinHosts(hosts, true))
+			}
+		}
+		argv = append(argv, "-ppn", strconv.Itoa(hosts[0].Slots), "-hosts", joinHosts(hosts, false))
+	}
+	if ssh := sshArgs(s); ssh != "" {
+		argv = append(argv, "-bootstrap", "ssh", "-bootstrap-exec-args", ssh)
+	}
+	if len(s.NICs) > 1 {
+		return nil, usagef("%s takes one --network-interface (got %s)", s.Flavor, strings.Join(s.NICs, ","))
+	}
+	if len(s.NICs) == 1 {
+		argv = append(argv, "-iface", s.NICs[0], "-genv", "NCCL_SOCKET_IFNAME", s.NICs[0])
+	}
+	if s.OutputFilename != "" {
+		argv = append(argv, "-outfile-pattern", s.OutputFilename+"/rank.%r.stdout",
+			"-errfile-pattern", s.OutputFilename+"/rank.%r.stderr")
+	}
+	// Hydra passes the whole environment on by default; name the knobs
+	// anyway so that the command says what the workers get.
+	for _, kv := range s.Config.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		argv = append(argv, "-genv", k, v)
+	}
+	return argv, nil
 }
 
 // joinHosts writes hosts as "h1:4,h2:4", or "h1,h2" without slots.

@@ -271,16 +271,7 @@ func (j resumeJob) preemptAfter70(t *testing.T, ckpt string, toWorker bool) int 
 	cmd := j.command(ckpt)
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		for pid := range processesMentioning(j.dir) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}()
+	done := startIn(t, cmd, j.dir)
 	wrote := regexp.MustCompile(`wrote \S*ckpt-0*([0-9]+)\.ghv`)
 	for deadline := time.Now().Add(3 * time.Minute); !strings.Contains(stdout.String(), "ckpt-000000000070.ghv"); time.Sleep(20 * time.Millisecond) {
 		select {
@@ -346,17 +337,24 @@ func (j resumeJob) checkPreemptResume(t *testing.T, whole string, toWorker bool)
 // ExitPreempted; the same command resumes from that step and ends with
 // the uninterrupted run's parameters, bit for bit.
 func TestE2EMNISTPreempt(t *testing.T) {
-	j, whole := embeddedResume(t)
-	t.Run("embedded/launcher SIGTERM", func(t *testing.T) { j.checkPreemptResume(t, whole, false) })
-	t.Run("embedded/worker SIGUSR1", func(t *testing.T) { j.checkPreemptResume(t, whole, true) })
-	t.Run("mpirun/launcher SIGTERM", func(t *testing.T) {
-		if _, err := exec.LookPath("mpicc"); err != nil || !cgoEnabled() {
-			t.Skip("mpicc not on PATH or cgo disabled: no -tags mpi build")
-		}
-		m := resumeJob{dir: filepath.Join(binDir, "resume-mpi"), env: os.Environ()}
-		if err := buildResume(m.dir, nil, "-tags", "mpi"); err != nil {
-			t.Fatal(err)
-		}
-		m.checkPreemptResume(t, m.run(t, t.TempDir()), false)
-	})
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		mpi      bool
+		toWorker bool
+	}{
+		{"embedded/launcher SIGTERM", false, false},
+		{"embedded/worker SIGUSR1", false, true},
+		{"mpirun/launcher SIGTERM", true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			resume := embeddedResume
+			if c.mpi {
+				resume = mpiResume
+			}
+			j, whole := resume(t)
+			j.checkPreemptResume(t, whole, c.toWorker)
+		})
+	}
 }

@@ -8,11 +8,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gohorovod/gohorovod/internal/launch/elastic"
@@ -210,7 +208,7 @@ func (l *Launcher) Run(ctx context.Context, args []string) error {
 			return fmt.Errorf("launch: a directory for the job's shared memory: %w", err)
 		}
 	}
-	return l.execute(ctx, plan)
+	return l.drive(ctx, &mpiRun{l: l, p: plan})
 }
 
 func (l *Launcher) startTimeout(o *Options) (time.Duration, error) {
@@ -240,46 +238,9 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 		return Spec{}, err
 	}
 	cfg = withoutPlacement(cfg)
-	var hosts []Host
-	switch {
-	case o.Hosts != "":
-		if hosts, err = ParseHosts(o.Hosts); err != nil {
-			return Spec{}, err
-		}
-	case o.Hostfile != "":
-		f, err := os.Open(o.Hostfile)
-		if err != nil {
-			return Spec{}, usagef("cannot read --hostfile: %v", err)
-		}
-		hosts, err = ParseHostfile(f, o.Hostfile)
-		f.Close()
-		if err != nil {
-			return Spec{}, err
-		}
-	case mpiHostfile(lookup) != "":
-		// An MPIJob's launcher pod: the MPI Operator's hostfile.
-		name := mpiHostfile(lookup)
-		f, err := os.Open(name)
-		if err != nil {
-			return Spec{}, usagef("cannot read the hostfile that %s names: %v (or give -H)", EnvOMPIHostfile, err)
-		}
-		hosts, err = ParseHostfile(f, name)
-		f.Close()
-		if err != nil {
-			return Spec{}, err
-		}
-	default:
-		var inSlurm bool
-		hosts, inSlurm, err = SlurmHosts(lookup)
-		if err != nil {
-			return Spec{}, usagef("SLURM allocation: %v (or give -H)", err)
-		}
-		if !inSlurm {
-			if o.NP <= 0 {
-				return Spec{}, usagef("-np is required: gohorovodrun -np 4 %s", strings.Join(o.Command, " "))
-			}
-			hosts = []Host{{Name: "localhost", Slots: o.NP}}
-		}
+	hosts, err := specHosts(o, lookup)
+	if err != nil {
+		return Spec{}, err
 	}
 	np := o.NP
 	if np <= 0 {
@@ -330,23 +291,76 @@ func (l *Launcher) Spec(ctx context.Context, o *Options) (Spec, error) {
 		spec.Dir, _ = os.Getwd()
 		return spec, nil
 	}
-	mpirun, err := l.LookPath(name)
-	if err != nil {
-		return Spec{}, fmt.Errorf("%s not found: install Open MPI or MPICH (make deps installs Open MPI), or set %s: %w", name, EnvMPIRun, err)
-	}
-	timeout, err := l.startTimeout(o)
-	if err != nil {
-		return Spec{}, err
-	}
-	flavor, err := detect(ctx, mpirun, timeout)
-	if err != nil {
-		return Spec{}, err
-	}
-	spec.MPIRun, spec.Flavor = mpirun, flavor
-	if spec.CMA, err = l.singleCopy(o.SingleCopy, spec); err != nil {
+	if err := l.mpiSpec(ctx, o, name, &spec); err != nil {
 		return Spec{}, err
 	}
 	return spec, nil
+}
+
+// mpiSpec finds mpirun (name), its flavour (running `mpirun --version`)
+// and whether its ranks use cross-memory attach.
+func (l *Launcher) mpiSpec(ctx context.Context, o *Options, name string, spec *Spec) error {
+	mpirun, err := l.LookPath(name)
+	if err != nil {
+		return fmt.Errorf("%s not found: install Open MPI or MPICH (make deps installs Open MPI), or set %s: %w", name, EnvMPIRun, err)
+	}
+	timeout, err := l.startTimeout(o)
+	if err != nil {
+		return err
+	}
+	flavor, err := detect(ctx, mpirun, timeout)
+	if err != nil {
+		return err
+	}
+	spec.MPIRun, spec.Flavor = mpirun, flavor
+	spec.CMA, err = l.singleCopy(o.SingleCopy, *spec)
+	return err
+}
+
+// specHosts are the job's hosts: -H, --hostfile, the MPI Operator's
+// hostfile, the SLURM allocation, or localhost with -np slots.
+func specHosts(o *Options, lookup func(string) (string, bool)) (hosts []Host, err error) {
+	switch {
+	case o.Hosts != "":
+		if hosts, err = ParseHosts(o.Hosts); err != nil {
+			return nil, err
+		}
+	case o.Hostfile != "":
+		f, err := os.Open(o.Hostfile)
+		if err != nil {
+			return nil, usagef("cannot read --hostfile: %v", err)
+		}
+		hosts, err = ParseHostfile(f, o.Hostfile)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	case mpiHostfile(lookup) != "":
+		// An MPIJob's launcher pod: the MPI Operator's hostfile.
+		name := mpiHostfile(lookup)
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, usagef("cannot read the hostfile that %s names: %v (or give -H)", EnvOMPIHostfile, err)
+		}
+		hosts, err = ParseHostfile(f, name)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	default:
+		var inSlurm bool
+		hosts, inSlurm, err = SlurmHosts(lookup)
+		if err != nil {
+			return nil, usagef("SLURM allocation: %v (or give -H)", err)
+		}
+		if !inSlurm {
+			if o.NP <= 0 {
+				return nil, usagef("-np is required: gohorovodrun -np 4 %s", strings.Join(o.Command, " "))
+			}
+			hosts = []Host{{Name: "localhost", Slots: o.NP}}
+		}
+	}
+	return hosts, nil
 }
 
 // checkProgram refuses a program that cannot be run: a path that is not
@@ -432,206 +446,6 @@ func (l *Launcher) checkHosts(ctx context.Context, o *Options, s Spec) error {
 		return err
 	}
 	return nil
-}
-
-// execute runs the plan and turns mpirun's end into Run's result. It
-// bounds its own teardown whatever mpirun does: mpirun runs in a process
-// group of its own; after an interrupt (ctx) mpirun has StopGrace to stop
-// the workers, and after the first failure FailureGrace to end the job
-// itself; then the launcher sends SIGTERM to every process of the job it
-// knows (jobProcs), and SIGKILL StopGrace later. A job on this host alone
-// keeps Open MPI's shared-memory segments in a directory of its own, which
-// is removed when the job ends.
-func (l *Launcher) execute(ctx context.Context, p Plan) error {
-	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
-	cmd.Env = p.Env
-	var dirs []string
-	if p.VaderDir != "" {
-		cmd.Env = append(append([]string(nil), p.Env...), EnvVaderDir+"="+p.VaderDir)
-		dirs = append(dirs, p.VaderDir)
-		defer os.RemoveAll(p.VaderDir)
-	}
-	cmd.Stdin, cmd.Stdout = l.Stdin, l.Stdout
-	scan := newFailureScanner()
-	reported := make(chan struct{})
-	cmd.Stderr = &lineTap{w: l.Stderr, onLine: func(line string) {
-		// A rank's failure reported, or mpirun aborting the job: from
-		// then on mpirun has FailureGrace to end (it may wait on a node
-		// that cannot be reached, whose network went silent).
-		was := scan.seen || scan.aborted
-		scan.Line(line)
-		if (scan.seen || scan.aborted) && !was {
-			close(reported)
-		}
-	}}
-	// After mpirun has ended, its output may still be held open by a
-	// process it left behind: the launcher stops reading after StopGrace.
-	cmd.WaitDelay = StopGrace
-	// If the launcher dies without stopping mpirun (SIGKILL), the guard
-	// does it; without a guard, a parent-death signal.
-	release := make(chan struct{})
-	defer close(release)
-	cmd.SysProcAttr = workerProcAttr(l.Guard == "")
-	if isTerminal(l.Stdin) && cmd.SysProcAttr != nil {
-		cmd.SysProcAttr.Setpgid = false // see isTerminal
-	}
-	var err error
-	if l.Guard != "" {
-		err = cmd.Start()
-	} else {
-		err = startLocked(cmd, release)
-	}
-	if err != nil {
-		return fmt.Errorf("starting %s: %w", p.Argv[0], err)
-	}
-	mark := ""
-	if v, ok := envValue(p.Env, config.EnvLauncher); ok && v != "" {
-		mark = config.EnvLauncher + "=" + v
-	}
-	if l.Guard != "" {
-		g, gerr := startGuard(l.Guard, []*os.Process{cmd.Process}, dirs, mark, l.Stderr)
-		if gerr != nil {
-			fmt.Fprintf(l.Stderr, "gohorovodrun: warning: no guard for mpirun (%v): if gohorovodrun is killed, "+
-				"mpirun is not stopped (workers on this host still exit)\n", gerr)
-		}
-		defer g.release()
-	}
-	procs := newJobProcs(cmd.Process.Pid, mark)
-	// A stop signal goes to mpirun as SIGUSR1, which Open MPI's mpirun
-	// passes on to every rank (on SIGTERM it would kill them).
-	pre := preemptionOf(ctx)
-	fwd := make(chan os.Signal, 1)
-	pre.setForward(func(sig os.Signal) { fwd <- sig })
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var (
-		interrupted bool
-		tornDown    bool            // the launcher ended the job's processes itself
-		found       *jobFailure     // the first failure seen in /proc
-		failed      <-chan struct{} = reported
-		teardown    <-chan time.Time
-		kill        <-chan time.Time
-		giveUp      <-chan time.Time
-		stuck       bool // mpirun outlived SIGKILL: its output may still be read
-		finished    bool // every rank ended with status 0, mpirun has not
-		tick        = time.NewTicker(scanEvery)
-		ctxDone     = ctx.Done()
-	)
-	defer tick.Stop()
-	name := filepath.Base(p.Argv[0])
-	stopAll := func(why string) {
-		tornDown, teardown = true, nil
-		procs.scan(true)
-		fmt.Fprintf(l.Stderr, "gohorovodrun: %s; stopping every process of the job (SIGTERM, SIGKILL after %v)\n", why, StopGrace)
-		procs.signal(syscall.SIGTERM)
-		kill = time.After(StopGrace)
-	}
-	for waiting := true; waiting; {
-		select {
-		case err = <-done:
-			waiting = false
-		case <-ctxDone:
-			ctxDone, failed = nil, nil
-			interrupted = true
-			// mpirun stops every worker on SIGTERM; after StopGrace, the
-			// launcher stops what is left.
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			teardown = time.After(StopGrace)
-		case <-fwd:
-			_ = cmd.Process.Signal(syscall.SIGUSR1)
-		case <-failed:
-			failed = nil
-			if teardown == nil && kill == nil {
-				teardown = time.After(FailureGrace)
-			}
-		case <-tick.C:
-			if f, ok := procs.scan(false); ok && found == nil {
-				found = &f
-				if failed != nil {
-					failed = nil
-					teardown = time.After(FailureGrace)
-				}
-			} else if p.VaderDir != "" && p.NP > 0 && procs.endedRanks() == p.NP && teardown == nil && kill == nil && !finished {
-				// Every rank of a job on this host has ended well, and
-				// mpirun has not reaped them: it has FailureGrace to.
-				finished, failed = true, nil
-				teardown = time.After(FailureGrace)
-			}
-		case <-teardown:
-			switch {
-			case interrupted:
-				stopAll(fmt.Sprintf("%s did not stop the job within %v of SIGTERM", name, StopGrace))
-			case finished && found == nil:
-				stopAll(fmt.Sprintf("every rank has ended with status 0, but %s did not end within %v", name, FailureGrace))
-			default:
-				stopAll(fmt.Sprintf("%s did not end the job within %v of the first failure", name, FailureGrace))
-			}
-		case <-kill:
-			kill = nil
-			procs.scan(true)
-			procs.signal(syscall.SIGKILL)
-			giveUp = time.After(StopGrace)
-		case <-giveUp:
-			// Not even SIGKILL ends a process in uninterruptible sleep:
-			// the launcher does not wait for it.
-			fmt.Fprintf(l.Stderr, "gohorovodrun: %s (pid %d) still there %v after SIGKILL; not waiting for it\n", name, cmd.Process.Pid, StopGrace)
-			err = fmt.Errorf("%s (pid %d) did not end after SIGKILL", name, cmd.Process.Pid)
-			waiting, stuck = false, true
-		}
-	}
-	if stuck {
-		// scan is still being fed: only what the launcher saw itself.
-		switch {
-		case interrupted:
-			return ErrInterrupted
-		case found != nil:
-			return found.workerError()
-		}
-		return err
-	}
-	if interrupted || tornDown || found != nil || scan.seen || err != nil {
-		// Whatever mpirun left running (it ended, or was killed, before
-		// its workers): SIGTERM, then SIGKILL.
-		procs.scan(true)
-		if left := procs.alive(); len(left) > 0 {
-			procs.signal(syscall.SIGTERM)
-			deadline := time.Now().Add(StopGrace)
-			for len(procs.alive()) > 0 && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			procs.signal(syscall.SIGKILL)
-		}
-	}
-	if interrupted {
-		return ErrInterrupted
-	}
-	if err == nil || finished && tornDown && found == nil && !scan.seen {
-		return nil // every rank ended well; mpirun was stopped after them
-	}
-	if status := exitStatus(err); (pre.exited(status) || pre.preempting()) && found == nil {
-		// mpirun passes on the first non-zero status of a rank: every
-		// rank stopped at a step boundary (ExitPreempted), or was
-		// stopped by the signal passed on.
-		return pre.result(err)
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		status := ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			if !scan.seen && found != nil {
-				return found.workerError()
-			}
-			if !scan.seen { // no rank failed: mpirun itself was killed
-				return fmt.Errorf("%s was killed by signal %d (%s)", name, int(ws.Signal()), SignalName(int(ws.Signal())))
-			}
-			status = 128 + int(ws.Signal())
-		}
-		if !scan.seen && found != nil {
-			return found.workerError()
-		}
-		return scan.result(status)
-	}
-	return fmt.Errorf("%s: %w", name, err)
 }
 
 func (l *Launcher) checkBuild(ctx context.Context) {

@@ -51,15 +51,6 @@ func slurmEnv(t *testing.T, kv ...string) []string {
 	return foreignEnv(t, append([]string{"GOHOROVOD_KEY_FILE=" + filepath.Join(t.TempDir(), "key")}, kv...)...)
 }
 
-// mpiWorker is the MPI-built test worker, or a skip.
-func mpiWorker(t *testing.T, worker string) string {
-	w := worker + "-mpi"
-	if _, err := os.Stat(w); err != nil {
-		t.Skip("no MPI-built worker (no mpicc or cgo here)")
-	}
-	return w
-}
-
 // wantRanks checks that out has the hvd-allreduce line of every rank of
 // a job of size ranks on one node.
 func wantRanks(t *testing.T, out string, size int) {
@@ -116,7 +107,7 @@ func TestE2ESrun(t *testing.T) {
 		wantRanks(t, out, 3)
 	})
 	t.Run("MPI build, embedded by choice", func(t *testing.T) {
-		cmd := exec.Command("srun", "-n", "2", mpiWorker(t, worker), "hvd-allreduce")
+		cmd := exec.Command("srun", "-n", "2", mpiWorker(t), "hvd-allreduce")
 		cmd.Env = slurmEnv(t, "HOROVOD_CONTROLLER=gloo")
 		out, err := runFor(t, cmd, 2*time.Minute)
 		if err != nil {
@@ -125,7 +116,7 @@ func TestE2ESrun(t *testing.T) {
 		wantRanks(t, out, 2)
 	})
 	t.Run("MPI through pmix", func(t *testing.T) {
-		cmd := exec.Command("srun", "--mpi=pmix", "-n", "2", mpiWorker(t, worker), "hvd-allreduce")
+		cmd := exec.Command("srun", "--mpi=pmix", "-n", "2", mpiWorker(t), "hvd-allreduce")
 		cmd.Env = slurmEnv(t)
 		out, err := runFor(t, cmd, 2*time.Minute)
 		if err != nil {
@@ -134,7 +125,7 @@ func TestE2ESrun(t *testing.T) {
 		wantRanks(t, out, 2)
 	})
 	t.Run("MPI without a PMI is refused at once", func(t *testing.T) {
-		cmd := exec.Command("srun", "-n", "2", mpiWorker(t, worker), "hvd-allreduce")
+		cmd := exec.Command("srun", "-n", "2", mpiWorker(t), "hvd-allreduce")
 		cmd.Env = slurmEnv(t)
 		start := time.Now()
 		out, err := runFor(t, cmd, 30*time.Second)
@@ -176,7 +167,7 @@ func TestE2ESrunRankKilled(t *testing.T) {
 		env  []string
 	}{
 		{"embedded", []string{"-n", "3", worker}, nil},
-		{"MPI through pmix", []string{"--mpi=pmix", "-n", "3", mpiWorker(t, worker)}, nil},
+		{"MPI through pmix", []string{"--mpi=pmix", "-n", "3", mpiWorker(t)}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -185,13 +176,7 @@ func TestE2ESrunRankKilled(t *testing.T) {
 			cmd.Env = slurmEnv(t, append(c.env, "HOROVOD_HEARTBEAT_TIMEOUT_SECONDS=5")...)
 			var out strings.Builder
 			cmd.Stdout, cmd.Stderr = &out, &out
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			done := startGroup(t, cmd)
 			var pid int
 			for deadline := time.Now().Add(time.Minute); ; {
 				m, _ := filepath.Glob(filepath.Join(dir, "*.pid"))

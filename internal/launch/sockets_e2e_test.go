@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -40,41 +39,10 @@ func TestE2EGlooSocketsCleaned(t *testing.T) {
 			}
 			defer os.RemoveAll(rt)
 			dir := t.TempDir()
-			cmd := exec.Command(launcher, "--gloo", "-np", "2", worker, "train", dir)
-			cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
-			stderr := &syncBuffer{}
-			cmd.Stderr = stderr
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				cmd.Process.Kill()
-				killJob(t)
-			})
-			up := make(chan struct{})
-			go func() {
-				sc := bufio.NewScanner(stdout)
-				for n := 0; sc.Scan(); {
-					if strings.Contains(sc.Text(), "training ") {
-						if n++; n == 2 {
-							close(up)
-						}
-					}
-				}
-			}()
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-up:
-			case err := <-done:
-				t.Fatalf("gohorovodrun ended early: %v\nstderr %s", err, stderr)
-			case <-time.After(60 * time.Second):
-				t.Fatalf("the ranks were not training after 60 s\nstderr %s", stderr)
-			}
+			j := &trainingJob{dir: dir, cmd: exec.Command(launcher, "--gloo", "-np", "2", worker, "train", dir)}
+			j.cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
+			j.startReady(t, 2, "training ", nil, 60*time.Second, nil)
+			cmd, stderr, done := j.cmd, j.stderr, j.done
 			socks, _ := filepath.Glob(filepath.Join(rt, "ghv-*", "*.sock"))
 			if len(socks) != 2 {
 				t.Fatalf("found sockets %v under $XDG_RUNTIME_DIR, want 2 in the job's directory", socks)

@@ -173,6 +173,7 @@ func waitWedged(t *testing.T, dir string, stderr *syncBuffer, done chan error, s
 // reaps it nor stops the others; the launcher ends the job within the
 // bound, naming rank 1.
 func TestE2EWedgedMPIRunAfterFailure(t *testing.T) {
+	t.Parallel()
 	_, dir, stderr, done := startWedged(t, true)
 	failedAt := time.Now() // rank 1 fails a second after the start: the bound is counted from before that
 	err := waitWedged(t, dir, stderr, done, failedAt, teardownBound+time.Second)
@@ -189,6 +190,7 @@ func TestE2EWedgedMPIRunAfterFailure(t *testing.T) {
 // neither reaps them nor ends; the launcher stops it within the bound and
 // reports success.
 func TestE2EWedgedMPIRunAfterSuccess(t *testing.T) {
+	t.Parallel()
 	_, dir, stderr, done := startWedged(t, false, "FAKE_CLEAN=1")
 	err := waitWedged(t, dir, stderr, done, time.Now(), teardownBound+time.Second)
 	if err != nil {
@@ -203,8 +205,10 @@ func TestE2EWedgedMPIRunAfterSuccess(t *testing.T) {
 // while mpirun ignores SIGTERM: the launcher (after SIGKILL, its guard)
 // ends everything within the bound.
 func TestE2EWedgedMPIRunSignal(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
 			cmd, dir, stderr, done := startWedged(t, false)
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)

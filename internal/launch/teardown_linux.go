@@ -181,25 +181,18 @@ func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 			stats = allStats() // a kernel without /proc/PID/task/TID/children
 		}
 	}
+	j.learn(stats, root, sweep)
+	return j.failure(stats)
+}
+
+// learn adds to the known processes those of stats that are the job's:
+// mpirun's descendants (while root: its pid still names it), and with
+// sweep every process whose environment has the job's mark.
+func (j *jobProcs) learn(stats []procStat, root, sweep bool) {
 	children := map[int][]procStat{}
 	for _, s := range stats {
 		children[s.ppid] = append(children[s.ppid], s)
 	}
-	add := func(s procStat) {
-		p, ok := j.known[s.pid]
-		if !ok || p.start != s.start {
-			p = &jobProc{start: s.start, rank: -1}
-			j.known[s.pid] = p
-		}
-		// Read again until a rank shows: between fork and exec a worker
-		// still has mpirun's environment.
-		if p.rank < 0 && s.state != 'Z' {
-			if env, err := os.ReadFile("/proc/" + strconv.Itoa(s.pid) + "/environ"); err == nil {
-				p.rank = rankOf(env)
-			}
-		}
-	}
-	// mpirun's descendants, while its pid still names it
 	queue := []int{j.root}
 	if !root {
 		queue = nil
@@ -208,7 +201,7 @@ func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 		pid := queue[0]
 		queue = queue[1:]
 		for _, c := range children[pid] {
-			add(c)
+			j.add(c)
 			queue = append(queue, c.pid)
 		}
 	}
@@ -220,10 +213,32 @@ func (j *jobProcs) scan(sweep bool) (failed jobFailure, ok bool) {
 			}
 			env, err := os.ReadFile("/proc/" + strconv.Itoa(s.pid) + "/environ")
 			if err == nil && hasEntry(env, j.mark) {
-				add(s)
+				j.add(s)
 			}
 		}
 	}
+}
+
+// add knows s as a process of the job.
+func (j *jobProcs) add(s procStat) {
+	p, ok := j.known[s.pid]
+	if !ok || p.start != s.start {
+		p = &jobProc{start: s.start, rank: -1}
+		j.known[s.pid] = p
+	}
+	// Read again until a rank shows: between fork and exec a worker
+	// still has mpirun's environment.
+	if p.rank < 0 && s.state != 'Z' {
+		if env, err := os.ReadFile("/proc/" + strconv.Itoa(s.pid) + "/environ"); err == nil {
+			p.rank = rankOf(env)
+		}
+	}
+}
+
+// failure finds, among the known processes in stats, the ranks that have
+// ended (not yet reaped): those that ended well are noted in j.ended, and
+// the first that failed is the result.
+func (j *jobProcs) failure(stats []procStat) (failed jobFailure, ok bool) {
 	byPID := make(map[int]procStat, len(stats))
 	for _, s := range stats {
 		byPID[s.pid] = s

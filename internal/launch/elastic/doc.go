@@ -14,7 +14,7 @@
 // whether the job has ended and why. One small loop in the launcher does the
 // I/O; the tests script events and times, without sleeps.
 //
-// The rules are Horovod's (shared/reference/horovod.md, section 4.4):
+// The rules are those of Horovod's elastic driver (horovodrun --min-np):
 //   - The job starts when -np slots are available; a reset waits until
 //     --min-np slots are available; either wait ends in an error after the
 //     elastic timeout. At most --max-np slots are assigned, host by host.
