@@ -375,7 +375,11 @@ func (r *glooRun) watch(ctx context.Context, w *watching) error {
 			f.Close()
 		}
 	}
-	if ok, err := w.verdict(r.interrupted, r.first); ok {
+	var cause error // nil, not a nil *WorkerError: "no worker failed"
+	if r.first != nil {
+		cause = r.first
+	}
+	if ok, err := w.verdict(r.interrupted, cause); ok {
 		return err
 	}
 	switch {
