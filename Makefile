@@ -42,6 +42,8 @@ vet:
 
 test-unit:
 	$(GO) test -race -count=1 ./...
+	@# MNIST's accuracy comparison of the algorithms, too slow under -race.
+	$(GO) test -count=1 -run '^TestAccuracyParity$$' ./examples/mnist/
 	# No C compiler, no MPI: everything builds and passes; -tags mpi without
 	# cgo builds too and reports MPI as not built in.
 	CGO_ENABLED=0 $(GO) build ./...

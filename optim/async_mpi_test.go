@@ -14,10 +14,7 @@ import (
 // every rank gathers the others' final weights and rounds to check them.
 func TestMPIAsyncModelAverage(t *testing.T) {
 	n, rank := mpiRT.Size(), mpiRT.Rank()
-	coll, err := FromRuntime(mpiRT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := jobColl(t)
 	for _, name := range []string{"uneven-steps", "abort-resume-uneven"} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

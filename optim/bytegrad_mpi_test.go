@@ -13,10 +13,7 @@ import (
 // bit for bit, in both bucket layouts, and sends the formula's bytes as
 // the runtime counts them (Stats.SentBytes).
 func TestMPIByteGrad(t *testing.T) {
-	coll, err := FromRuntime(mpiRT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := jobColl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, fb := range []bool{false, true} {

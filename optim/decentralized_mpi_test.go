@@ -19,10 +19,7 @@ import (
 func TestMPIDecentralized(t *testing.T) {
 	const steps = 12
 	n, rank := mpiRT.Size(), mpiRT.Rank()
-	coll, err := FromRuntime(mpiRT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := jobColl(t)
 	for _, mode := range []PeerSelection{PeerAll, PeerShiftOne} {
 		for _, k := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%v/interval%d", mode, k), func(t *testing.T) {
@@ -68,10 +65,7 @@ func TestMPIDecentralizedHierarchical(t *testing.T) {
 			nodeOf[r] = k
 		}
 	}
-	coll, err := FromRuntime(mpiRT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := jobColl(t)
 	for _, mode := range []PeerSelection{PeerAll, PeerShiftOne} {
 		t.Run(mode.String(), func(t *testing.T) {
 			got, err := decentralizedRun(ctx, coll, rank, n, steps, DecentralizedConfig{PeerSelection: mode, CommunicationInterval: 1, Hierarchy: h})

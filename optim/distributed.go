@@ -293,30 +293,8 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 	for _, o := range opts {
 		o(&cfg)
 	}
-	switch {
-	case cfg.op != Average && cfg.op != Sum && cfg.op != Adasum:
-		return nil, fmt.Errorf("optim: DistributedOptimizer: unsupported op %v (Average, Sum or Adasum)", cfg.op)
-	case cfg.passes < 1:
-		return nil, fmt.Errorf("optim: DistributedOptimizer: backward passes per step %d must be > 0", cfg.passes)
-	case !(cfg.predivide > 0) || math.IsInf(cfg.predivide, 0):
-		return nil, fmt.Errorf("optim: DistributedOptimizer: gradient predivide factor %g must be positive", cfg.predivide)
-	case cfg.predivide != 1 && cfg.op != Average:
-		return nil, fmt.Errorf("optim: DistributedOptimizer: gradient predivide factor needs op Average, not %v", cfg.op)
-	case cfg.comp > BF16:
-		return nil, fmt.Errorf("optim: DistributedOptimizer: unsupported compression %v", cfg.comp)
-	case cfg.comp != NoCompression && cfg.op == Adasum:
-		return nil, fmt.Errorf("optim: DistributedOptimizer: Adasum needs float32 or float64 gradients, not %v compression", cfg.comp)
-	case cfg.numGroups < 0:
-		return nil, fmt.Errorf("%w: %d groups", ErrGroups, cfg.numGroups)
-	case cfg.bucket < 0:
-		return nil, fmt.Errorf("optim: DistributedOptimizer: bucket size %d bytes must not be negative", cfg.bucket)
-	}
-	if oc, ok := cfg.hook.(interface {
-		checkOp(tensor.ReduceOp, float64) error
-	}); ok {
-		if err := oc.checkOp(cfg.op, cfg.predivide); err != nil {
-			return nil, err
-		}
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	params := inner.Params()
 	if err := CheckParams(params); err != nil {
@@ -369,6 +347,36 @@ func NewDistributed(inner Optimizer, coll Collectives, opts ...DistOption) (*Dis
 	d.handles = make([][]Waiter, len(units))
 	d.resetPending()
 	return d, nil
+}
+
+// check refuses an option set the DistributedOptimizer cannot serve: an
+// unsupported op or compression, a bad predivide factor, pass count,
+// group count or bucket size, or a hook that refuses the op.
+func (cfg distConfig) check() error {
+	switch {
+	case cfg.op != Average && cfg.op != Sum && cfg.op != Adasum:
+		return fmt.Errorf("optim: DistributedOptimizer: unsupported op %v (Average, Sum or Adasum)", cfg.op)
+	case cfg.passes < 1:
+		return fmt.Errorf("optim: DistributedOptimizer: backward passes per step %d must be > 0", cfg.passes)
+	case !(cfg.predivide > 0) || math.IsInf(cfg.predivide, 0):
+		return fmt.Errorf("optim: DistributedOptimizer: gradient predivide factor %g must be positive", cfg.predivide)
+	case cfg.predivide != 1 && cfg.op != Average:
+		return fmt.Errorf("optim: DistributedOptimizer: gradient predivide factor needs op Average, not %v", cfg.op)
+	case cfg.comp > BF16:
+		return fmt.Errorf("optim: DistributedOptimizer: unsupported compression %v", cfg.comp)
+	case cfg.comp != NoCompression && cfg.op == Adasum:
+		return fmt.Errorf("optim: DistributedOptimizer: Adasum needs float32 or float64 gradients, not %v compression", cfg.comp)
+	case cfg.numGroups < 0:
+		return fmt.Errorf("%w: %d groups", ErrGroups, cfg.numGroups)
+	case cfg.bucket < 0:
+		return fmt.Errorf("optim: DistributedOptimizer: bucket size %d bytes must not be negative", cfg.bucket)
+	}
+	if oc, ok := cfg.hook.(interface {
+		checkOp(tensor.ReduceOp, float64) error
+	}); ok {
+		return oc.checkOp(cfg.op, cfg.predivide)
+	}
+	return nil
 }
 
 // makeUnits turns the group options into units of parameter indices: the

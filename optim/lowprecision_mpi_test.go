@@ -18,10 +18,7 @@ import (
 func TestMPILowPrecisionDecentralized(t *testing.T) {
 	const steps = 10
 	n, rank := mpiRT.Size(), mpiRT.Rank()
-	coll, err := FromRuntime(mpiRT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := jobColl(t)
 	for _, k := range []int{1, 2} {
 		t.Run(fmt.Sprintf("interval%d", k), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

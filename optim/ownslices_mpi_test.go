@@ -19,10 +19,7 @@ func TestMPIOwnGradientSlices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coll, err := FromRuntime(mpiRT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := jobColl(t)
 	rank, size := mpiRT.Rank(), coll.Size()
 	if 24%size != 0 {
 		t.Skipf("the global batch of 24 does not split over %d ranks", size)

@@ -17,10 +17,7 @@ import (
 // the other gradients), the gradients of a warm-up step are exact and
 // those after are not.
 func TestMPIPowerSGD(t *testing.T) {
-	coll, err := FromRuntime(mpiRT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := jobColl(t)
 	rank, size := mpiRT.Rank(), coll.Size()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -12,10 +12,7 @@ import (
 // exchanges exactly the single-process reference's averaged momenta and
 // steps by the formula with the second moment frozen.
 func TestMPIQAdam(t *testing.T) {
-	coll, err := FromRuntime(mpiRT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := jobColl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := qadamRun(ctx, coll, mpiRT.Rank(), 5); err != nil {

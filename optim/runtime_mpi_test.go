@@ -10,30 +10,27 @@ package optim
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
+	"github.com/gohorovod/gohorovod/internal/jobtest"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 )
 
-var mpiRT *hvd.Runtime
+var mpiRT = new(hvd.Runtime)
 
 func TestMain(m *testing.M) {
-	mpiRT = new(hvd.Runtime)
-	if err := mpiRT.Init(hvd.WithLogger(zerolog.Nop()), hvd.WithDynamicProcessSets()); err != nil {
-		fmt.Fprintln(os.Stderr, "optim multi-process tests:", err)
-		os.Exit(2)
+	jobtest.Main(m, mpiRT, "optim multi-process tests", hvd.WithDynamicProcessSets())
+}
+
+// jobColl returns the collectives over the job's runtime, mpiRT.
+func jobColl(t *testing.T) Collectives {
+	t.Helper()
+	coll, err := FromRuntime(mpiRT)
+	if err != nil {
+		t.Fatal(err)
 	}
-	code := m.Run()
-	if err := mpiRT.Shutdown(); err != nil {
-		fmt.Fprintln(os.Stderr, "Shutdown:", err)
-		code = 1
-	}
-	os.Exit(code)
+	return coll
 }
 
 // TestMPIEquivalence: every rank trains on its share of the global batch
@@ -44,10 +41,7 @@ func TestMPIEquivalence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coll, err := FromRuntime(mpiRT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := jobColl(t)
 	rank := mpiRT.Rank()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -68,10 +62,7 @@ func TestMPIOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coll, err := FromRuntime(mpiRT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := jobColl(t)
 	rank := mpiRT.Rank()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -110,10 +101,7 @@ func TestMPIOptions(t *testing.T) {
 // TestMPIObjects: object broadcast and allgather and metric averaging
 // across processes.
 func TestMPIObjects(t *testing.T) {
-	coll, err := FromRuntime(mpiRT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := jobColl(t)
 	rank := mpiRT.Rank()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -15,10 +15,7 @@ import (
 // within 1e-6), hold only their range of the state, and consolidate the
 // unsharded optimizer's state.
 func TestMPIZero(t *testing.T) {
-	coll, err := FromRuntime(mpiRT)
-	if err != nil {
-		t.Fatal(err)
-	}
+	coll := jobColl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, stage := range []int{1, 2} {

@@ -7,14 +7,13 @@ import (
 	"os"
 	goruntime "runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/gohorovod/gohorovod/internal/elasticbench"
+	"github.com/gohorovod/gohorovod/internal/mlp"
 )
 
 func main() {
@@ -61,14 +60,9 @@ func parse(args []string) (options, error) {
 	if o.runs < 1 || o.steps < 1 || o.commits < 1 || o.reps < 1 || o.every < 1 || o.batch < 1 || o.stateMiB < 1 || o.tensors < 1 {
 		return o, errors.New("--runs, --steps, --commits, --reps, --every, --batch, --state-mib and --tensors must be positive")
 	}
-	for _, f := range strings.Split(hidden, ",") {
-		w, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || w < 1 {
-			return o, fmt.Errorf("bad hidden width %q", f)
-		}
-		o.hidden = append(o.hidden, w)
-	}
-	return o, nil
+	var err error
+	o.hidden, err = mlp.ParseWidths(hidden)
+	return o, err
 }
 
 // sample is one run's measurements: the time of one MNIST step, one MNIST

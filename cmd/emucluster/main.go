@@ -45,19 +45,7 @@ func run(verb string, args []string) error {
 	case "up":
 		return up(args)
 	case "ssh":
-		name := os.Getenv("EMUCLUSTER")
-		if name == "" {
-			return errors.New("ssh: $EMUCLUSTER names no cluster (emucluster shim writes an ssh that sets it)")
-		}
-		c, err := emucluster.Open(name)
-		if err != nil {
-			return err
-		}
-		argv, env, err := c.SSHArgv(args)
-		if err != nil {
-			return err
-		}
-		return execve(argv, env)
+		return ssh(args)
 	}
 	if len(args) < 1 {
 		usage()
@@ -66,62 +54,11 @@ func run(verb string, args []string) error {
 	if err != nil {
 		return err
 	}
-	node := func() (int, error) {
-		if len(args) < 2 {
-			usage()
-		}
-		if i, err := strconv.Atoi(args[1]); err == nil && i >= 0 && i < len(c.Nodes()) {
-			return i, nil
-		}
-		return c.NodeOf(args[1])
-	}
 	switch verb {
 	case "down":
 		return c.Close()
-	case "exec":
-		i, err := node()
-		if err != nil {
-			return err
-		}
-		if len(args) < 3 {
-			usage()
-		}
-		return execve(c.CommandArgv(i, args[2:]...), os.Environ())
-	case "silence", "mend":
-		i, err := node()
-		if err != nil {
-			return err
-		}
-		if verb == "silence" {
-			return c.Silence(i)
-		}
-		return c.Mend(i)
-	case "loss":
-		i, err := node()
-		if err != nil {
-			return err
-		}
-		if len(args) != 3 {
-			usage()
-		}
-		p, err := strconv.ParseFloat(args[2], 64)
-		if err != nil {
-			return fmt.Errorf("loss %q: want a share such as 0.02", args[2])
-		}
-		return c.SetLoss(i, p)
-	case "rate":
-		i, err := node()
-		if err != nil {
-			return err
-		}
-		if len(args) != 3 {
-			usage()
-		}
-		r, err := emucluster.ParseRate(args[2])
-		if err != nil {
-			return err
-		}
-		return c.SetRate(i, r)
+	case "exec", "silence", "mend", "loss", "rate":
+		return onNode(c, verb, args)
 	case "shim":
 		if len(args) != 2 {
 			usage()
@@ -138,6 +75,64 @@ func run(verb string, args []string) error {
 	}
 	usage()
 	return nil
+}
+
+// ssh runs the ssh shim's command on the node of the cluster that
+// $EMUCLUSTER names.
+func ssh(args []string) error {
+	name := os.Getenv("EMUCLUSTER")
+	if name == "" {
+		return errors.New("ssh: $EMUCLUSTER names no cluster (emucluster shim writes an ssh that sets it)")
+	}
+	c, err := emucluster.Open(name)
+	if err != nil {
+		return err
+	}
+	argv, env, err := c.SSHArgv(args)
+	if err != nil {
+		return err
+	}
+	return execve(argv, env)
+}
+
+// onNode runs a verb that acts on one node of c: args are the cluster,
+// the node (its index or name), and the verb's own arguments.
+func onNode(c *emucluster.Cluster, verb string, args []string) error {
+	if len(args) < 2 {
+		usage()
+	}
+	i, err := strconv.Atoi(args[1])
+	if err != nil || i < 0 || i >= len(c.Nodes()) {
+		if i, err = c.NodeOf(args[1]); err != nil {
+			return err
+		}
+	}
+	switch verb {
+	case "exec":
+		if len(args) < 3 {
+			usage()
+		}
+		return execve(c.CommandArgv(i, args[2:]...), os.Environ())
+	case "silence":
+		return c.Silence(i)
+	case "mend":
+		return c.Mend(i)
+	}
+	if len(args) != 3 {
+		usage()
+	}
+	if verb == "loss" {
+		p, err := strconv.ParseFloat(args[2], 64)
+		if err != nil {
+			return fmt.Errorf("loss %q: want a share such as 0.02", args[2])
+		}
+		return c.SetLoss(i, p)
+	}
+	r, err := emucluster.ParseRate(args[2])
+	if err != nil {
+		return err
+	}
+	return c.SetRate(i, r)
 }
 
 func up(args []string) error {

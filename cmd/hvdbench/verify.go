@@ -152,38 +152,41 @@ func optimizerBench(rt *hvd.Runtime, ctl control, name string, counts []int) (be
 		return verify(name+" (averaged gradients)", grads,
 			func(p float32) float64 { return float64(p) + half }, averageTol(n))
 	}
-	final := func() (int, error) {
-		// Every rank applied the same averages from the same start: the
-		// parameters must be equal everywhere (max over ranks of v and
-		// of -v both give back this rank's).
-		flat := tensor.New(tensor.Float32, total)
-		neg := tensor.New(tensor.Float32, total)
-		fv, nv := flat.Float32s(), neg.Float32s()
-		off := 0
-		for _, p := range ps {
-			for _, x := range p.Value.Float32s() {
-				fv[off], nv[off] = x, -x
-				off++
-			}
-		}
-		if err := ctl.Allreduce(flat, tensor.Max); err != nil {
-			return 0, err
-		}
-		if err := ctl.Allreduce(neg, tensor.Max); err != nil {
-			return 0, err
-		}
-		off = 0
-		for i, p := range ps {
-			for j, x := range p.Value.Float32s() {
-				if fv[off] != x || -nv[off] != x {
-					return off, fmt.Errorf("case %s: parameter %d element %d differs across ranks: here %v, max %v, min %v",
-						name, i, j, x, fv[off], -nv[off])
-				}
-				off++
-			}
-		}
-		return off, nil
-	}
+	final := func() (int, error) { return equalEverywhere(ctl, name, ps, total) }
 	return benchCase{tensors: len(counts), bytes: float64(total * 4), step: step, check: check, final: final,
 		close: func() { dist.Close() }}, nil
+}
+
+// equalEverywhere checks that the parameters ps (total elements) are
+// equal on every rank: every rank applied the same averages from the same
+// start (the max over ranks of v and of -v both give back this rank's).
+// It returns the elements checked.
+func equalEverywhere(ctl control, name string, ps []optim.Param, total int) (int, error) {
+	flat := tensor.New(tensor.Float32, total)
+	neg := tensor.New(tensor.Float32, total)
+	fv, nv := flat.Float32s(), neg.Float32s()
+	off := 0
+	for _, p := range ps {
+		for _, x := range p.Value.Float32s() {
+			fv[off], nv[off] = x, -x
+			off++
+		}
+	}
+	if err := ctl.Allreduce(flat, tensor.Max); err != nil {
+		return 0, err
+	}
+	if err := ctl.Allreduce(neg, tensor.Max); err != nil {
+		return 0, err
+	}
+	off = 0
+	for i, p := range ps {
+		for j, x := range p.Value.Float32s() {
+			if fv[off] != x || -nv[off] != x {
+				return off, fmt.Errorf("case %s: parameter %d element %d differs across ranks: here %v, max %v, min %v",
+					name, i, j, x, fv[off], -nv[off])
+			}
+			off++
+		}
+	}
+	return off, nil
 }

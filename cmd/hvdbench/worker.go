@@ -450,20 +450,8 @@ func measure(rt *hvd.Runtime, ctl control, name string, c benchCase, a workerArg
 			verr = err
 		}
 	}
-	// Every rank learns whether any rank failed, so that none waits on
-	// the others.
-	bad := tensor.New(tensor.Float64, 1)
-	if verr != nil {
-		bad.Float64s()[0] = 1
-	}
-	if err := ctl.Allreduce(bad, tensor.Max); err != nil {
+	if err := agreeOnFailure(ctl, name, verr); err != nil {
 		return res, err
-	}
-	if verr != nil {
-		return res, fmt.Errorf("rank %d: %w", ctl.Rank(), verr)
-	}
-	if bad.Float64s()[0] != 0 {
-		return res, fmt.Errorf("case %s: the check failed on another rank", name)
 	}
 	// The step time is the slowest rank's, and so is the cycle cost.
 	if err := ctl.Allreduce(local, tensor.Max); err != nil {
@@ -517,4 +505,24 @@ func (res caseResult) print(rt *hvd.Runtime, ctl control, name string, c benchCa
 		usCached, float64(cached)/float64(a.iters), usPerCycle, float64(active)/float64(a.iters), idleUs, s1.SlowCycles-s0.SlowCycles,
 		float64(s1.FusedWhole-s0.FusedWhole)/float64(a.iters), float64(s1.StaticUnits-s0.StaticUnits)/float64(a.iters),
 		float64(res.mallocs)/float64(a.iters))
+}
+
+// agreeOnFailure tells every rank whether any rank's check failed (verr
+// on this one), so that none waits on the others, and returns the failure
+// as this rank saw it.
+func agreeOnFailure(ctl control, name string, verr error) error {
+	bad := tensor.New(tensor.Float64, 1)
+	if verr != nil {
+		bad.Float64s()[0] = 1
+	}
+	if err := ctl.Allreduce(bad, tensor.Max); err != nil {
+		return err
+	}
+	if verr != nil {
+		return fmt.Errorf("rank %d: %w", ctl.Rank(), verr)
+	}
+	if bad.Float64s()[0] != 0 {
+		return fmt.Errorf("case %s: the check failed on another rank", name)
+	}
+	return nil
 }

@@ -52,63 +52,14 @@ func main() {
 	if len(variants) == 0 {
 		variants = variantFlag{nil}
 	}
-	nv := len(variants)
-	// measured[v][k], cpu[v][k]: variant v's job at nps[k], each round's;
-	// bound[k], boundCPU[k]: the single-rank copies' (CPU: their mean).
-	measured, cpu := make([][][]float64, nv), make([][][]float64, nv)
-	for v := range variants {
-		measured[v], cpu[v] = make([][]float64, len(nps)), make([][]float64, len(nps))
-	}
-	bound, boundCPU := make([][]float64, len(nps)), make([][]float64, len(nps))
+	m := newMeasurements(len(variants), len(nps))
 	for r := range *rounds {
-		for k, np := range nps {
-			// Every rank, of the job and of the bound, gets the same
-			// share of the cores (GOMAXPROCS), so that the bound differs
-			// from the job only in communication.
-			env := []string{scaling.CoreShareEnv(runtime.NumCPU(), np)}
-			// Job nv is the bound; the order rotates from round to
-			// round and np to np, so that every run sees about the
-			// same machine load.
-			for _, job := range scaling.Order(nv+1, r+k) {
-				if job == nv {
-					b, bc, err := independent(env, np, *program, args)
-					if err != nil {
-						fail(fmt.Errorf("np %d (bound): %w", np, err))
-					}
-					bound[k], boundCPU[k] = append(bound[k], b), append(boundCPU[k], bc)
-					fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d: bound %.0f samples/s, CPU-ms/sample %.4g\n", r+1, np, b, bc)
-					continue
-				}
-				m, c, err := launched(append(env, variants[job]...), *launcher, np, variants.program(job, *program), args)
-				if err != nil {
-					fail(fmt.Errorf("np %d (job%s): %w", np, variants.name(job), err))
-				}
-				measured[job][k], cpu[job][k] = append(measured[job][k], m), append(cpu[job][k], c)
-				fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d%s: %.0f samples/s, CPU-ms/sample %.4g\n", r+1, np, variants.name(job), m, c)
-			}
-		}
+		m.round(r, nps, variants, *launcher, *program, args)
 	}
 	var pts []scaling.Point
 	single := 0.0
 	for v := range variants {
-		pts = pts[:0]
-		for k, np := range nps {
-			p := scaling.Point{NP: np, Measured: scaling.Median(measured[v][k]), Bound: scaling.Median(bound[k]),
-				CPU: scaling.Median(cpu[v][k]), BoundCPU: scaling.Median(boundCPU[k])}
-			// The CPU per sample against the single-rank jobs' of the
-			// same round, which ran at the job's cores per rank: a
-			// single-rank job given every core spends CPU on parallel
-			// kernels and idle scheduler threads that np ranks of one
-			// core each do not, and would flatter the job.
-			p.CPURatio = scaling.PairedRatio(cpu[v][k], boundCPU[k])
-			if *rounds > 1 {
-				p.Paired = scaling.PairedRatio(measured[v][k], bound[k])
-			}
-			if np == 1 {
-				single = p.Bound
-			}
-			pts = append(pts, p)
-		}
+		pts, single = m.points(v, nps, *rounds > 1)
 		fmt.Printf("%s%s, %d rounds, median samples/s\n", *program, variants.name(v), *rounds)
 		if err := scaling.Table(os.Stdout, pts, single); err != nil {
 			fail(err)
@@ -124,17 +75,93 @@ func main() {
 	if t == "" {
 		t = fmt.Sprintf("%s on %d cores", *program, runtime.NumCPU())
 	}
-	f, err := os.Create(*pngPath)
-	if err != nil {
-		fail(err)
-	}
-	if err := scaling.Plot(f, t, pts, single); err != nil {
-		fail(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := plot(*pngPath, t, pts, single); err != nil {
 		fail(err)
 	}
 	fmt.Println("plot:", *pngPath)
+}
+
+// measurements are the rounds' figures: measured[v][k], cpu[v][k]:
+// variant v's job at the k-th np, each round's; bound[k], boundCPU[k]:
+// the single-rank copies' (CPU: their mean).
+type measurements struct {
+	measured, cpu   [][][]float64
+	bound, boundCPU [][]float64
+}
+
+func newMeasurements(variants, nps int) *measurements {
+	m := &measurements{measured: make([][][]float64, variants), cpu: make([][][]float64, variants),
+		bound: make([][]float64, nps), boundCPU: make([][]float64, nps)}
+	for v := range variants {
+		m.measured[v], m.cpu[v] = make([][]float64, nps), make([][]float64, nps)
+	}
+	return m
+}
+
+// round r runs, at each np, every variant's job and the bound once.
+func (m *measurements) round(r int, nps []int, variants variantFlag, launcher, program string, args []string) {
+	nv := len(variants)
+	for k, np := range nps {
+		// Every rank, of the job and of the bound, gets the same share
+		// of the cores (GOMAXPROCS), so that the bound differs from the
+		// job only in communication.
+		env := []string{scaling.CoreShareEnv(runtime.NumCPU(), np)}
+		// Job nv is the bound; the order rotates from round to round and
+		// np to np, so that every run sees about the same machine load.
+		for _, job := range scaling.Order(nv+1, r+k) {
+			if job == nv {
+				b, bc, err := independent(env, np, program, args)
+				if err != nil {
+					fail(fmt.Errorf("np %d (bound): %w", np, err))
+				}
+				m.bound[k], m.boundCPU[k] = append(m.bound[k], b), append(m.boundCPU[k], bc)
+				fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d: bound %.0f samples/s, CPU-ms/sample %.4g\n", r+1, np, b, bc)
+				continue
+			}
+			v, c, err := launched(append(env, variants[job]...), launcher, np, variants.program(job, program), args)
+			if err != nil {
+				fail(fmt.Errorf("np %d (job%s): %w", np, variants.name(job), err))
+			}
+			m.measured[job][k], m.cpu[job][k] = append(m.measured[job][k], v), append(m.cpu[job][k], c)
+			fmt.Fprintf(os.Stderr, "scalebench: round %d: np %d%s: %.0f samples/s, CPU-ms/sample %.4g\n", r+1, np, variants.name(job), v, c)
+		}
+	}
+}
+
+// points returns variant v's table: a point per np, the medians over the
+// rounds (with the paired ratios when there were several), and the single
+// rank's rate (0 when np 1 is not measured).
+func (m *measurements) points(v int, nps []int, paired bool) (pts []scaling.Point, single float64) {
+	for k, np := range nps {
+		p := scaling.Point{NP: np, Measured: scaling.Median(m.measured[v][k]), Bound: scaling.Median(m.bound[k]),
+			CPU: scaling.Median(m.cpu[v][k]), BoundCPU: scaling.Median(m.boundCPU[k])}
+		// The CPU per sample against the single-rank jobs' of the same
+		// round, which ran at the job's cores per rank: a single-rank job
+		// given every core spends CPU on parallel kernels and idle
+		// scheduler threads that np ranks of one core each do not, and
+		// would flatter the job.
+		p.CPURatio = scaling.PairedRatio(m.cpu[v][k], m.boundCPU[k])
+		if paired {
+			p.Paired = scaling.PairedRatio(m.measured[v][k], m.bound[k])
+		}
+		if np == 1 {
+			single = p.Bound
+		}
+		pts = append(pts, p)
+	}
+	return pts, single
+}
+
+// plot writes the plot of pts, titled t, to the PNG file path.
+func plot(path, t string, pts []scaling.Point, single float64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := scaling.Plot(f, t, pts, single); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // launched runs the program under the launcher at np ranks, with env added

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
+	"github.com/gohorovod/gohorovod/examples/internal/localrun"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
@@ -22,13 +21,9 @@ import (
 // trainStateful runs runStateful with o on n in-memory ranks and returns
 // rank 0's output and the ranks' errors joined.
 func trainStateful(n int, o options) (string, error) {
-	outs := make([]bytes.Buffer, n)
-	err := hvd.RunLocal(n, func(r *hvd.Runtime, rank int) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		_, err := runStateful(ctx, o, r, &outs[rank])
-		return err
-	}, hvd.WithConfig(config.Default()), hvd.WithLogger(zerolog.Nop()))
+	_, outs, err := localrun.Run(n, config.Default(), 5*time.Minute, func(ctx context.Context, r *hvd.Runtime, out io.Writer) (result, error) {
+		return runStateful(ctx, o, r, out)
+	})
 	return outs[0].String(), err
 }
 

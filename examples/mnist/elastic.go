@@ -375,10 +375,7 @@ func step(model *mlp.MLP, opt *optim.DistributedOptimizer, set *mnist.Set, idx [
 	}
 	var l float64
 	if n := len(idx); n > 0 {
-		for i, s := range idx {
-			copy(x[i*mnist.Pixels:(i+1)*mnist.Pixels], set.Image(s))
-			y[i] = set.Labels[s]
-		}
+		fillBatch(set, idx, x, y)
 		if _, err := model.Forward(x, n); err != nil {
 			return 0, err
 		}

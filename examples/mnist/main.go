@@ -10,8 +10,7 @@ import (
 	"math"
 	"os"
 	goruntime "runtime"
-	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -72,9 +71,24 @@ type options struct {
 	alg algorithmOptions
 }
 
+// parse reads the command line and checks the options.
 func parse(args []string) (options, error) {
 	var o options
 	fs := pflag.NewFlagSet("mnist", pflag.ContinueOnError)
+	o.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.alg.name = o.algorithm
+	if o.algorithm == "qadam" && !fs.Changed("lr") {
+		o.lr = 0.001 // Adam's rate, not SGD's
+	}
+	err := o.check()
+	return o, err
+}
+
+// addFlags defines the command's flags on fs, each setting its field of o.
+func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.epochs, "epochs", 3, "training epochs")
 	fs.IntVar(&o.batch, "batch", 64, "batch size per rank")
 	fs.Float64Var(&o.lr, "lr", 0.05, "learning rate of one process; scaled by the number of ranks (with warmup), then decayed along a cosine to zero at the end of the last epoch, which therefore prints lr 0")
@@ -106,33 +120,31 @@ func parse(args []string) (options, error) {
 	fs.Float64Var(&o.adamEps, "qadam-eps", 1e-5, "with --algorithm qadam: Adam's eps, added to the frozen second moment's root (Adam's 1e-8 lets the 8-bit momenta's error blow up the weights that the warm-up saw no gradient for)")
 	fs.IntVar(&o.zero, "zero", 0, "shard the optimizer state (ZeRO stage 1 or 2; 0: off), with --algorithm gradient_allreduce")
 	addAlgorithmFlags(fs, &o.alg)
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	o.alg.name = o.algorithm
-	if o.algorithm == "qadam" && !fs.Changed("lr") {
-		o.lr = 0.001 // Adam's rate, not SGD's
-	}
+}
+
+// check refuses options that do not go together (checkCheckpoint may
+// settle a default).
+func (o *options) check() error {
 	if err := o.checkAlgorithm(); err != nil {
-		return o, err
+		return err
 	}
 	if o.epochs < 1 || o.batch < 1 || o.lr <= 0 || o.warmup <= 0 {
-		return o, errors.New("mnist: --epochs, --batch, --lr and --warmup-epochs must be positive")
+		return errors.New("mnist: --epochs, --batch, --lr and --warmup-epochs must be positive")
 	}
 	if _, err := o.compression(); err != nil {
-		return o, err
+		return err
 	}
 	switch {
 	case o.psgdRank < 0 || o.psgdFrom < 0:
-		return o, errors.New("mnist: --powersgd-rank and --powersgd-start must not be negative")
+		return errors.New("mnist: --powersgd-rank and --powersgd-start must not be negative")
 	case o.psgdRank > 0 && o.compress != "none":
-		return o, errors.New("mnist: --powersgd-rank and --compression are two gradient compressions: choose one")
+		return errors.New("mnist: --powersgd-rank and --compression are two gradient compressions: choose one")
 	}
 	if o.groups < 0 || o.bucket < 0 {
-		return o, errors.New("mnist: --groups and --bucket-bytes must not be negative")
+		return errors.New("mnist: --groups and --bucket-bytes must not be negative")
 	}
 	if o.every < 1 {
-		return o, errors.New("mnist: --commit-every must be positive")
+		return errors.New("mnist: --commit-every must be positive")
 	}
 	switch o.norm {
 	case "none":
@@ -140,18 +152,15 @@ func parse(args []string) (options, error) {
 		if o.elastic {
 			// The elastic state holds the parameters, not the running
 			// statistics, and its last step skips ranks without rows.
-			return o, errors.New("mnist: --batchnorm does not work with --elastic")
+			return errors.New("mnist: --batchnorm does not work with --elastic")
 		}
 	default:
-		return o, fmt.Errorf("mnist: unknown --batchnorm %q (none, local, sync)", o.norm)
+		return fmt.Errorf("mnist: unknown --batchnorm %q (none, local, sync)", o.norm)
 	}
 	if err := o.checkLocalSGD(); err != nil {
-		return o, err
+		return err
 	}
-	if err := o.checkCheckpoint(); err != nil {
-		return o, err
-	}
-	return o, nil
+	return o.checkCheckpoint()
 }
 
 // newModel returns the MLP, with batch normalisation after each hidden
@@ -209,15 +218,11 @@ func (o options) compression() (optim.Compression, error) {
 }
 
 func (o options) widths() ([]int, error) {
-	ws := []int{mnist.Pixels}
-	for _, f := range strings.Split(o.hidden, ",") {
-		w, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || w < 1 {
-			return nil, fmt.Errorf("mnist: bad hidden width %q", f)
-		}
-		ws = append(ws, w)
+	hidden, err := mlp.ParseWidths(o.hidden)
+	if err != nil {
+		return nil, fmt.Errorf("mnist: %w", err)
 	}
-	return append(ws, mnist.Classes), nil
+	return append(append([]int{mnist.Pixels}, hidden...), mnist.Classes), nil
 }
 
 func main() {
@@ -304,158 +309,244 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res res
 	if o.alg.weights() {
 		return runWeights(ctx, o, r, out) // weights.go
 	}
-	rank := r.Rank()
-	size := r.Size()
-	coll, err := optim.FromRuntime(r)
+	s, err := begin(ctx, o, r)
 	if err != nil {
 		return res, err
 	}
-
-	train, test, widths, err := load(o)
-	if err != nil {
-		return res, err
-	}
-	model, bns, err := o.newModel(widths, coll)
-	if err != nil {
-		return res, err
-	}
-	// Every rank starts from rank 0's weights.
-	if err := optim.BroadcastParameters(ctx, coll, model.Params(), 0); err != nil {
-		return res, err
-	}
-	opt, local, psgd, err := newTrainer(ctx, o, r, model, coll)
-	if err != nil {
+	l := &gradientLoop{o: o, r: r, basis: s}
+	if l.opt, l.local, l.psgd, err = newTrainer(ctx, o, r, s.model, s.coll); err != nil {
 		return res, err
 	}
 	defer func() {
-		if cerr := opt.Close(); err == nil {
+		if cerr := l.opt.Close(); err == nil {
 			err = cerr
 		}
 	}()
-	sched := o.schedule(size)
-	sampler, err := data.NewSampler(train.Len(), rank, size, data.Shuffle(true, o.seed))
+	l.measure()
+	if r.Rank() == 0 {
+		l.announce(out)
+	}
+	for epoch := range o.epochs {
+		if res, err = l.epoch(ctx, epoch, out); err != nil {
+			return res, err
+		}
+	}
+	res.checksum = checksum(s.model)
+	res.running = runningChecksum(s.bns)
+	return res, nil
+}
+
+// basis is what every training run begins with: the collectives over the
+// runtime, the data, the model (every rank holding rank 0's weights), the
+// sampler of this rank's batches and the learning rate's schedule.
+type basis struct {
+	coll        optim.Collectives
+	train, test *mnist.Set
+	widths      []int
+	model       *mlp.MLP
+	bns         []*nn.BatchNorm[float32]
+	sampler     *data.Sampler
+	sched       optim.Schedule
+}
+
+// begin loads the data, builds the model as the options say and
+// broadcasts rank 0's weights.
+func begin(ctx context.Context, o options, r *hvd.Runtime) (s basis, err error) {
+	if s.coll, err = optim.FromRuntime(r); err != nil {
+		return s, err
+	}
+	if s.train, s.test, s.widths, err = load(o); err != nil {
+		return s, err
+	}
+	if s.model, s.bns, err = o.newModel(s.widths, s.coll); err != nil {
+		return s, err
+	}
+	// Every rank starts from rank 0's weights.
+	if err := optim.BroadcastParameters(ctx, s.coll, s.model.Params(), 0); err != nil {
+		return s, err
+	}
+	s.sched = o.schedule(r.Size())
+	s.sampler, err = data.NewSampler(s.train.Len(), r.Rank(), r.Size(), data.Shuffle(true, o.seed))
+	return s, err
+}
+
+// gradientLoop is the training loop of the algorithms that combine
+// gradients: the optimizer (with its post-local SGD and PowerSGD parts,
+// if any) and what it counts of the bytes moved.
+type gradientLoop struct {
+	o options
+	r *hvd.Runtime
+	basis
+	opt   trainer
+	local *optim.PostLocalSGD
+	psgd  *optim.PowerSGD
+	// bytes of the parameters (and of the gradients); normBytes allreduced
+	// per step by the sync batch norms; steps taken so far.
+	bytes, normBytes, steps int
+}
+
+// measure counts the parameters' bytes and what the sync batch norms
+// allreduce per step (each one's two allreduces of 1+2C float64s).
+func (l *gradientLoop) measure() {
+	for _, p := range l.model.Params() {
+		l.bytes += p.Value.NumBytes()
+	}
+	if l.o.norm == "sync" {
+		for _, bn := range l.bns {
+			l.normBytes += 2 * (1 + 2*bn.Features()) * 8
+		}
+	}
+}
+
+// announce prints the run's first lines: the job and model, and how the
+// gradients or parameters travel.
+func (l *gradientLoop) announce(out io.Writer) {
+	o, size, bytes := l.o, l.r.Size(), l.bytes
+	wire := o.gradientWire(bytes)
+	fmt.Fprintf(out, "mnist: %d ranks, MLP %v, batch norm %s, batch %d per rank, lr %g·%d, %d epochs\n", size, l.widths, o.norm, o.batch, o.lr, size, o.epochs)
+	switch {
+	case l.local != nil:
+		fmt.Fprintf(out, "post-local SGD: %d synchronous steps, then the parameters (%d bytes) averaged every %d steps%s, the gradients (%d bytes) allreduced every step before%s\n",
+			o.localStart, bytes, o.period, o.nodePeriodText(), bytes, wire)
+	case o.algorithm == "gradient_allreduce" && o.zero == 0:
+		fmt.Fprintf(out, "synchronous SGD: the gradients (%d bytes) allreduced every step%s\n", bytes, wire)
+	default:
+		fmt.Fprintf(out, "%s: the gradients are %d bytes\n", o.describe(), bytes)
+	}
+}
+
+// epochTally is what an epoch's steps measured on this rank: the loss,
+// the time in Step (waiting for the reductions, then the update), and the
+// bytes allreduced (within its node too).
+type epochTally struct {
+	loss     optim.Metric
+	stepTime time.Duration
+	moved    int
+}
+
+// epoch trains one epoch, evaluates the model and prints the epoch's line
+// on rank 0.
+func (l *gradientLoop) epoch(ctx context.Context, epoch int, out io.Writer) (result, error) {
+	rank, size := l.r.Rank(), l.r.Size()
+	l.sampler.SetEpoch(epoch)
+	// Batch norm cannot train on a last batch of one row: drop the short
+	// last batch then (every rank has the same batches).
+	batches := l.sampler.Batches(l.o.batch, l.o.norm != "none")
+	start := time.Now()
+	cpu0, cpuKnown := cputime.Seconds()
+	tuning := l.r.Stats().Tuning   // autotuning still moves the settings during this epoch
+	sent0 := l.r.Stats().SentBytes // the runtime's count of the bytes this rank sent
+	tally, err := l.trainOn(epoch, batches)
 	if err != nil {
+		return result{}, err
+	}
+	sent := l.r.Stats().SentBytes - sent0
+	if l.local != nil && !l.local.Averaged() {
+		tally.moved += l.bytes
+		// Evaluate (and end with) one model: the replicas differ between
+		// averagings.
+		if err := l.local.AverageNow(ctx); err != nil {
+			return result{}, err
+		}
+	}
+	elapsed := time.Since(start)
+	cpu1, cpuRead := cputime.Seconds()
+	// This process's CPU seconds in the epoch's steps over its samples;
+	// averaged over the ranks it is the job's CPU seconds per sample,
+	// every rank's summed.
+	cpu := optim.Metric{Name: "cpu", Sum: cpu1 - cpu0, Weight: tally.loss.Weight}
+	res, err := evaluateAll(ctx, l.coll, l.model, l.test, &tally.loss, &cpu)
+	if err != nil || rank != 0 {
 		return res, err
 	}
-	bytes := 0 // of the parameters, and of the gradients
-	for _, p := range model.Params() {
-		bytes += p.Value.NumBytes()
+	note := ""
+	if tuning {
+		note = "  (autotuning)"
 	}
-	wire := o.gradientWire(bytes)
-	normBytes := 0 // per step: each sync batch norm's two allreduces of 1+2C float64s
-	if o.norm == "sync" {
-		for _, bn := range bns {
-			normBytes += 2 * (1 + 2*bn.Features()) * 8
-		}
+	cpuText := ""
+	if cpuKnown && cpuRead {
+		cpuText = fmt.Sprintf("  %.4g CPU-ms/sample (all ranks)", 1000*res.cpuPerSample)
 	}
-	if rank == 0 {
-		fmt.Fprintf(out, "mnist: %d ranks, MLP %v, batch norm %s, batch %d per rank, lr %g·%d, %d epochs\n", size, widths, o.norm, o.batch, o.lr, size, o.epochs)
-		switch {
-		case local != nil:
-			fmt.Fprintf(out, "post-local SGD: %d synchronous steps, then the parameters (%d bytes) averaged every %d steps%s, the gradients (%d bytes) allreduced every step before%s\n",
-				o.localStart, bytes, o.period, o.nodePeriodText(), bytes, wire)
-		case o.algorithm == "gradient_allreduce" && o.zero == 0:
-			fmt.Fprintf(out, "synchronous SGD: the gradients (%d bytes) allreduced every step%s\n", bytes, wire)
-		default:
-			fmt.Fprintf(out, "%s: the gradients are %d bytes\n", o.describe(), bytes)
+	fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.0f%% in Step)  %.0f samples/s%s  %.0f KiB allreduced/step  %.0f KiB sent/step  lr %.4g%s\n",
+		epoch+1, res.loss, 100*res.accuracy, elapsed.Seconds(), 100*tally.stepTime.Seconds()/elapsed.Seconds(),
+		float64(size)*tally.loss.Weight/elapsed.Seconds(), cpuText, float64(tally.moved)/1024/float64(len(batches)), float64(sent)/1024/float64(len(batches)), l.opt.LR(), note)
+	return res, nil
+}
+
+// trainOn takes the epoch's steps over batches.
+func (l *gradientLoop) trainOn(epoch int, batches [][]int) (epochTally, error) {
+	t := epochTally{loss: optim.Metric{Name: "loss"}}
+	x := make([]float32, l.o.batch*mnist.Pixels)
+	y := make([]uint8, l.o.batch)
+	for b, idx := range batches {
+		l.opt.SetLR(l.sched.LR(float64(epoch) + float64(b+1)/float64(len(batches))))
+		fillBatch(l.train, idx, x, y)
+		n := len(idx)
+		var sent int64 // by PowerSGD before this step, whose buckets start in backward
+		if l.psgd != nil {
+			sent = l.psgd.BytesAllreduced()
 		}
+		if err := l.opt.ZeroGrad(); err != nil {
+			return t, err
+		}
+		if _, err := l.model.Forward(x, n); err != nil {
+			return t, err
+		}
+		loss, _ := l.model.Loss(y[:n])
+		if err := l.model.Backward(l.opt.Ready); err != nil {
+			return t, err
+		}
+		synchronous := l.local == nil || !l.local.Local()
+		t0 := time.Now()
+		if err := l.opt.Step(); err != nil {
+			return t, err
+		}
+		t.stepTime += time.Since(t0)
+		grads := l.o.gradientBytes(l.bytes)
+		if !l.o.allreduces(l.steps) {
+			grads = 0
+		}
+		l.steps++
+		if l.psgd != nil {
+			grads = int(l.psgd.BytesAllreduced() - sent)
+		}
+		t.moved += stepBytes(l.local, synchronous, grads, l.bytes) + l.normBytes
+		t.loss.Add(loss, float64(n))
 	}
-	x := make([]float32, o.batch*mnist.Pixels)
-	y := make([]uint8, o.batch)
-	steps := 0
-	for epoch := range o.epochs {
-		sampler.SetEpoch(epoch)
-		// Batch norm cannot train on a last batch of one row: drop the
-		// short last batch then (every rank has the same batches).
-		batches := sampler.Batches(o.batch, o.norm != "none")
-		start := time.Now()
-		cpu0, cpuKnown := cputime.Seconds()
-		tuning := r.Stats().Tuning // autotuning still moves the settings during this epoch
-		loss := optim.Metric{Name: "loss"}
-		var stepTime time.Duration   // in Step: waiting for the reductions, then the update
-		var moved int                // bytes this rank allreduced in the epoch's steps (within its node too)
-		sent0 := r.Stats().SentBytes // the runtime's count of the bytes this rank sent
-		for b, idx := range batches {
-			opt.SetLR(sched.LR(float64(epoch) + float64(b+1)/float64(len(batches))))
-			for i, s := range idx {
-				copy(x[i*mnist.Pixels:(i+1)*mnist.Pixels], train.Image(s))
-				y[i] = train.Labels[s]
-			}
-			n := len(idx)
-			var sent int64 // by PowerSGD before this step, whose buckets start in backward
-			if psgd != nil {
-				sent = psgd.BytesAllreduced()
-			}
-			if err := opt.ZeroGrad(); err != nil {
-				return res, err
-			}
-			if _, err := model.Forward(x, n); err != nil {
-				return res, err
-			}
-			l, _ := model.Loss(y[:n])
-			if err := model.Backward(opt.Ready); err != nil {
-				return res, err
-			}
-			synchronous := local == nil || !local.Local()
-			t0 := time.Now()
-			if err := opt.Step(); err != nil {
-				return res, err
-			}
-			stepTime += time.Since(t0)
-			grads := o.gradientBytes(bytes)
-			if !o.allreduces(steps) {
-				grads = 0
-			}
-			steps++
-			if psgd != nil {
-				grads = int(psgd.BytesAllreduced() - sent)
-			}
-			moved += stepBytes(local, synchronous, grads, bytes) + normBytes
-			loss.Add(l, float64(n))
-		}
-		sent := r.Stats().SentBytes - sent0
-		if local != nil && !local.Averaged() {
-			moved += bytes
-			// Evaluate (and end with) one model: the replicas differ
-			// between averagings.
-			if err := local.AverageNow(ctx); err != nil {
-				return res, err
-			}
-		}
-		elapsed := time.Since(start)
-		cpu1, cpuRead := cputime.Seconds()
-		// This process's CPU seconds in the epoch's steps over its
-		// samples; averaged over the ranks it is the job's CPU seconds
-		// per sample, every rank's summed.
-		cpu := optim.Metric{Name: "cpu", Sum: cpu1 - cpu0, Weight: loss.Weight}
-		correct, count, err := evaluate(model, test, rank, size)
-		if err != nil {
-			return res, err
-		}
-		acc := optim.Metric{Name: "accuracy"}
-		acc.Add(float64(correct)/float64(count), float64(count))
-		// Means over every rank's samples.
-		v, err := optim.AverageMetrics(ctx, coll, &loss, &acc, &cpu)
-		if err != nil {
-			return res, err
-		}
-		res = result{loss: v[0], accuracy: v[1], cpuPerSample: v[2]}
-		if rank == 0 {
-			note := ""
-			if tuning {
-				note = "  (autotuning)"
-			}
-			cpuText := ""
-			if cpuKnown && cpuRead {
-				cpuText = fmt.Sprintf("  %.4g CPU-ms/sample (all ranks)", 1000*res.cpuPerSample)
-			}
-			fmt.Fprintf(out, "epoch %d: loss %.4f  test accuracy %.2f%%  %.1fs (%.0f%% in Step)  %.0f samples/s%s  %.0f KiB allreduced/step  %.0f KiB sent/step  lr %.4g%s\n",
-				epoch+1, res.loss, 100*res.accuracy, elapsed.Seconds(), 100*stepTime.Seconds()/elapsed.Seconds(),
-				float64(size)*loss.Weight/elapsed.Seconds(), cpuText, float64(moved)/1024/float64(len(batches)), float64(sent)/1024/float64(len(batches)), opt.LR(), note)
-		}
+	return t, nil
+}
+
+// fillBatch copies the images and labels of the samples idx of set into
+// the batch buffers x and y.
+func fillBatch(set *mnist.Set, idx []int, x []float32, y []uint8) {
+	for i, s := range idx {
+		copy(x[i*mnist.Pixels:(i+1)*mnist.Pixels], set.Image(s))
+		y[i] = set.Labels[s]
 	}
-	res.checksum = checksum(model)
-	res.running = runningChecksum(bns)
+}
+
+// evaluateAll evaluates model on this rank's share of test and returns
+// the means over every rank's samples of loss, the test accuracy and, if
+// given, cpu.
+func evaluateAll(ctx context.Context, coll optim.Collectives, model *mlp.MLP, test *mnist.Set, loss *optim.Metric, cpu *optim.Metric) (result, error) {
+	correct, count, err := evaluate(model, test, coll.(optim.Ranker).Rank(), coll.Size())
+	if err != nil {
+		return result{}, err
+	}
+	acc := optim.Metric{Name: "accuracy"}
+	acc.Add(float64(correct)/float64(count), float64(count))
+	metrics := []*optim.Metric{loss, &acc}
+	if cpu != nil {
+		metrics = append(metrics, cpu)
+	}
+	v, err := optim.AverageMetrics(ctx, coll, metrics...)
+	if err != nil {
+		return result{}, err
+	}
+	res := result{loss: v[0], accuracy: v[1]}
+	if cpu != nil {
+		res.cpuPerSample = v[2]
+	}
 	return res, nil
 }
 
@@ -494,7 +585,7 @@ func load(o options) (train, test *mnist.Set, widths []int, err error) {
 			return nil, nil, nil, err
 		}
 	}
-	if train, test, err = mnist.Load(dir); err != nil {
+	if train, test, err = loadOnce(dir); err != nil {
 		return nil, nil, nil, err
 	}
 	if widths, err = o.widths(); err != nil {
@@ -504,6 +595,32 @@ func load(o options) (train, test *mnist.Set, widths []int, err error) {
 		train = &mnist.Set{Images: train.Images[:o.limit*mnist.Pixels], Labels: train.Labels[:o.limit]}
 	}
 	return train, test, widths, nil
+}
+
+// loaded holds the sets read from each directory: ranks that share a
+// process (hvd.RunLocal, as in the tests) read and decompress the files
+// once. Nothing writes to a loaded set.
+var loaded struct {
+	sync.Mutex
+	sets map[string][2]*mnist.Set
+}
+
+// loadOnce returns the training and test sets of dir, read on the first
+// call for dir.
+func loadOnce(dir string) (train, test *mnist.Set, err error) {
+	loaded.Lock()
+	defer loaded.Unlock()
+	if s, ok := loaded.sets[dir]; ok {
+		return s[0], s[1], nil
+	}
+	if train, test, err = mnist.Load(dir); err != nil {
+		return nil, nil, err
+	}
+	if loaded.sets == nil {
+		loaded.sets = map[string][2]*mnist.Set{}
+	}
+	loaded.sets[dir] = [2]*mnist.Set{train, test}
+	return train, test, nil
 }
 
 // newOptimizer returns the --algorithm's optimizer (SGD, or QAdam) over

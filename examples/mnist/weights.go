@@ -18,7 +18,6 @@ import (
 	"github.com/gohorovod/gohorovod/examples/internal/mnist"
 	"github.com/gohorovod/gohorovod/internal/mlp"
 	"github.com/gohorovod/gohorovod/optim"
-	"github.com/gohorovod/gohorovod/optim/data"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -178,30 +177,18 @@ func (t *asyncTrainer) finish(ctx context.Context) error {
 // keeps the mean: one model, as in run).
 func runWeights(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (res result, err error) {
 	rank, size := r.Rank(), r.Size()
-	coll, err := optim.FromRuntime(r)
+	s, err := begin(ctx, o, r)
 	if err != nil {
 		return res, err
 	}
-	train, test, widths, err := load(o)
-	if err != nil {
-		return res, err
-	}
-	model := mlp.New(widths, o.seed)
-	if err := optim.BroadcastParameters(ctx, coll, model.Params(), 0); err != nil {
-		return res, err
-	}
+	train, test, widths, model, sampler, sched := s.train, s.test, s.widths, s.model, s.sampler, s.sched
 	opt, text, err := newWeightTrainer(ctx, o, r, model)
-	if err != nil {
-		return res, err
-	}
-	sampler, err := data.NewSampler(train.Len(), rank, size, data.Shuffle(true, o.seed))
 	if err != nil {
 		return res, err
 	}
 	if rank == 0 {
 		fmt.Fprintf(out, "mnist: %d ranks, MLP %v, batch %d per rank, lr %g·%d, %d epochs\n%s\n", size, widths, o.batch, o.lr, size, o.epochs, text)
 	}
-	sched := o.schedule(size)
 	for epoch := range o.epochs {
 		sampler.SetEpoch(epoch)
 		start, sent0 := time.Now(), opt.sent()
@@ -211,7 +198,7 @@ func runWeights(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (
 		}
 		elapsed := time.Since(start)
 		last := epoch == o.epochs-1
-		if res, err = evaluateMean(ctx, coll, opt, model, test, loss, last); err != nil {
+		if res, err = evaluateMean(ctx, s.coll, opt, model, test, loss, last); err != nil {
 			return res, err
 		}
 		if rank == 0 {
@@ -232,10 +219,7 @@ func weightEpoch(ctx context.Context, opt weightTrainer, model *mlp.MLP, train *
 	y := make([]uint8, batch)
 	for b, idx := range batches {
 		opt.SetLR(sched.LR(float64(epoch) + float64(b+1)/float64(len(batches))))
-		for i, s := range idx {
-			copy(x[i*mnist.Pixels:(i+1)*mnist.Pixels], train.Image(s))
-			y[i] = train.Labels[s]
-		}
+		fillBatch(train, idx, x, y)
 		if err := opt.start(); err != nil { // the exchange overlaps forward and backward
 			return loss, 0, err
 		}
@@ -260,7 +244,6 @@ func weightEpoch(ctx context.Context, opt weightTrainer, model *mlp.MLP, train *
 // evaluateMean evaluates the mean of the ranks' weights: after the last
 // epoch (last), the algorithm's finish first, and the mean is kept.
 func evaluateMean(ctx context.Context, coll optim.Collectives, opt weightTrainer, model *mlp.MLP, test *mnist.Set, loss optim.Metric, last bool) (result, error) {
-	rank, size := coll.(optim.Ranker).Rank(), coll.Size()
 	if last {
 		if err := opt.finish(ctx); err != nil {
 			return result{}, err
@@ -273,22 +256,13 @@ func evaluateMean(ctx context.Context, coll optim.Collectives, opt weightTrainer
 	if err := averageParams(ctx, coll, model.Params()); err != nil {
 		return result{}, err
 	}
-	correct, count, err := evaluate(model, test, rank, size)
-	if err != nil {
-		return result{}, err
-	}
+	res, err := evaluateAll(ctx, coll, model, test, &loss, nil)
 	if !last {
 		for i, p := range model.Params() {
 			copy(p.Value.Bytes(), saved[i].Bytes())
 		}
 	}
-	acc := optim.Metric{Name: "accuracy"}
-	acc.Add(float64(correct)/float64(count), float64(count))
-	v, err := optim.AverageMetrics(ctx, coll, &loss, &acc)
-	if err != nil {
-		return result{}, err
-	}
-	return result{loss: v[0], accuracy: v[1]}, nil
+	return res, err
 }
 
 // averageParams replaces every parameter by its mean over the ranks

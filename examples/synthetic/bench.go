@@ -204,39 +204,12 @@ func (b *bench) calibrate(ctx context.Context, r *hvd.Runtime, ms float64) error
 // run benchmarks on the initialised runtime r and prints the report as
 // key=value lines to out on rank 0.
 func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep report, err error) {
-	rank := r.Rank()
-	size := r.Size()
 	layers, err := loadShapes(o.model, o.shapes)
 	if err != nil {
 		return rep, err
 	}
-	coll, err := optim.FromRuntime(r)
+	b, err := newBench(ctx, o, r, layers)
 	if err != nil {
-		return rep, err
-	}
-	b := &bench{m: newModel(layers), tr: &tracker{Collectives: coll}}
-	if err := optim.BroadcastParameters(ctx, coll, b.m.params, 0); err != nil {
-		return rep, err
-	}
-	if b.inner, err = optim.NewSGD(b.m.params, optim.SGDConfig{LR: o.lr}); err != nil {
-		return rep, err
-	}
-	var tr optim.Collectives = b.tr
-	if _, ok := coll.(optim.ReduceGroupCollectives); !ok {
-		tr = struct{ optim.Collectives }{b.tr} // hides NewReduceGroup
-	}
-	dopts := []optim.DistOption{optim.BucketBytes(o.bucketBytes), optim.FlatGradients(o.flat)}
-	if o.psgdRank > 0 {
-		h, err := optim.NewPowerSGD(optim.PowerSGDConfig{MatrixApproximationRank: o.psgdRank, StartPowerSGDIter: o.psgdStart})
-		if err != nil {
-			return rep, err
-		}
-		dopts = append(dopts, optim.WithCommHook(h))
-	}
-	if o.byteGrad {
-		dopts = append(dopts, optim.WithCommHook(optim.NewByteGrad(optim.ByteGradConfig{})))
-	}
-	if b.opt, err = optim.NewDistributed(b.inner, tr, dopts...); err != nil {
 		return rep, err
 	}
 	defer func() {
@@ -247,46 +220,126 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 	if err := b.calibrate(ctx, r, o.computeMS); err != nil {
 		return rep, err
 	}
-
-	step := func() (float64, bool, error) {
-		reduced, first, err := b.backward(true)
-		if err != nil {
-			return 0, false, err
-		}
-		return reduced, first, b.opt.StepContext(ctx)
-	}
 	for range o.warmup {
-		if _, _, err := step(); err != nil {
+		if _, _, err := b.step(ctx); err != nil {
 			return rep, err
 		}
 	}
-	// While autotuning runs, the settings move: warm up until it has
-	// finished on every rank (the ranks agree on the step: each learns
-	// it at a cycle of its own, so they take the maximum).
-	flag := tensor.New(tensor.Int32, 1)
-	tuneSteps := 0
-	for ; tuneSteps < o.tuneMax; tuneSteps++ {
-		flag.Int32s()[0] = 0
-		if r.Stats().Tuning {
-			flag.Int32s()[0] = 1
-		}
-		if err := r.AllreduceInPlace(ctx, flag, "synthetic.tuning", hvd.Max); err != nil {
-			return rep, err
-		}
-		if flag.Int32s()[0] == 0 {
-			break
-		}
-		if _, _, err := step(); err != nil {
-			return rep, err
-		}
+	tuneSteps, err := b.tune(ctx, r, o.tuneMax)
+	if err != nil {
+		return rep, err
 	}
 	unfinished := r.Stats().Tuning
 	if err := r.Barrier(ctx); err != nil {
 		return rep, err
 	}
-	var stepTimes, iterRates []float64
-	var reducedSum float64
-	var firstCount int
+	t, err := b.timeSteps(ctx, r, o)
+	if err != nil {
+		return rep, err
+	}
+	// Each part of a step alone.
+	var parts [3]float64
+	if o.partSteps > 0 {
+		if parts, err = b.parts(ctx, r, o.partSteps); err != nil {
+			return rep, err
+		}
+	}
+	if rep, err = b.combine(ctx, r, o, t, parts); err != nil {
+		return rep, err
+	}
+	rep.tuneSteps, rep.tuneLeft, rep.tensors = tuneSteps, unfinished, len(layers)
+	if r.Rank() == 0 {
+		rep.print(out, o)
+	}
+	return rep, nil
+}
+
+// newBench builds the model of the layers' shapes, every rank starting
+// from rank 0's parameters, and its SGD wrapped in a DistributedOptimizer
+// (with the options' gradient compression) over the tracked collectives.
+func newBench(ctx context.Context, o options, r *hvd.Runtime, layers []layer) (*bench, error) {
+	coll, err := optim.FromRuntime(r)
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{m: newModel(layers), tr: &tracker{Collectives: coll}}
+	if err := optim.BroadcastParameters(ctx, coll, b.m.params, 0); err != nil {
+		return nil, err
+	}
+	if b.inner, err = optim.NewSGD(b.m.params, optim.SGDConfig{LR: o.lr}); err != nil {
+		return nil, err
+	}
+	var tr optim.Collectives = b.tr
+	if _, ok := coll.(optim.ReduceGroupCollectives); !ok {
+		tr = struct{ optim.Collectives }{b.tr} // hides NewReduceGroup
+	}
+	dopts := []optim.DistOption{optim.BucketBytes(o.bucketBytes), optim.FlatGradients(o.flat)}
+	if o.psgdRank > 0 {
+		h, err := optim.NewPowerSGD(optim.PowerSGDConfig{MatrixApproximationRank: o.psgdRank, StartPowerSGDIter: o.psgdStart})
+		if err != nil {
+			return nil, err
+		}
+		dopts = append(dopts, optim.WithCommHook(h))
+	}
+	if o.byteGrad {
+		dopts = append(dopts, optim.WithCommHook(optim.NewByteGrad(optim.ByteGradConfig{})))
+	}
+	if b.opt, err = optim.NewDistributed(b.inner, tr, dopts...); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// step takes one training step: the backward, handing each gradient to
+// the optimizer, then the optimizer's step. It returns what backward
+// reports of the allreduces completed during its compute.
+func (b *bench) step(ctx context.Context) (float64, bool, error) {
+	reduced, first, err := b.backward(true)
+	if err != nil {
+		return 0, false, err
+	}
+	return reduced, first, b.opt.StepContext(ctx)
+}
+
+// tune warms up while autotuning runs, since the settings move until it
+// has finished on every rank (the ranks agree on the step: each learns it
+// at a cycle of its own, so they take the maximum), most steps at most. It
+// returns the steps it took.
+func (b *bench) tune(ctx context.Context, r *hvd.Runtime, most int) (int, error) {
+	flag := tensor.New(tensor.Int32, 1)
+	steps := 0
+	for ; steps < most; steps++ {
+		flag.Int32s()[0] = 0
+		if r.Stats().Tuning {
+			flag.Int32s()[0] = 1
+		}
+		if err := r.AllreduceInPlace(ctx, flag, "synthetic.tuning", hvd.Max); err != nil {
+			return steps, err
+		}
+		if flag.Int32s()[0] == 0 {
+			break
+		}
+		if _, _, err := b.step(ctx); err != nil {
+			return steps, err
+		}
+	}
+	return steps, nil
+}
+
+// timing is what the timed steps measured on this rank.
+type timing struct {
+	stepTimes, iterRates []float64 // each step's milliseconds; each iteration's steps per second
+	rate                 float64   // steps per second over all timed steps
+	reducedSum           float64   // of backward's shares of allreduces completed
+	firstCount           int       // steps whose first allreduce completed in backward
+	bytesPerStep         float64   // allreduced through the tracker
+	sentPerStep          float64   // by the runtime's count
+	cpu                  float64   // CPU seconds of the process
+	cpuKnown             bool
+}
+
+// timeSteps runs the timed iterations of steps.
+func (b *bench) timeSteps(ctx context.Context, r *hvd.Runtime, o options) (t timing, err error) {
 	bytesBefore := b.tr.bytes.Load()
 	sentBefore := r.Stats().SentBytes
 	timed := time.Now()
@@ -295,88 +348,97 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 		iterStart := time.Now()
 		for range o.batches {
 			s := time.Now()
-			reduced, first, err := step()
+			reduced, first, err := b.step(ctx)
 			if err != nil {
-				return rep, err
+				return t, err
 			}
-			stepTimes = append(stepTimes, msSince(s))
-			reducedSum += reduced
+			t.stepTimes = append(t.stepTimes, msSince(s))
+			t.reducedSum += reduced
 			if first {
-				firstCount++
+				t.firstCount++
 			}
 		}
-		iterRates = append(iterRates, float64(o.batches)/time.Since(iterStart).Seconds())
+		t.iterRates = append(t.iterRates, float64(o.batches)/time.Since(iterStart).Seconds())
 	}
-	rate := float64(o.batches*o.iterations) / time.Since(timed).Seconds()
+	t.rate = float64(o.batches*o.iterations) / time.Since(timed).Seconds()
 	cpu1, cpuRead := cputime.Seconds()
-	cpuKnown = cpuKnown && cpuRead
-	steps := float64(len(stepTimes))
-	bytesPerStep := float64(b.tr.bytes.Load()-bytesBefore) / steps
-	sentPerStep := float64(r.Stats().SentBytes-sentBefore) / steps
+	t.cpu, t.cpuKnown = cpu1-cpu0, cpuKnown && cpuRead
+	steps := float64(len(t.stepTimes))
+	t.bytesPerStep = float64(b.tr.bytes.Load()-bytesBefore) / steps
+	t.sentPerStep = float64(r.Stats().SentBytes-sentBefore) / steps
+	return t, nil
+}
 
-	// Each part of a step alone.
-	var computeMS, commMS, updateMS float64
-	if o.partSteps > 0 {
-		if err := r.Barrier(ctx); err != nil {
-			return rep, err
-		}
-		var ts []float64
-		for range o.partSteps {
-			s := time.Now()
-			b.backward(false)
-			ts = append(ts, msSince(s))
-		}
-		computeMS = median(ts)
-		if err := r.Barrier(ctx); err != nil {
-			return rep, err
-		}
-		passes := b.passes
-		b.passes = 0
-		ts = ts[:0]
-		for range o.partSteps {
-			s := time.Now()
-			if _, _, err := b.backward(true); err != nil {
-				return rep, err
-			}
-			if err := b.opt.Synchronize(ctx); err != nil {
-				return rep, err
-			}
-			ts = append(ts, msSince(s))
-		}
-		b.passes = passes
-		commMS = median(ts)
-		ts = ts[:0]
-		for range o.partSteps {
-			s := time.Now()
-			if err := b.inner.Step(); err != nil {
-				return rep, err
-			}
-			ts = append(ts, msSince(s))
-		}
-		updateMS = median(ts)
+// parts measures each part of a step alone, n times each, and returns the
+// medians in milliseconds: the backward's compute, the communication
+// (backward without compute, then waiting for the reductions), and the
+// update.
+func (b *bench) parts(ctx context.Context, r *hvd.Runtime, n int) (ms [3]float64, err error) {
+	if err := r.Barrier(ctx); err != nil {
+		return ms, err
 	}
+	var ts []float64
+	for range n {
+		s := time.Now()
+		b.backward(false)
+		ts = append(ts, msSince(s))
+	}
+	ms[0] = median(ts)
+	if err := r.Barrier(ctx); err != nil {
+		return ms, err
+	}
+	passes := b.passes
+	b.passes = 0
+	ts = ts[:0]
+	for range n {
+		s := time.Now()
+		if _, _, err := b.backward(true); err != nil {
+			return ms, err
+		}
+		if err := b.opt.Synchronize(ctx); err != nil {
+			return ms, err
+		}
+		ts = append(ts, msSince(s))
+	}
+	b.passes = passes
+	ms[1] = median(ts)
+	ts = ts[:0]
+	for range n {
+		s := time.Now()
+		if err := b.inner.Step(); err != nil {
+			return ms, err
+		}
+		ts = append(ts, msSince(s))
+	}
+	ms[2] = median(ts)
+	return ms, nil
+}
 
-	// Combine over ranks: rates by rank, timings averaged.
+// combine combines the ranks' measurements into the report: rates by
+// rank, timings averaged.
+func (b *bench) combine(ctx context.Context, r *hvd.Runtime, o options, t timing, parts [3]float64) (rep report, err error) {
+	rank, size := r.Rank(), r.Size()
 	rates := make([]float64, 2*size)
-	rates[rank] = rate
-	rates[size+rank] = ci95(iterRates)
+	rates[rank] = t.rate
+	rates[size+rank] = ci95(t.iterRates)
 	rt := tensor.FromFloat64(rates)
 	if err := r.AllreduceInPlace(ctx, rt, "synthetic.rates", hvd.Sum); err != nil {
 		return rep, err
 	}
-	stepMean := 1000 / rate
-	stepMax := slices.Max(stepTimes)
-	mt := tensor.FromFloat64([]float64{median(stepTimes), stepMean, stepMax, computeMS, commMS, updateMS, reducedSum / steps, float64(firstCount) / steps,
-		cpu1 - cpu0})
+	steps := float64(len(t.stepTimes))
+	stepMean := 1000 / t.rate
+	stepMax := slices.Max(t.stepTimes)
+	mt := tensor.FromFloat64([]float64{median(t.stepTimes), stepMean, stepMax, parts[0], parts[1], parts[2], t.reducedSum / steps, float64(t.firstCount) / steps,
+		t.cpu})
 	if err := r.AllreduceInPlace(ctx, mt, "synthetic.times", hvd.Average); err != nil {
 		return rep, err
 	}
 	v := mt.Float64s()
-	rep = report{tuneSteps: tuneSteps, tuneLeft: unfinished, ranks: size, tensors: len(layers), elements: b.m.total, passes: b.passes,
+	rep = report{ranks: size, elements: b.m.total, passes: b.passes,
 		rankSteps: rt.Float64s()[:size], rankCI: rt.Float64s()[size:],
 		stepMS: v[0], stepMeanMS: v[1], stepMaxMS: v[2], computeMS: v[3], commMS: v[4], updateMS: v[5],
-		reducedInBackward: v[6], firstReducedEarly: v[7], bytesPerStep: bytesPerStep, sentPerStep: sentPerStep}
-	if cpuKnown {
+		reducedInBackward: v[6], firstReducedEarly: v[7], bytesPerStep: t.bytesPerStep, sentPerStep: t.sentPerStep}
+	if t.cpuKnown {
 		// The mean of the ranks' CPU seconds in the timed steps, times
 		// the ranks, over the samples all ranks trained in them.
 		rep.cpuMSPerSample = 1000 * v[8] * float64(size) / (steps * float64(size*o.batchSize))
@@ -393,9 +455,6 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 		if lo := min(rep.computeMS, rep.commMS); o.computeMS > 0 && lo > 0 {
 			rep.overlap = rep.hiddenMS / lo
 		}
-	}
-	if rank == 0 {
-		rep.print(out, o)
 	}
 	return rep, nil
 }

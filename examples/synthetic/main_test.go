@@ -2,16 +2,15 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
+	"io"
 	"math"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
+	"github.com/gohorovod/gohorovod/examples/internal/localrun"
 	"github.com/gohorovod/gohorovod/internal/cputime"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/runtime/config"
@@ -138,15 +137,9 @@ func runRanksConfig(t *testing.T, n int, cfg config.Config, args ...string) ([]r
 	if err != nil {
 		t.Fatal(err)
 	}
-	reps := make([]report, n)
-	outs := make([]bytes.Buffer, n)
-	err = hvd.RunLocal(n, func(r *hvd.Runtime, rank int) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		var err error
-		reps[rank], err = run(ctx, o, r, &outs[rank])
-		return err
-	}, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
+	reps, outs, err := localrun.Run(n, cfg, 2*time.Minute, func(ctx context.Context, r *hvd.Runtime, out io.Writer) (report, error) {
+		return run(ctx, o, r, out)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

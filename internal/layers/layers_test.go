@@ -64,6 +64,8 @@ var layer = map[string]int{
 	"runtime/internal/transport": 45,
 	// The public API.
 	"runtime": 50,
+	// The TestMain of the tests that run as the processes of one job.
+	"internal/jobtest": 51,
 	// Training: optimizers, then what builds on them.
 	"optim":         60,
 	"optim/data":    60,

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -321,4 +323,18 @@ func (m *MLP) Predict(x []float32, n int) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// ParseWidths reads a comma-separated list of layer widths, such as a
+// --hidden flag's "256,128": each a positive integer.
+func ParseWidths(list string) ([]int, error) {
+	var ws []int
+	for _, f := range strings.Split(list, ",") {
+		w, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || w < 1 {
+			return nil, fmt.Errorf("bad hidden width %q", f)
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
 }

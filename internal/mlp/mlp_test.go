@@ -253,3 +253,16 @@ func mustForward(tb testing.TB, m *MLP, x []float32, n int) []float32 {
 	}
 	return z
 }
+
+// TestParseWidths: a comma-separated list of positive widths, spaces
+// allowed; anything else is refused, naming the bad entry.
+func TestParseWidths(t *testing.T) {
+	if ws, err := ParseWidths("256, 128"); err != nil || len(ws) != 2 || ws[0] != 256 || ws[1] != 128 {
+		t.Fatalf("ParseWidths(\"256, 128\") = %v, %v", ws, err)
+	}
+	for _, bad := range []string{"", "8,x", "0", "8,,4", "-1"} {
+		if ws, err := ParseWidths(bad); err == nil {
+			t.Errorf("ParseWidths(%q) = %v, want an error", bad, ws)
+		}
+	}
+}

@@ -10,33 +10,21 @@ package checkpoint
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
+	"github.com/gohorovod/gohorovod/internal/jobtest"
 	"github.com/gohorovod/gohorovod/optim/elastic"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 )
 
-var mpiRT *hvd.Runtime
+var mpiRT = new(hvd.Runtime)
 
 func TestMain(m *testing.M) {
-	mpiRT = new(hvd.Runtime)
-	if err := mpiRT.Init(hvd.WithLogger(zerolog.Nop())); err != nil {
-		fmt.Fprintln(os.Stderr, "checkpoint multi-process tests:", err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	if err := mpiRT.Shutdown(); err != nil {
-		fmt.Fprintln(os.Stderr, "Shutdown:", err)
-		code = 1
-	}
-	os.Exit(code)
+	jobtest.Main(m, mpiRT, "checkpoint multi-process tests")
 }
 
 // jobDir returns a directory that rank 0 created for the test, the same

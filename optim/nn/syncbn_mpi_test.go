@@ -12,30 +12,18 @@ package nn
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
+	"github.com/gohorovod/gohorovod/internal/jobtest"
 	"github.com/gohorovod/gohorovod/optim"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 )
 
-var mpiRT *hvd.Runtime
+var mpiRT = new(hvd.Runtime)
 
 func TestMain(m *testing.M) {
-	mpiRT = new(hvd.Runtime)
-	if err := mpiRT.Init(hvd.WithLogger(zerolog.Nop()), hvd.WithDynamicProcessSets()); err != nil {
-		fmt.Fprintln(os.Stderr, "optim/nn multi-process tests:", err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	if err := mpiRT.Shutdown(); err != nil {
-		fmt.Fprintln(os.Stderr, "Shutdown:", err)
-		code = 1
-	}
-	os.Exit(code)
+	jobtest.Main(m, mpiRT, "optim/nn multi-process tests", hvd.WithDynamicProcessSets())
 }
 
 // mpiCounts returns the per-rank row counts of the multi-process checks

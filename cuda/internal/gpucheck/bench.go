@@ -113,94 +113,15 @@ var SpreadStreams = []int{1, 2, 4, 8}
 // (below 1: slower; the goal is 0.6 or more for ResNet-50's 161 tensors,
 // in and out). Every packed and unpacked tensor is checked.
 func FusionCopy(d cuda.Device, sizes []int, iters int) (res []Result, err error) {
-	var ptrs []uintptr
+	m := &deviceMem{d: d}
 	defer func() {
-		for _, p := range ptrs {
-			if ferr := d.Free(p); ferr != nil && err == nil {
-				err = ferr
-			}
+		if ferr := m.free(); err == nil {
+			err = ferr
 		}
 	}()
-	alloc := func(n int) (uintptr, error) {
-		p, err := d.Alloc(n)
-		if err == nil && p != 0 {
-			ptrs = append(ptrs, p)
-		}
-		return p, err
-	}
-	var total int64
-	offs := make([]int, len(sizes))
-	tensors := make([]uintptr, len(sizes))
-	fused := 0
-	for i, n := range sizes {
-		total += int64(n)
-		offs[i] = fused
-		fused += (n + 255) &^ 255
-		if tensors[i], err = alloc(n); err != nil {
-			return nil, err
-		}
-	}
-	src, err := alloc(int(total))
+	f, err := newFusionBench(m, sizes, iters)
 	if err != nil {
 		return nil, err
-	}
-	dst, err := alloc(fused)
-	if err != nil {
-		return nil, err
-	}
-	fusedAt := make([]uintptr, len(sizes))
-	for i := range sizes {
-		fusedAt[i] = dst + uintptr(offs[i])
-	}
-	plain, err := timeIt(d, iters, func() error { return d.CopyDtoD(dst, src, int(total)) })
-	if err != nil {
-		return nil, err
-	}
-	res = []Result{result("device copy, one buffer", total, 1, plain)}
-	add := func(what string, t time.Duration) {
-		x := result(what, total, len(sizes), t)
-		x.Speedup = float64(plain) / float64(t)
-		res = append(res, x)
-	}
-	// measure times packing (in) or unpacking (out) with copy, after
-	// setting the sources to a pattern and the destinations to zero, and
-	// checks every tensor's first and last byte afterwards.
-	measure := func(what string, in bool, copy func(dsts, srcs []uintptr) error) error {
-		dsts, srcs := fusedAt, tensors
-		if !in {
-			dsts, srcs = tensors, fusedAt
-		}
-		for i, n := range sizes {
-			if err := d.Memset(srcs[i], byte(i+1), n); err != nil {
-				return err
-			}
-			if err := d.Memset(dsts[i], 0, n); err != nil {
-				return err
-			}
-		}
-		t, err := timeIt(d, iters, func() error { return copy(dsts, srcs) })
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		probe := make([]byte, 1)
-		for i, n := range sizes {
-			for _, at := range []int{0, n - 1} {
-				if n == 0 {
-					continue
-				}
-				if err := d.CopyDtoH(probe, dsts[i]+uintptr(at)); err != nil {
-					return err
-				}
-				if err := d.Sync(); err != nil {
-					return err
-				}
-				if probe[0] != byte(i+1) {
-					return fmt.Errorf("%s: tensor %d's byte %d is %d, want %d", what, i, at, probe[0], byte(i+1))
-				}
-			}
-		}
-		add(what, t)
-		return nil
 	}
 	batch := func(dsts, srcs []uintptr) error { return d.CopyDtoDBatch(dsts, srcs, sizes) }
 	each := func(dsts, srcs []uintptr) error {
@@ -233,37 +154,143 @@ func FusionCopy(d cuda.Device, sizes []int, iters int) (res []Result, err error)
 		name string
 		in   bool
 	}{{"in", true}, {"out", false}} {
-		if err := measure(fmt.Sprintf("fusion copy %s (%d tensors, %s)", dir.name, k, how), dir.in, batch); err != nil {
+		if err := f.measure(fmt.Sprintf("fusion copy %s (%d tensors, %s)", dir.name, k, how), dir.in, batch); err != nil {
 			return nil, err
 		}
-		for _, other := range []cuda.CopyKernelKind{cuda.CopyKernelPieces, cuda.CopyKernelWalk} {
-			if !kernel || other == inUse || g.CopyKernelFailed(other) != nil {
-				continue
-			}
-			launch := func(dsts, srcs []uintptr) error { return g.CopyDtoDKernelOf(other, dsts, srcs, sizes) }
-			if err := measure(fmt.Sprintf("fusion copy %s (%d tensors, copy kernel %v)", dir.name, k, other), dir.in, launch); err != nil {
+		if g != nil {
+			if err := f.measureGPU(g, dir.name, dir.in, kernel, inUse); err != nil {
 				return nil, err
 			}
 		}
-		if kernel && g.Runtime().HasMemcpyBatch() {
-			memcpyBatch := func(dsts, srcs []uintptr) error { return g.CopyDtoDMemcpyBatch(dsts, srcs, sizes) }
-			if err := measure(fmt.Sprintf("fusion copy %s (%d tensors, cudaMemcpyBatchAsync)", dir.name, k), dir.in, memcpyBatch); err != nil {
-				return nil, err
-			}
-		}
-		if g != nil && g.Runtime().HasMemcpyBatch() {
-			for _, streams := range SpreadStreams {
-				spread := func(dsts, srcs []uintptr) error { return g.CopyDtoDSpread(dsts, srcs, sizes, streams) }
-				if err := measure(fmt.Sprintf("fusion copy %s (%d tensors, %d stream%s)", dir.name, k, streams, plural(streams)), dir.in, spread); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if err := measure(fmt.Sprintf("fusion copy %s (%d tensors, a call each)", dir.name, k), dir.in, each); err != nil {
+		if err := f.measure(fmt.Sprintf("fusion copy %s (%d tensors, a call each)", dir.name, k), dir.in, each); err != nil {
 			return nil, err
 		}
 	}
-	return res, nil
+	return f.res, nil
+}
+
+// fusionBench is FusionCopy's set-up: a device allocation per tensor, a
+// source of their total size, and the fusion buffer; and the results so
+// far, the plain copy's first.
+type fusionBench struct {
+	d       cuda.Device
+	sizes   []int
+	iters   int
+	total   int64
+	tensors []uintptr // each tensor's allocation
+	fusedAt []uintptr // each tensor's place in the fusion buffer
+	plain   time.Duration
+	res     []Result
+}
+
+// newFusionBench allocates the tensors and the buffers, and times the
+// plain copy of the tensors' total size (the yardstick).
+func newFusionBench(m *deviceMem, sizes []int, iters int) (*fusionBench, error) {
+	f := &fusionBench{d: m.d, sizes: sizes, iters: iters, tensors: make([]uintptr, len(sizes)), fusedAt: make([]uintptr, len(sizes))}
+	offs := make([]int, len(sizes))
+	fused := 0
+	var err error
+	for i, n := range sizes {
+		f.total += int64(n)
+		offs[i] = fused
+		fused += (n + 255) &^ 255
+		if f.tensors[i], err = m.alloc(n); err != nil {
+			return nil, err
+		}
+	}
+	src, err := m.alloc(int(f.total))
+	if err != nil {
+		return nil, err
+	}
+	dst, err := m.alloc(fused)
+	if err != nil {
+		return nil, err
+	}
+	for i := range sizes {
+		f.fusedAt[i] = dst + uintptr(offs[i])
+	}
+	if f.plain, err = timeIt(f.d, iters, func() error { return f.d.CopyDtoD(dst, src, int(f.total)) }); err != nil {
+		return nil, err
+	}
+	f.res = []Result{result("device copy, one buffer", f.total, 1, f.plain)}
+	return f, nil
+}
+
+// measure times packing (in) or unpacking (out) with copy, after setting
+// the sources to a pattern and the destinations to zero, checks every
+// tensor's first and last byte afterwards, and adds the result.
+func (f *fusionBench) measure(what string, in bool, copy func(dsts, srcs []uintptr) error) error {
+	d := f.d
+	dsts, srcs := f.fusedAt, f.tensors
+	if !in {
+		dsts, srcs = f.tensors, f.fusedAt
+	}
+	for i, n := range f.sizes {
+		if err := d.Memset(srcs[i], byte(i+1), n); err != nil {
+			return err
+		}
+		if err := d.Memset(dsts[i], 0, n); err != nil {
+			return err
+		}
+	}
+	t, err := timeIt(d, f.iters, func() error { return copy(dsts, srcs) })
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	probe := make([]byte, 1)
+	for i, n := range f.sizes {
+		for _, at := range []int{0, n - 1} {
+			if n == 0 {
+				continue
+			}
+			if err := d.CopyDtoH(probe, dsts[i]+uintptr(at)); err != nil {
+				return err
+			}
+			if err := d.Sync(); err != nil {
+				return err
+			}
+			if probe[0] != byte(i+1) {
+				return fmt.Errorf("%s: tensor %d's byte %d is %d, want %d", what, i, at, probe[0], byte(i+1))
+			}
+		}
+	}
+	x := result(what, f.total, len(f.sizes), t)
+	x.Speedup = float64(f.plain) / float64(t)
+	f.res = append(f.res, x)
+	return nil
+}
+
+// measureGPU measures, in direction dir, the ways a *cuda.GPU has beside
+// the one in use: the other copy kernel where it passed its check,
+// cudaMemcpyBatchAsync beside a kernel, and, where the runtime has the
+// batch call, its fallback over each of SpreadStreams streams.
+func (f *fusionBench) measureGPU(g *cuda.GPU, dir string, in, kernel bool, inUse cuda.CopyKernelKind) error {
+	k, sizes := len(f.sizes), f.sizes
+	for _, other := range []cuda.CopyKernelKind{cuda.CopyKernelPieces, cuda.CopyKernelWalk} {
+		if !kernel || other == inUse || g.CopyKernelFailed(other) != nil {
+			continue
+		}
+		launch := func(dsts, srcs []uintptr) error { return g.CopyDtoDKernelOf(other, dsts, srcs, sizes) }
+		if err := f.measure(fmt.Sprintf("fusion copy %s (%d tensors, copy kernel %v)", dir, k, other), in, launch); err != nil {
+			return err
+		}
+	}
+	if !g.Runtime().HasMemcpyBatch() {
+		return nil
+	}
+	if kernel {
+		memcpyBatch := func(dsts, srcs []uintptr) error { return g.CopyDtoDMemcpyBatch(dsts, srcs, sizes) }
+		if err := f.measure(fmt.Sprintf("fusion copy %s (%d tensors, cudaMemcpyBatchAsync)", dir, k), in, memcpyBatch); err != nil {
+			return err
+		}
+	}
+	for _, streams := range SpreadStreams {
+		spread := func(dsts, srcs []uintptr) error { return g.CopyDtoDSpread(dsts, srcs, sizes, streams) }
+		if err := f.measure(fmt.Sprintf("fusion copy %s (%d tensors, %d stream%s)", dir, k, streams, plural(streams)), in, spread); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // HostCopy measures host-to-device and device-to-host copies of n bytes

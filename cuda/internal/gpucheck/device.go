@@ -19,34 +19,12 @@ func pattern(b []byte, seed int) {
 // CheckDevice runs the Device contract against d and returns the first
 // violation. It frees everything it allocates.
 func CheckDevice(d cuda.Device) (err error) {
-	var ptrs []uintptr
-	var hosts [][]byte
+	m := &deviceMem{d: d}
 	defer func() {
-		for _, p := range ptrs {
-			if ferr := d.Free(p); ferr != nil && err == nil {
-				err = fmt.Errorf("free: %w", ferr)
-			}
-		}
-		for _, h := range hosts {
-			if ferr := d.FreeHost(h); ferr != nil && err == nil {
-				err = fmt.Errorf("free host: %w", ferr)
-			}
+		if ferr := m.free(); err == nil {
+			err = ferr
 		}
 	}()
-	alloc := func(n int) (uintptr, error) {
-		p, err := d.Alloc(n)
-		if err == nil && p != 0 {
-			ptrs = append(ptrs, p)
-		}
-		return p, err
-	}
-	sync := func(what string) error {
-		if err := d.Sync(); err != nil {
-			return fmt.Errorf("%s: sync: %w", what, err)
-		}
-		return nil
-	}
-
 	// Zero sizes are no-ops.
 	if p, err := d.Alloc(0); err != nil || p != 0 {
 		return fmt.Errorf("Alloc(0) = %#x, %v; want 0, nil", p, err)
@@ -54,66 +32,159 @@ func CheckDevice(d cuda.Device) (err error) {
 	if err := d.Free(0); err != nil {
 		return fmt.Errorf("Free(0): %v", err)
 	}
-
-	// Round trip of an odd size through device memory.
 	const n = 1<<20 + 3
-	a, err := alloc(n)
+	a, err := m.roundTrip(n)
 	if err != nil {
-		return fmt.Errorf("alloc: %w", err)
+		return err
+	}
+	b, err := m.deviceToDevice(a, n)
+	if err != nil {
+		return err
+	}
+	if err := m.memset(b); err != nil {
+		return err
+	}
+	h1, err := m.pinned(b, n)
+	if err != nil {
+		return err
+	}
+	// Staging in pieces, the last one shorter: every piece reaches fn in
+	// order and comes back changed; a failing piece stops the rest.
+	if err := checkStage(d, b, h1); err != nil {
+		return fmt.Errorf("stage: %w", err)
+	}
+	// Batched copies (the fusion buffer's): more copies than one copy
+	// kernel launch takes, of sizes and at offsets that allow 16-byte,
+	// 4-byte and only 1-byte words, each followed by a byte that must stay
+	// untouched.
+	if err := checkBatch(d, m.alloc); err != nil {
+		return fmt.Errorf("CopyDtoDBatch: %w", err)
+	}
+	if err := checkTensors(d); err != nil {
+		return err
+	}
+	// Misuse is an error, not a crash.
+	if err := d.FreeHost(make([]byte, 64)); err == nil {
+		return fmt.Errorf("FreeHost of Go memory succeeded")
+	}
+	return nil
+}
+
+// deviceMem is the device and pinned host memory that CheckDevice's steps
+// allocate, freed at the end.
+type deviceMem struct {
+	d     cuda.Device
+	ptrs  []uintptr
+	hosts [][]byte
+}
+
+func (m *deviceMem) alloc(n int) (uintptr, error) {
+	p, err := m.d.Alloc(n)
+	if err == nil && p != 0 {
+		m.ptrs = append(m.ptrs, p)
+	}
+	return p, err
+}
+
+func (m *deviceMem) allocHost(n int) ([]byte, error) {
+	h, err := m.d.AllocHost(n)
+	if err != nil {
+		return nil, fmt.Errorf("alloc host: %w", err)
+	}
+	m.hosts = append(m.hosts, h)
+	return h, nil
+}
+
+// free frees everything allocated and returns the first error.
+func (m *deviceMem) free() (err error) {
+	for _, p := range m.ptrs {
+		if ferr := m.d.Free(p); ferr != nil && err == nil {
+			err = fmt.Errorf("free: %w", ferr)
+		}
+	}
+	for _, h := range m.hosts {
+		if ferr := m.d.FreeHost(h); ferr != nil && err == nil {
+			err = fmt.Errorf("free host: %w", ferr)
+		}
+	}
+	return err
+}
+
+func (m *deviceMem) sync(what string) error {
+	if err := m.d.Sync(); err != nil {
+		return fmt.Errorf("%s: sync: %w", what, err)
+	}
+	return nil
+}
+
+// roundTrip sends n bytes (an odd size) through new device memory, which
+// it returns, and back.
+func (m *deviceMem) roundTrip(n int) (uintptr, error) {
+	a, err := m.alloc(n)
+	if err != nil {
+		return 0, fmt.Errorf("alloc: %w", err)
 	}
 	if a%256 != 0 {
-		return fmt.Errorf("Alloc returned %#x, not aligned to 256 bytes", a)
+		return 0, fmt.Errorf("Alloc returned %#x, not aligned to 256 bytes", a)
 	}
 	in := make([]byte, n)
 	pattern(in, 1)
 	out := make([]byte, n)
-	if err := d.CopyHtoD(a, in); err != nil {
-		return fmt.Errorf("copy host to device: %w", err)
+	if err := m.d.CopyHtoD(a, in); err != nil {
+		return 0, fmt.Errorf("copy host to device: %w", err)
 	}
-	if err := d.CopyDtoH(out, a); err != nil {
-		return fmt.Errorf("copy device to host: %w", err)
+	if err := m.d.CopyDtoH(out, a); err != nil {
+		return 0, fmt.Errorf("copy device to host: %w", err)
 	}
-	if err := sync("round trip"); err != nil {
-		return err
+	if err := m.sync("round trip"); err != nil {
+		return 0, err
 	}
 	if !bytes.Equal(in, out) {
-		return fmt.Errorf("round trip host->device->host changed the data")
+		return 0, fmt.Errorf("round trip host->device->host changed the data")
 	}
+	return a, nil
+}
 
-	// Device to device at unaligned offsets, queued behind the copy that
-	// fills the source and ahead of the one that reads the result: one
-	// sync at the end must see them in order.
-	b, err := alloc(n)
+// deviceToDevice copies from a (n bytes) to new device memory, which it
+// returns, at unaligned offsets, queued behind the copy that fills the
+// source and ahead of the one that reads the result: one sync at the end
+// must see them in order.
+func (m *deviceMem) deviceToDevice(a uintptr, n int) (uintptr, error) {
+	b, err := m.alloc(n)
 	if err != nil {
-		return fmt.Errorf("alloc: %w", err)
+		return 0, fmt.Errorf("alloc: %w", err)
 	}
+	in := make([]byte, n)
 	pattern(in, 7)
-	if err := d.CopyHtoD(a, in); err != nil {
-		return err
+	if err := m.d.CopyHtoD(a, in); err != nil {
+		return 0, err
 	}
-	if err := d.CopyDtoD(b+7, a+100, 5000); err != nil {
-		return fmt.Errorf("copy device to device: %w", err)
+	if err := m.d.CopyDtoD(b+7, a+100, 5000); err != nil {
+		return 0, fmt.Errorf("copy device to device: %w", err)
 	}
 	got := make([]byte, 5000)
-	if err := d.CopyDtoH(got, b+7); err != nil {
-		return err
+	if err := m.d.CopyDtoH(got, b+7); err != nil {
+		return 0, err
 	}
-	if err := sync("device to device"); err != nil {
-		return err
+	if err := m.sync("device to device"); err != nil {
+		return 0, err
 	}
 	if !bytes.Equal(got, in[100:5100]) {
-		return fmt.Errorf("device-to-device copy at offsets: wrong data (stream order not kept?)")
+		return 0, fmt.Errorf("device-to-device copy at offsets: wrong data (stream order not kept?)")
 	}
+	return b, nil
+}
 
-	// Memset of a middle range.
-	if err := d.Memset(b+10, 0xab, 300); err != nil {
+// memset sets a middle range of b's first bytes.
+func (m *deviceMem) memset(b uintptr) error {
+	if err := m.d.Memset(b+10, 0xab, 300); err != nil {
 		return fmt.Errorf("memset: %w", err)
 	}
 	ms := make([]byte, 320)
-	if err := d.CopyDtoH(ms, b); err != nil {
+	if err := m.d.CopyDtoH(ms, b); err != nil {
 		return err
 	}
-	if err := sync("memset"); err != nil {
+	if err := m.sync("memset"); err != nil {
 		return err
 	}
 	for i, v := range ms {
@@ -122,47 +193,38 @@ func CheckDevice(d cuda.Device) (err error) {
 			return fmt.Errorf("memset: byte %d is %#x", i, v)
 		}
 	}
+	return nil
+}
 
-	// Pinned host buffers, the staging path's.
-	h1, err := d.AllocHost(n)
+// pinned sends n bytes from a pinned host buffer (the staging path's)
+// through b to another, and returns the first buffer.
+func (m *deviceMem) pinned(b uintptr, n int) ([]byte, error) {
+	h1, err := m.allocHost(n)
 	if err != nil {
-		return fmt.Errorf("alloc host: %w", err)
+		return nil, err
 	}
-	hosts = append(hosts, h1)
-	h2, err := d.AllocHost(n)
+	h2, err := m.allocHost(n)
 	if err != nil {
-		return fmt.Errorf("alloc host: %w", err)
+		return nil, err
 	}
-	hosts = append(hosts, h2)
 	pattern(h1, 3)
-	if err := d.CopyHtoD(b, h1); err != nil {
-		return err
+	if err := m.d.CopyHtoD(b, h1); err != nil {
+		return nil, err
 	}
-	if err := d.CopyDtoH(h2, b); err != nil {
-		return err
+	if err := m.d.CopyDtoH(h2, b); err != nil {
+		return nil, err
 	}
-	if err := sync("pinned"); err != nil {
-		return err
+	if err := m.sync("pinned"); err != nil {
+		return nil, err
 	}
 	if !bytes.Equal(h1, h2) {
-		return fmt.Errorf("round trip through pinned buffers changed the data")
+		return nil, fmt.Errorf("round trip through pinned buffers changed the data")
 	}
+	return h1, nil
+}
 
-	// Staging in pieces, the last one shorter: every piece reaches fn in
-	// order and comes back changed; a failing piece stops the rest.
-	if err := checkStage(d, b, h1); err != nil {
-		return fmt.Errorf("stage: %w", err)
-	}
-
-	// Batched copies (the fusion buffer's): more copies than one copy
-	// kernel launch takes, of sizes and at offsets that allow 16-byte,
-	// 4-byte and only 1-byte words, each followed by a byte that must stay
-	// untouched.
-	if err := checkBatch(d, alloc); err != nil {
-		return fmt.Errorf("CopyDtoDBatch: %w", err)
-	}
-
-	// Tensors to the device and back.
+// checkTensors sends a tensor to the device and back.
+func checkTensors(d cuda.Device) error {
 	src := tensor.FromFloat32([]float32{1, -2, 3.5, 4e10, 5, 6}, 2, 3)
 	dt, err := cuda.ToDevice(d, src)
 	if err != nil {
@@ -177,11 +239,6 @@ func CheckDevice(d cuda.Device) (err error) {
 	}
 	if !back.Shape().Equal(src.Shape()) || !bytes.Equal(back.Bytes(), src.Bytes()) {
 		return fmt.Errorf("tensor round trip: got %v %v, want %v %v", back, back.Float32s(), src, src.Float32s())
-	}
-
-	// Misuse is an error, not a crash.
-	if err := d.FreeHost(make([]byte, 64)); err == nil {
-		return fmt.Errorf("FreeHost of Go memory succeeded")
 	}
 	return nil
 }

@@ -8,31 +8,18 @@ package gomlxopt
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
+	"github.com/gohorovod/gohorovod/internal/jobtest"
 	"github.com/gohorovod/gohorovod/optim"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 )
 
-var mpiRT *hvd.Runtime
+var mpiRT = new(hvd.Runtime)
 
 func TestMain(m *testing.M) {
-	mpiRT = new(hvd.Runtime)
-	if err := mpiRT.Init(hvd.WithLogger(zerolog.Nop())); err != nil {
-		fmt.Fprintln(os.Stderr, "gomlxopt multi-process tests:", err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	if err := mpiRT.Shutdown(); err != nil {
-		fmt.Fprintln(os.Stderr, "Shutdown:", err)
-		code = 1
-	}
-	os.Exit(code)
+	jobtest.Main(m, mpiRT, "gomlxopt multi-process tests")
 }
 
 // TestMPIEquivalence: the job's ranks on b rows each, through the runtime,

@@ -7,34 +7,22 @@ package gonumopt
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"gonum.org/v1/gonum/optimize"
 
+	"github.com/gohorovod/gohorovod/internal/jobtest"
 	"github.com/gohorovod/gohorovod/optim"
 	hvd "github.com/gohorovod/gohorovod/runtime"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-var mpiRT *hvd.Runtime
+var mpiRT = new(hvd.Runtime)
 
 func TestMain(m *testing.M) {
-	mpiRT = new(hvd.Runtime)
-	if err := mpiRT.Init(hvd.WithLogger(zerolog.Nop())); err != nil {
-		fmt.Fprintln(os.Stderr, "gonumopt MPI tests:", err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	if err := mpiRT.Shutdown(); err != nil {
-		fmt.Fprintln(os.Stderr, "Shutdown:", err)
-		code = 1
-	}
-	os.Exit(code)
+	jobtest.Main(m, mpiRT, "gonumopt MPI tests")
 }
 
 // TestMPIMatchesOneProcess: every rank minimises over its shard of the data

@@ -6,34 +6,13 @@ import (
 	"math"
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/rs/zerolog"
 	"gonum.org/v1/gonum/optimize"
 
+	"github.com/gohorovod/gohorovod/examples/internal/localrun"
 	"github.com/gohorovod/gohorovod/optim"
-	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
-
-// onRanks runs f on n ranks, each a Runtime over one in-memory group
-// (hvd.RunLocal), and fails the test on any rank's error.
-func onRanks(t *testing.T, n int, f func(rank int, c optim.Collectives) error) {
-	t.Helper()
-	cfg := config.Default()
-	cfg.CycleTime = time.Millisecond
-	err := hvd.RunLocal(n, func(r *hvd.Runtime, rank int) error {
-		c, err := optim.FromRuntime(r)
-		if err != nil {
-			return err
-		}
-		return f(rank, c)
-	}, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
-	if err != nil {
-		t.Fatalf("%d ranks: %v", n, err)
-	}
-}
 
 // TestMatchesOneProcess: N ranks, each with a shard of a logistic
 // regression (uneven at np 3), reach with every method the minimiser that
@@ -60,7 +39,7 @@ func TestMatchesOneProcess(t *testing.T) {
 	}
 	for _, n := range []int{2, 3, 4} {
 		got := make([][]*optimize.Result, n)
-		onRanks(t, n, func(rank int, c optim.Collectives) error {
+		localrun.OnRanks(t, n, func(rank int, c optim.Collectives) error {
 			for _, m := range methods {
 				obj, err := New(c, data.shard(rank, n).local(), WithName(m.name))
 				if err != nil {
@@ -137,7 +116,7 @@ func TestShares(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			shares := make([]float64, len(c.weights))
-			onRanks(t, len(c.weights), func(rank int, coll optim.Collectives) error {
+			localrun.OnRanks(t, len(c.weights), func(rank int, coll optim.Collectives) error {
 				o, err := New(coll, Local{Func: func([]float64) float64 { return 0 }, Weight: c.weights[rank]})
 				if err != nil {
 					return err

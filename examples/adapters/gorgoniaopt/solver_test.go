@@ -8,35 +8,14 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/rs/zerolog"
 	"gorgonia.org/gorgonia"
 	gtensor "gorgonia.org/tensor"
 
+	"github.com/gohorovod/gohorovod/examples/internal/localrun"
 	"github.com/gohorovod/gohorovod/optim"
-	hvd "github.com/gohorovod/gohorovod/runtime"
-	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/tensor"
 )
-
-// onRanks runs f on n ranks, each a Runtime over one in-memory group
-// (hvd.RunLocal), and fails the test on any rank's error.
-func onRanks(t *testing.T, n int, f func(rank int, c optim.Collectives) error) {
-	t.Helper()
-	cfg := config.Default()
-	cfg.CycleTime = time.Millisecond
-	err := hvd.RunLocal(n, func(r *hvd.Runtime, rank int) error {
-		c, err := optim.FromRuntime(r)
-		if err != nil {
-			return err
-		}
-		return f(rank, c)
-	}, hvd.WithConfig(cfg), hvd.WithLogger(zerolog.Nop()))
-	if err != nil {
-		t.Fatalf("%d ranks: %v", n, err)
-	}
-}
 
 const (
 	features = 3
@@ -178,7 +157,7 @@ func TestMatchesOneProcess(t *testing.T) {
 		}
 		for _, n := range []int{2, 4} {
 			got := make([][]float64, n)
-			onRanks(t, n, func(rank int, c optim.Collectives) error {
+			localrun.OnRanks(t, n, func(rank int, c optim.Collectives) error {
 				var err error
 				got[rank], err = train(rank, n, c, sv.new)
 				return err
@@ -205,7 +184,7 @@ func closeTo(got, want []float64, tol float64) error {
 // Broadcast, dense and scalar alike.
 func TestBroadcast(t *testing.T) {
 	got := make([][]float64, 3)
-	onRanks(t, 3, func(rank int, c optim.Collectives) error {
+	localrun.OnRanks(t, 3, func(rank int, c optim.Collectives) error {
 		v := float64(rank + 1)
 		m, err := newLinear(2, []float64{v, 2 * v, 3 * v}, -v)
 		if err != nil {

@@ -108,61 +108,95 @@ func rank(rt *cuda.Runtime, cfg Config, c comm.Communicator, hc config.Config, e
 		return "", err
 	}
 	defer r.Shutdown()
-	rk := r.Rank()
-	size := r.Size()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var live []*tensor.Tensor
-	defer func() {
-		for _, t := range live {
-			cuda.FreeTensor(g, t)
-		}
-	}()
-	dev := func(h *tensor.Tensor) (*tensor.Tensor, error) {
-		t, err := cuda.ToDevice(g, h)
-		if err == nil {
-			live = append(live, t)
-		}
-		return t, err
+	d := &onDevice{g: g}
+	defer d.free()
+	if err := d.singleAllreduce(ctx, &r, cfg.Elems); err != nil {
+		return "", err
 	}
-	check := func(what string, t *tensor.Tensor, want func(i int) float32) error {
-		live = append(live, t)
-		h, err := cuda.ToHost(g, t)
-		if err != nil {
-			return err
-		}
-		for i, v := range h.Float32s() {
-			if v != want(i) {
-				return fmt.Errorf("%s: element %d = %v, want %v", what, i, v, want(i))
-			}
-		}
-		return nil
-	}
-	fill := func(n int, f func(i int) float32) *tensor.Tensor {
-		t := tensor.New(tensor.Float32, n)
-		for i := range t.Float32s() {
-			t.Float32s()[i] = f(i)
-		}
-		return t
-	}
-	sum := float32(size * (size + 1) / 2)
-	// Single allreduce.
-	x, err := dev(fill(cfg.Elems, func(i int) float32 { return float32(rk + 1) }))
+	line, err := d.fusedAllreduce(ctx, &r, cfg)
 	if err != nil {
 		return "", err
+	}
+	return line, d.otherCollectives(ctx, &r)
+}
+
+// onDevice is one rank's device and the device tensors its checks
+// allocate, freed at the end.
+type onDevice struct {
+	g    cuda.Device
+	live []*tensor.Tensor
+}
+
+// put copies h to a new device tensor.
+func (d *onDevice) put(h *tensor.Tensor) (*tensor.Tensor, error) {
+	t, err := cuda.ToDevice(d.g, h)
+	if err == nil {
+		d.live = append(d.live, t)
+	}
+	return t, err
+}
+
+// check compares the device tensor t, a collective's result, with want
+// element by element.
+func (d *onDevice) check(what string, t *tensor.Tensor, want func(i int) float32) error {
+	d.live = append(d.live, t)
+	h, err := cuda.ToHost(d.g, t)
+	if err != nil {
+		return err
+	}
+	for i, v := range h.Float32s() {
+		if v != want(i) {
+			return fmt.Errorf("%s: element %d = %v, want %v", what, i, v, want(i))
+		}
+	}
+	return nil
+}
+
+func (d *onDevice) free() {
+	for _, t := range d.live {
+		cuda.FreeTensor(d.g, t)
+	}
+}
+
+// fill returns a host tensor of n float32s, element i f(i).
+func fill(n int, f func(i int) float32) *tensor.Tensor {
+	t := tensor.New(tensor.Float32, n)
+	for i := range t.Float32s() {
+		t.Float32s()[i] = f(i)
+	}
+	return t
+}
+
+// singleAllreduce checks one allreduce (sum) of n elements.
+func (d *onDevice) singleAllreduce(ctx context.Context, r *hvd.Runtime, n int) error {
+	rk, size := r.Rank(), r.Size()
+	sum := float32(size * (size + 1) / 2)
+	x, err := d.put(fill(n, func(i int) float32 { return float32(rk + 1) }))
+	if err != nil {
+		return err
 	}
 	out, err := r.Allreduce(ctx, x, "single", hvd.Sum)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if err := check("allreduce", out, func(int) float32 { return sum }); err != nil {
-		return "", err
-	}
-	// Eight fused tensors, averaged, timed.
-	const k = 8
+	return d.check("allreduce", out, func(int) float32 { return sum })
+}
+
+// fusedTensors is how many tensors the fused allreduce averages.
+const fusedTensors = 8
+
+// fusedAllreduce times the average of eight fused tensors on the device
+// against the same of host tensors, checks both, and returns the line
+// that reports the times.
+func (d *onDevice) fusedAllreduce(ctx context.Context, r *hvd.Runtime, cfg Config) (string, error) {
+	const k = fusedTensors
+	rk := r.Rank()
 	ts := make([]*tensor.Tensor, k)
+	var err error
 	for i := range ts {
-		if ts[i], err = dev(fill(cfg.Elems/k, func(j int) float32 { return float32(rk + i) })); err != nil {
+		if ts[i], err = d.put(fill(cfg.Elems/k, func(j int) float32 { return float32(rk + i) })); err != nil {
 			return "", err
 		}
 	}
@@ -184,94 +218,108 @@ func rank(rt *cuda.Runtime, cfg Config, c comm.Communicator, hc config.Config, e
 		return "", err
 	}
 	defer hgrp.Close()
-	timed := func(g *hvd.AllreduceGroup) (time.Duration, error) {
-		t0 := time.Now()
-		h, err := g.Start()
-		if err != nil {
-			return 0, err
-		}
-		if err := h.Wait(ctx); err != nil {
-			return 0, err
-		}
-		return time.Since(t0), nil
-	}
 	iters := max(cfg.Iters, 1)
 	times := make([]time.Duration, 0, iters)
 	htimes := make([]time.Duration, 0, iters)
 	for it := 0; it < iters; it++ {
 		for i, t := range ts {
 			in := fill(cfg.Elems/k, func(int) float32 { return float32(rk + i) })
-			if err := cuda.CopyToDevice(g, t, in); err != nil {
+			if err := cuda.CopyToDevice(d.g, t, in); err != nil {
 				return "", err
 			}
 			copy(hts[i].Float32s(), in.Float32s())
 		}
-		d, err := timed(grp)
+		dt, err := timed(ctx, grp)
 		if err != nil {
 			return "", err
 		}
-		times = append(times, d)
-		if d, err = timed(hgrp); err != nil {
+		times = append(times, dt)
+		if dt, err = timed(ctx, hgrp); err != nil {
 			return "", err
 		}
-		htimes = append(htimes, d)
+		htimes = append(htimes, dt)
+	}
+	if err := d.checkAverages(ts, hts, r.Size()); err != nil {
+		return "", err
 	}
 	slices.Sort(times)
 	slices.Sort(htimes)
 	best, med, hmed := times[0], times[len(times)/2], htimes[len(htimes)/2]
+	bytes := float64(k * (cfg.Elems / k) * 4)
+	return fmt.Sprintf("fused allreduce of %d x %d float32 (%.1f MiB), %d runs: median %v (%.2f GB/s algbw), best %v (%.2f GB/s); cycle time included\n"+
+		"     the same of host tensors (yardstick, interleaved): median %v (%.2f GB/s algbw); device/host time %.2f",
+		k, cfg.Elems/k, bytes/(1<<20), len(times), med.Round(time.Microsecond), bytes/med.Seconds()/1e9, best.Round(time.Microsecond), bytes/best.Seconds()/1e9,
+		hmed.Round(time.Microsecond), bytes/hmed.Seconds()/1e9, med.Seconds()/hmed.Seconds()), nil
+}
+
+// timed runs one allreduce of g and returns how long it took.
+func timed(ctx context.Context, g *hvd.AllreduceGroup) (time.Duration, error) {
+	t0 := time.Now()
+	h, err := g.Start()
+	if err != nil {
+		return 0, err
+	}
+	if err := h.Wait(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
+}
+
+// checkAverages checks the fused averages over size ranks of the device
+// tensors ts and the host tensors hts (rank r's tensor i held r+i).
+func (d *onDevice) checkAverages(ts, hts []*tensor.Tensor, size int) error {
 	for i, t := range ts {
-		h, err := cuda.ToHost(g, t)
+		h, err := cuda.ToHost(d.g, t)
 		if err != nil {
-			return "", err
+			return err
 		}
 		want := float32(size-1)/2 + float32(i)
 		if got := h.Float32s()[0]; got != want {
-			return "", fmt.Errorf("fused average: tensor %d = %v, want %v", i, got, want)
+			return fmt.Errorf("fused average: tensor %d = %v, want %v", i, got, want)
 		}
 		if got := hts[i].Float32s()[len(hts[i].Float32s())-1]; got != want {
-			return "", fmt.Errorf("host fused average: tensor %d = %v, want %v", i, got, want)
+			return fmt.Errorf("host fused average: tensor %d = %v, want %v", i, got, want)
 		}
 	}
-	bytes := float64(k * (cfg.Elems / k) * 4)
-	line := fmt.Sprintf("fused allreduce of %d x %d float32 (%.1f MiB), %d runs: median %v (%.2f GB/s algbw), best %v (%.2f GB/s); cycle time included\n"+
-		"     the same of host tensors (yardstick, interleaved): median %v (%.2f GB/s algbw); device/host time %.2f",
-		k, cfg.Elems/k, bytes/(1<<20), len(times), med.Round(time.Microsecond), bytes/med.Seconds()/1e9, best.Round(time.Microsecond), bytes/best.Seconds()/1e9,
-		hmed.Round(time.Microsecond), bytes/hmed.Seconds()/1e9, med.Seconds()/hmed.Seconds())
-	// Allgather, broadcast, alltoall, reducescatter.
-	a, err := dev(fill(4, func(int) float32 { return float32(rk) }))
+	return nil
+}
+
+// otherCollectives checks allgather, broadcast, alltoall and
+// reducescatter.
+func (d *onDevice) otherCollectives(ctx context.Context, r *hvd.Runtime) error {
+	rk, size := r.Rank(), r.Size()
+	a, err := d.put(fill(4, func(int) float32 { return float32(rk) }))
 	if err != nil {
-		return "", err
+		return err
 	}
-	if out, err = r.Allgather(ctx, a, "ag"); err != nil {
-		return "", err
+	out, err := r.Allgather(ctx, a, "ag")
+	if err != nil {
+		return err
 	}
-	if err := check("allgather", out, func(i int) float32 { return float32(i / 4) }); err != nil {
-		return "", err
+	if err := d.check("allgather", out, func(i int) float32 { return float32(i / 4) }); err != nil {
+		return err
 	}
 	if out, err = r.Broadcast(ctx, a, size-1, "bc"); err != nil {
-		return "", err
+		return err
 	}
-	if err := check("broadcast", out, func(int) float32 { return float32(size - 1) }); err != nil {
-		return "", err
+	if err := d.check("broadcast", out, func(int) float32 { return float32(size - 1) }); err != nil {
+		return err
 	}
-	b, err := dev(fill(2*size, func(i int) float32 { return float32(10*rk + i/2) }))
+	b, err := d.put(fill(2*size, func(i int) float32 { return float32(10*rk + i/2) }))
 	if err != nil {
-		return "", err
+		return err
 	}
 	if out, _, err = r.Alltoall(ctx, b, nil, "a2a"); err != nil {
-		return "", err
+		return err
 	}
-	if err := check("alltoall", out, func(i int) float32 { return float32(10*(i/2) + rk) }); err != nil {
-		return "", err
+	if err := d.check("alltoall", out, func(i int) float32 { return float32(10*(i/2) + rk) }); err != nil {
+		return err
 	}
 	if out, err = r.Reducescatter(ctx, b, "rs", hvd.Sum); err != nil {
-		return "", err
+		return err
 	}
 	base := float32(10 * size * (size - 1) / 2)
-	if err := check("reducescatter", out, func(int) float32 { return base + float32(size*rk) }); err != nil {
-		return "", err
-	}
-	return line, nil
+	return d.check("reducescatter", out, func(int) float32 { return base + float32(size*rk) })
 }
 
 func names(prefix string, k int) []string {
