@@ -20,6 +20,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/internal/launch"
 	"github.com/gohorovod/gohorovod/internal/procid"
+	"github.com/gohorovod/gohorovod/internal/sockdir"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -97,10 +98,27 @@ func TestMain(m *testing.M) {
 	if !parallelSet {
 		_ = flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
 	}
+	// Open MPI keeps a session directory per node (its PMIx store, the
+	// topology) under /tmp, which a job whose node the test kills or
+	// silences never removes: the jobs' mpirun keep theirs in a directory
+	// of the package's, removed at the end.
+	ompiTmp := ""
+	if _, set := os.LookupEnv("OMPI_MCA_orte_tmpdir_base"); !set {
+		if d, err := os.MkdirTemp("", "gohorovod-launch-ompi-"); err == nil {
+			ompiTmp = d
+			os.Setenv("OMPI_MCA_orte_tmpdir_base", d)
+		}
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	if ompiTmp != "" {
+		os.RemoveAll(ompiTmp)
+	}
+	// The private socket directories of workers the tests killed: a
+	// later gohorovod process would remove them, but none may come.
+	sockdir.Clean(os.TempDir())
 	os.Exit(code)
 }
 
