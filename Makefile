@@ -69,9 +69,15 @@ test-mpi: deps
 
 # The SLURM daemons that clusterdeps starts are stopped again at the end,
 # whether the tests pass or not.
+# Each part says how long it took. Open MPI's session directories (one per
+# mpirun, left in /tmp by a job a test kills) go to a directory of the
+# run's, removed at the end.
 test: deps clusterdeps
-	@status=0; $(MAKE) --no-print-directory vet test-unit test-mpi test-adapters || status=$$?; \
-	  bash scripts/slurm.sh stop >/dev/null 2>&1 || true; exit $$status
+	@status=0; ompi=$$(mktemp -d /tmp/gohorovod-test-ompi-XXXXXX); export OMPI_MCA_orte_tmpdir_base=$$ompi; \
+	  for t in vet test-unit test-mpi test-adapters; do s=$$(date +%s); \
+	    $(MAKE) --no-print-directory $$t || { status=$$?; break; }; \
+	    echo "== make $$t: $$(( $$(date +%s) - s )) s"; done; \
+	  rm -rf "$$ompi"; bash scripts/slurm.sh stop >/dev/null 2>&1 || true; exit $$status
 
 # The cluster tests' own needs: torchrun (python3-torch) and a one-node SLURM
 # cluster, installed and started as root (scripts/clusterdeps.sh).
