@@ -57,6 +57,19 @@ func (c *cudaComm) AllGatherV(send, recv uintptr, counts []int, dt tensor.DType)
 		}
 		return c.c.AllGather(send, recv, counts[0], dt, c.s)
 	}
+	return c.perBlock(counts, dt, func(r int, off uintptr, n int, mine bool) error {
+		var src uintptr
+		if mine {
+			src = send
+		}
+		return c.c.Broadcast(src, recv+off, n, dt, r, c.s)
+	})
+}
+
+// perBlock calls do, in one NCCL group, for each rank r's non-empty block
+// of counts: its byte offset, its element count, and whether r is this
+// rank.
+func (c *cudaComm) perBlock(counts []int, dt tensor.DType, do func(r int, off uintptr, n int, mine bool) error) error {
 	off := comm.Offsets(counts)
 	es := uintptr(dt.Size())
 	return c.n.Group(func() error {
@@ -64,11 +77,7 @@ func (c *cudaComm) AllGatherV(send, recv uintptr, counts []int, dt tensor.DType)
 			if n == 0 {
 				continue
 			}
-			var src uintptr
-			if r == c.c.Rank() {
-				src = send
-			}
-			if err := c.c.Broadcast(src, recv+uintptr(off[r])*es, n, dt, r, c.s); err != nil {
+			if err := do(r, uintptr(off[r])*es, n, r == c.c.Rank()); err != nil {
 				return err
 			}
 		}
@@ -92,22 +101,12 @@ func (c *cudaComm) ReduceScatterV(send, recv uintptr, counts []int, dt tensor.DT
 		}
 		return c.c.ReduceScatter(send, recv, counts[0], dt, op, c.s)
 	}
-	off := comm.Offsets(counts)
-	es := uintptr(dt.Size())
-	return c.n.Group(func() error {
-		for r, n := range counts {
-			if n == 0 {
-				continue
-			}
-			var dst uintptr
-			if r == c.c.Rank() {
-				dst = recv
-			}
-			if err := c.c.Reduce(send+uintptr(off[r])*es, dst, n, dt, op, r, c.s); err != nil {
-				return err
-			}
+	return c.perBlock(counts, dt, func(r int, off uintptr, n int, mine bool) error {
+		var dst uintptr
+		if mine {
+			dst = recv
 		}
-		return nil
+		return c.c.Reduce(send+off, dst, n, dt, op, r, c.s)
 	})
 }
 
