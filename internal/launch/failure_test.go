@@ -3,7 +3,9 @@ package launch
 import (
 	"bytes"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Captured from Open MPI 4.1.4's mpirun on this machine, and from MPICH's
@@ -190,5 +192,39 @@ func TestFailureScannerSeesTheAbort(t *testing.T) {
 	}
 	if !f.aborted || f.seen || f.rank != -1 {
 		t.Errorf("after the banner: aborted %v, seen %v, rank %d; want aborted, no rank named", f.aborted, f.seen, f.rank)
+	}
+}
+
+// TestKilledWorkerOutranksItsPeers: a --gloo job's cause is the worker
+// killed by a signal the launcher did not send, even when a peer's own exit
+// (it lost its connection to the killed one) was seen first; the
+// launcher's own SIGTERM, and its SIGKILL after the grace period, are no
+// cause.
+func TestKilledWorkerOutranksItsPeers(t *testing.T) {
+	exit3 := &WorkerError{Rank: 0, Code: 3}
+	killed := func(sig syscall.Signal) *WorkerError {
+		return &WorkerError{Rank: 1, Code: 128 + int(sig), Signal: int(sig)}
+	}
+	for _, tt := range []struct {
+		name      string
+		first, c  *WorkerError
+		escalated bool
+		want      bool
+	}{
+		{"SIGKILL from outside after a peer's exit", exit3, killed(syscall.SIGKILL), false, true},
+		{"a crash after a peer's exit", exit3, killed(syscall.SIGSEGV), false, true},
+		{"the launcher's SIGTERM", exit3, killed(syscall.SIGTERM), false, false},
+		{"the launcher's SIGKILL after the grace period", exit3, killed(syscall.SIGKILL), true, false},
+		{"a peer's exit after a kill", killed(syscall.SIGKILL), exit3, false, false},
+		{"a second kill", killed(syscall.SIGKILL), killed(syscall.SIGSEGV), false, false},
+	} {
+		r := &glooRun{first: tt.first}
+		r.stop.stopping = true
+		if !tt.escalated {
+			r.stop.kill = make(chan time.Time)
+		}
+		if got := r.outranks(tt.c); got != tt.want {
+			t.Errorf("%s: outranks = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

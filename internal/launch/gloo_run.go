@@ -393,6 +393,21 @@ func (r *glooRun) watch(ctx context.Context, w *watching) error {
 	return nil
 }
 
+// outranks reports whether c, a worker's failure seen after the job's
+// first, names the job's cause better: a worker killed by a signal the
+// launcher did not send (it stops the others with SIGTERM, and with SIGKILL
+// only once the grace period is over) outranks a first failure that was a
+// worker's own exit, which the loss of the killed one may have caused (its
+// peers lose their connections to it within milliseconds, and which end
+// the launcher sees first is a race).
+func (r *glooRun) outranks(c *WorkerError) bool {
+	if r.first.Signal != 0 || c.Signal == 0 || c.Signal == int(syscall.SIGTERM) {
+		return false
+	}
+	escalated := r.stop.stopping && r.stop.kill == nil
+	return !(c.Signal == int(syscall.SIGKILL) && escalated)
+}
+
 // stopWorkers stops the workers, once: SIGTERM, SIGKILL after
 // WorkerStopGrace.
 func (r *glooRun) stopWorkers() {
@@ -421,7 +436,13 @@ func (r *glooRun) exited(e glooExit, pre *preemption, multiHost bool, srvDone <-
 		}
 		return
 	}
-	if e.err == nil || r.first != nil || r.stop.stopping {
+	if e.err != nil && r.first != nil {
+		if c := glooFailure(p, e.err, multiHost, r.words); r.outranks(c) {
+			r.first = c
+		}
+		return
+	}
+	if e.err == nil || r.stop.stopping {
 		return
 	}
 	r.first = glooFailure(p, e.err, multiHost, r.words)
