@@ -172,6 +172,10 @@ func TestStallShutdownDumpsStacks(t *testing.T) {
 func TestStallDiagnosisSeesCachedWork(t *testing.T) {
 	cfg := testConfig()
 	cfg.StallCheckTime = 20 * time.Millisecond
+	// The cached steps stay negotiated cycles: on a locked static schedule
+	// no cycle runs the stall inspection (it comes back when the schedule
+	// dissolves), and the test waited out its 20 s deadline every time.
+	cfg.StaticSchedule = 0
 	var logs logSink
 	const active = "rank 2 kept submitting other requests (the last "
 	err := RunLocal(3, func(r *Runtime, rank int) error {
