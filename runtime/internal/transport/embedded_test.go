@@ -1,47 +1,19 @@
 package transport
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
-	"github.com/gohorovod/gohorovod/internal/job/secret"
+	"github.com/gohorovod/gohorovod/internal/job/rendezvous/rendezvoustest"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
 // glooJob starts a rendezvous server for the slots and returns each slot's
 // configuration, as gohorovodrun --gloo would set it in the environment.
 func glooJob(t *testing.T, slots []rendezvous.Slot) []config.Config {
-	t.Helper()
-	hex, err := secret.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := secret.Parse(hex)
-	srv, err := rendezvous.NewServer(key, slots)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Skip("no loopback TCP:", err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	port := ln.Addr().(*net.TCPAddr).Port
-	cfgs := make([]config.Config, len(slots))
-	for i, s := range slots {
-		c := config.Default()
-		c.Controller = config.ControllerGloo
-		c.RendezvousAddr, c.RendezvousPort = "127.0.0.1", port
-		c.Secret = config.Secret(hex)
-		c.Hostname, c.LocalRank = s.Host, s.LocalRank
-		c.GlooTimeout = 20 * time.Second
-		cfgs[i] = c
-	}
-	return cfgs
+	return rendezvoustest.Job(t, config.Default(), slots)
 }
 
 // TestOpenEmbeddedErrors: the embedded transport's set-up errors say what
