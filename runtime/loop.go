@@ -386,6 +386,7 @@ func (l *loop) cycle() (bool, error) {
 		l.tl.apply(&l.r.tlc, now) // StartTimeline, StopTimeline (timeline.go)
 		l.tl.mark(now)
 	}
+	l.p.timing = l.tl.on() // the performer records its phases only for a timeline
 	l.performed, l.slow = false, false
 	defer l.forget()
 	if l.sc.sched.Active() {

@@ -53,7 +53,6 @@ func (l *loop) perform(resp *wire.Response) error {
 		l.st.Unjoin()
 		e.h.joinRank = l.set.globalRank(int(resp.LastJoinedRank)) // Join reports a global rank
 	}
-	l.p.timing = l.tl.on()
 	err := l.p.perform(resp, l.ents)
 	l.tl.response(l.ents, resp.Type.String(), start, time.Now(), l.p.acts)
 	if err != nil {
@@ -108,8 +107,6 @@ func (l *loop) performRun(first *wire.Response, ents []*entry) error {
 	}
 	l.ents = append(l.ents[:0], ents...)
 	start := time.Now()
-	l.p.timing = l.tl.on()
-	l.p.acts = l.p.acts[:0]
 	err := l.p.reduceRun(first, l.ents)
 	l.tl.response(l.ents, first.Type.String(), start, time.Now(), l.p.acts)
 	if err != nil {

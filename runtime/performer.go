@@ -33,7 +33,7 @@ type performer struct {
 	gpu        *gpuexec.Executor // GPU tensors go to it
 	hier       *hier.Comms       // node-aware communicators, when hierarchical collectives are on (nodes.go)
 
-	timing    bool       // a timeline is written: activities are recorded
+	timing    bool       // a timeline is written: activities are recorded (set by the controller each cycle)
 	acts      []activity // the activities of the response being performed
 	fusion    []byte     // persistent fusion buffer, grown up to the threshold
 	views     map[viewKey]weak.Pointer[tensor.Tensor]
@@ -347,6 +347,7 @@ func (p *performer) allreduceFused(ents []*entry, total int, dt tensor.DType, op
 // (see loop.performRun), in one reduction where they lie, as first
 // (every response of the run has its type, reduction and scaling).
 func (p *performer) reduceRun(first *wire.Response, ents []*entry) error {
+	p.acts = p.acts[:0]
 	total := 0
 	for _, e := range ents {
 		total += e.in.NumBytes()

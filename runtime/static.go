@@ -138,8 +138,9 @@ func (l *loop) staticCycle() (done bool, err error) {
 		if err := agreeAllreduce(l.com, &l.cfg, wordsTensor(&l.sc.hdrT, hdr)); err != nil {
 			return true, fmt.Errorf("static schedule header: %w", err)
 		}
-		l.ctl.Synced(time.Now())
-		l.sc.clocks.Joined(l.ctl.SyncedAt())
+		joined := time.Now()
+		l.ctl.Synced(joined)
+		l.sc.clocks.Joined(joined)
 		switch outcome, n := schedule.Resolve(hdr); outcome {
 		case schedule.Perform:
 			if err := l.performUnits(now, n, schedule.RunOf(hdr) >= n); err != nil {

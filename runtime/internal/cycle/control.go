@@ -39,9 +39,6 @@ func (c *Control) EnterCollective() { c.aligned = false }
 // met.
 func (c *Control) Synced(t time.Time) { c.syncedAt = t }
 
-// SyncedAt returns when the last agreement returned.
-func (c *Control) SyncedAt() time.Time { return c.syncedAt }
-
 // Stall records that the stall inspector stopped the job with err (the
 // first verdict is kept): Stopping is true from now on.
 func (c *Control) Stall(err error) {
@@ -49,9 +46,6 @@ func (c *Control) Stall(err error) {
 		c.stalled = err
 	}
 }
-
-// Failing returns this rank's recorded failure, or nil.
-func (c *Control) Failing() error { return c.failing }
 
 // FailAction is what a rank does about an error that stops its loop.
 type FailAction int

@@ -129,8 +129,8 @@ func TestFailureInsideACollectiveAborts(t *testing.T) {
 	if act := c.Fail(errors.New("second"), false); act != Abort {
 		t.Fatalf("second failure: %v, want %v", act, Abort)
 	}
-	if c.Failing() != first {
-		t.Fatalf("failing = %v, want the first", c.Failing())
+	if f := c.Farewell(false); f.Kind != wire.FarewellFailed || f.Text != first.Error() {
+		t.Fatalf("farewell %+v, want the first failure's", f)
 	}
 }
 
