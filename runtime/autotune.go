@@ -8,6 +8,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/autotune"
 	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
+	"github.com/gohorovod/gohorovod/runtime/internal/steps"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
 
@@ -97,7 +98,7 @@ func (l *loop) syncTuning() error {
 		cur, done = tu.t.Current(), tu.t.Done()
 	}
 	st := tu.sync.Begin(cur, done)
-	if err := doStep(l.com, st); err != nil { // drive.go
+	if err := steps.Do(l.com, st); err != nil {
 		return fmt.Errorf("%s: %w", st.What, err)
 	}
 	c, err := tu.sync.Received()

@@ -4,58 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/internal/cache"
 	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
-	"github.com/gohorovod/gohorovod/tensor"
+	"github.com/gohorovod/gohorovod/runtime/internal/steps"
 )
-
-// doStep performs over c one collective that an exchange of
-// runtime/internal/cycle asks for, in its buffers.
-func doStep(c comm.Communicator, st *cycle.Step) error {
-	switch st.Op {
-	case cycle.AllgatherInts:
-		return c.Allgatherv(tensor.FromInt64(st.SendInts), tensor.FromInt64(st.RecvInts), st.Counts)
-	case cycle.BcastInts:
-		return c.Bcast(tensor.FromInt64(st.SendInts), st.Root)
-	}
-	send, err := tensor.FromBytes(tensor.Uint8, st.Send)
-	if err != nil {
-		return err
-	}
-	switch st.Op {
-	case cycle.AllgatherBytes:
-		recv, err := tensor.FromBytes(tensor.Uint8, st.Recv)
-		if err != nil {
-			return err
-		}
-		return c.Allgatherv(send, recv, st.Counts)
-	case cycle.GatherBytes:
-		var recv *tensor.Tensor
-		if c.Rank() == st.Root {
-			if recv, err = tensor.FromBytes(tensor.Uint8, st.Recv); err != nil {
-				return err
-			}
-		}
-		return c.Gatherv(send, recv, st.Counts, st.Root)
-	case cycle.BcastBytes:
-		return c.Bcast(send, st.Root)
-	}
-	return fmt.Errorf("hvd: unknown exchange step %d", st.Op)
-}
-
-// gatherBytes gathers every rank's mine on every rank of c: the sizes, then
-// the bytes.
-func gatherBytes(c comm.Communicator, mine []byte) ([][]byte, error) {
-	g := cycle.NewGather(c.Size(), mine)
-	for st := g.Next(); st != nil; st = g.Next() {
-		if err := doStep(c, st); err != nil {
-			return nil, err
-		}
-		g.Done()
-	}
-	return g.Result(), nil
-}
 
 // negotiate is the slow path of a cycle that decided d: every rank sends
 // its uncached requests to rank 0, which validates them and broadcasts the
@@ -72,7 +24,7 @@ func (l *loop) negotiate(d *cycle.Decision) error {
 	n := l.neg
 	n.Begin(l.cyc.items, d.Uncached, l.global == nil && l.stopping())
 	for st := n.Next(); st != nil; st = n.Next() {
-		if err := doStep(l.com, st); err != nil {
+		if err := steps.Do(l.com, st); err != nil {
 			return fmt.Errorf("%s: %w", st.What, err)
 		}
 		now := time.Now()

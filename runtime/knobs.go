@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/steps"
 	"github.com/gohorovod/gohorovod/runtime/internal/transport"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
@@ -58,7 +59,7 @@ func (l *loop) agree() (err error) {
 	for i, s := range mine {
 		ws[i] = wire.Setting{Name: s.Name, Value: s.Value}
 	}
-	encoded, err := gatherBytes(l.com, wire.AppendSettings(nil, ws)) // drive.go
+	encoded, err := steps.Gather(l.com, wire.AppendSettings(nil, ws))
 	if err != nil {
 		return fmt.Errorf("gathering the ranks' settings: %w", err)
 	}

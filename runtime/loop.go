@@ -17,6 +17,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/internal/negotiate"
 	"github.com/gohorovod/gohorovod/runtime/internal/schedule"
 	"github.com/gohorovod/gohorovod/runtime/internal/stall"
+	"github.com/gohorovod/gohorovod/runtime/internal/steps"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 	"github.com/gohorovod/gohorovod/tensor"
 )
@@ -305,7 +306,7 @@ func failEntries(ents []*entry, err error) []*entry {
 // else which rank called Shutdown. It returns that cause (nil on the rank
 // that called Shutdown, when no rank failed).
 func (l *loop) farewell() error {
-	recs, err := gatherBytes(l.com, wire.AppendFarewell(nil, l.ctl.Farewell(closed(l.stopReq)))) // drive.go
+	recs, err := steps.Gather(l.com, wire.AppendFarewell(nil, l.ctl.Farewell(closed(l.stopReq))))
 	if err != nil {
 		err = fmt.Errorf("gathering farewells: %w", err)
 		l.log.Error().Err(err).Msg("farewell exchange")

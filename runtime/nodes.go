@@ -7,6 +7,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/config"
 	"github.com/gohorovod/gohorovod/runtime/internal/hier"
+	"github.com/gohorovod/gohorovod/runtime/internal/steps"
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
@@ -27,7 +28,7 @@ func splitNodes(com comm.Communicator, cfg config.Config, byHost bool) (comm.Com
 		}
 		local = c
 	} else {
-		names, err := gatherBytes(com, []byte(cfg.Hostname))
+		names, err := steps.Gather(com, []byte(cfg.Hostname))
 		if err != nil {
 			return nil, nil, fmt.Errorf("gathering host names: %w", err)
 		}

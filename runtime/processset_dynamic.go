@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
+	"github.com/gohorovod/gohorovod/runtime/internal/steps"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
 
@@ -131,7 +132,7 @@ func (r *Runtime) setControl(ctx context.Context, op string, so *setOp) error {
 // the same error; only a transport failure is returned.
 func (l *loop) performSetOp(e *entry) error {
 	so := e.setOp
-	all, err := gatherBytes(l.com, so.encode())
+	all, err := steps.Gather(l.com, so.encode())
 	if err != nil {
 		return fmt.Errorf("gathering process set registrations: %w", err)
 	}

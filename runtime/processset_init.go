@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/gohorovod/gohorovod/runtime/internal/cycle"
+	"github.com/gohorovod/gohorovod/runtime/internal/steps"
 	"github.com/gohorovod/gohorovod/runtime/internal/wire"
 )
 
@@ -37,7 +38,7 @@ func (r *Runtime) initProcessSets(g *loop, static []*ProcessSet, dynamic bool) e
 	for _, ps := range static {
 		sr.Sets = append(sr.Sets, ps.Ranks())
 	}
-	all, err := gatherBytes(g.com, wire.AppendSetRanks(nil, &sr))
+	all, err := steps.Gather(g.com, wire.AppendSetRanks(nil, &sr))
 	if err != nil {
 		return fmt.Errorf("gathering the process sets: %w", err)
 	}
@@ -77,7 +78,7 @@ func (r *Runtime) agreeSetsInit(g *loop, static []*ProcessSet) (int, error) {
 		}
 		init.CommRanks = append(init.CommRanks, sr)
 	}
-	all, err := gatherBytes(g.com, wire.AppendSetsInit(nil, &init))
+	all, err := steps.Gather(g.com, wire.AppendSetsInit(nil, &init))
 	if err != nil {
 		return 0, fmt.Errorf("gathering the process sets: %w", err)
 	}

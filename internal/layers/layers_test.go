@@ -61,6 +61,7 @@ var layer = map[string]int{
 	"runtime/internal/nccl":      41,
 	"runtime/internal/cycle":     42,
 	"runtime/internal/gpuexec":   42,
+	"runtime/internal/steps":     43,
 	// Opening the transports from the environment.
 	"runtime/internal/transport": 45,
 	// The public API.

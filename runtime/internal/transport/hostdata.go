@@ -14,6 +14,7 @@ import (
 	"github.com/gohorovod/gohorovod/runtime/comm"
 	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
 	"github.com/gohorovod/gohorovod/runtime/config"
+	"github.com/gohorovod/gohorovod/runtime/internal/steps"
 	"github.com/gohorovod/gohorovod/tensor"
 	"github.com/rs/zerolog"
 )
@@ -61,38 +62,6 @@ func hostDataMode(cpuOps string, nodes int) string {
 
 // secretBytes is the length of the secret the ring's connections prove.
 const secretBytes = 32
-
-// allgatherBytes gathers every rank's mine on every rank of c: the
-// lengths, then the bytes.
-func allgatherBytes(c comm.Communicator, mine []byte) ([][]byte, error) {
-	n := c.Size()
-	ones := make([]int, n)
-	for i := range ones {
-		ones[i] = 1
-	}
-	lens := make([]int64, n)
-	if err := c.Allgatherv(tensor.FromInt64([]int64{int64(len(mine))}), tensor.FromInt64(lens), ones); err != nil {
-		return nil, err
-	}
-	counts, total := make([]int, n), 0
-	for r, l := range lens {
-		counts[r] = int(l)
-		total += int(l)
-	}
-	all := tensor.New(tensor.Uint8, total)
-	send, err := tensor.FromBytes(tensor.Uint8, mine)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Allgatherv(send, all, counts); err != nil {
-		return nil, err
-	}
-	out, b := make([][]byte, n), all.Bytes()
-	for r, l := range counts {
-		out[r], b = b[:l:l], b[l:]
-	}
-	return out, nil
-}
 
 // IsHostData reports whether c is the pair OpenHostData returns when the
 // ring carries the host collectives.
@@ -180,7 +149,7 @@ func openTCPData(com comm.Communicator, cfg config.Config, nodes []int) (*embedd
 	}
 	// Every rank takes part in the gather, also one that could not
 	// listen (it sends nothing), so that all learn of the failure.
-	recs, gerr := allgatherBytes(com, me)
+	recs, gerr := steps.Gather(com, me)
 	if gerr != nil {
 		if ls != nil {
 			ls.Close()
@@ -223,7 +192,7 @@ func tcpListenIP(com comm.Communicator, cfg config.Config, nodes []int) (string,
 	if err != nil {
 		return "", err
 	}
-	recs, err := allgatherBytes(com, mine)
+	recs, err := steps.Gather(com, mine)
 	if err != nil {
 		return "", fmt.Errorf("gathering the ranks' interface addresses: %w", err)
 	}
