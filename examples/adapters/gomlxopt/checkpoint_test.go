@@ -65,6 +65,13 @@ func newResumable(t *testing.T, dir string) *resumable {
 	if r.ckpt, err = checkpoint.New(dir, state, checkpoint.Group(alone{}, func() int { return 0 })); err != nil {
 		t.Fatal(err)
 	}
+	// The last save may still be writing in the background when the test
+	// ends: wait for it before the test's directory is removed.
+	t.Cleanup(func() {
+		if err := r.ckpt.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	return r
 }
 
