@@ -87,15 +87,22 @@ func (r *nodeRun) wait(t *testing.T, what string, d time.Duration) {
 // waitFor waits up to d for pattern in the launcher's standard output.
 func (r *nodeRun) waitFor(t *testing.T, what, pattern string, d time.Duration) {
 	t.Helper()
+	r.waitUntil(t, what, fmt.Sprintf("%q", pattern), d, func(out string) bool { return strings.Contains(out, pattern) })
+}
+
+// waitUntil waits up to d for found to hold of the launcher's standard
+// output so far; want says what is awaited in the failure message.
+func (r *nodeRun) waitUntil(t *testing.T, what, want string, d time.Duration, found func(string) bool) {
+	t.Helper()
 	deadline := time.Now().Add(d)
-	for !strings.Contains(r.stdout.String(), pattern) {
+	for !found(r.stdout.String()) {
 		select {
 		case <-r.done:
-			t.Fatalf("%s ended before printing %q: %v\nstdout:\n%s\nstderr:\n%s", what, pattern, r.err, r.stdout.String(), r.stderr.String())
+			t.Fatalf("%s ended before printing %s: %v\nstdout:\n%s\nstderr:\n%s", what, want, r.err, r.stdout.String(), r.stderr.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not print %q within %v\nstdout:\n%s\nstderr:\n%s", what, pattern, d, r.stdout.String(), r.stderr.String())
+			t.Fatalf("%s did not print %s within %v\nstdout:\n%s\nstderr:\n%s", what, want, d, r.stdout.String(), r.stderr.String())
 		}
 	}
 }
