@@ -37,7 +37,7 @@ const (
 // on it (after the test has checked that nothing does).
 func emuCluster(t *testing.T, n int) *emucluster.Cluster {
 	t.Helper()
-	c, err := emucluster.New(emucluster.Options{Nodes: n, Rate: 1e9, Name: fmt.Sprintf("nf%d", os.Getpid()%100000)})
+	c, err := emucluster.New(emucluster.Options{Nodes: n, Rate: 1e9, Name: "nf" + hostTag()})
 	if errors.Is(err, emucluster.ErrUnsupported) {
 		t.Skip("emulated cluster: ", err)
 	}
@@ -101,6 +101,7 @@ func waitGone(t *testing.T, c *emucluster.Cluster, i int, d time.Duration) {
 // within the heartbeat timeout plus 10 s, and nothing is left running on
 // them; node 2, cut off, ends its own part too.
 func TestE2ENetworkSilentNodeEmbedded(t *testing.T) {
+	t.Parallel()
 	launcher, worker := build(t)
 	c := emuCluster(t, 3)
 	env := nodeEnv("GOHOROVOD_SECRET="+newHexSecret(t),
@@ -145,6 +146,7 @@ func TestE2ENetworkSilentNodeEmbedded(t *testing.T) {
 // second, where the kernel allows) and the job finishes, every element of
 // every step right.
 func TestE2ENetworkFlapEmbedded(t *testing.T) {
+	t.Parallel()
 	launcher, worker := build(t)
 	c := emuCluster(t, 2)
 	env := nodeEnv("GOHOROVOD_SECRET="+newHexSecret(t),
@@ -172,6 +174,7 @@ func TestE2ENetworkFlapEmbedded(t *testing.T) {
 // TestE2ENetworkLossEmbedded: every link drops 2% of its packets each
 // way; the job still finishes with every element right.
 func TestE2ENetworkLossEmbedded(t *testing.T) {
+	t.Parallel()
 	launcher, worker := build(t)
 	c := emuCluster(t, 3)
 	for i := range c.Nodes() {
@@ -200,6 +203,7 @@ func TestE2ENetworkLossEmbedded(t *testing.T) {
 // within the heartbeat timeout plus 10 s, naming rank 2's node, and
 // nothing is left running on the nodes that can still be reached.
 func TestE2ENetworkSilentNodeMPI(t *testing.T) {
+	t.Parallel()
 	launcher, worker := build(t)
 	mpiWorker := filepath.Join(filepath.Dir(worker), "worker-mpi")
 	if _, err := os.Stat(mpiWorker); err != nil {
@@ -268,6 +272,7 @@ func buildEmucluster(t *testing.T) string {
 // once; when node 2's link comes back after that, node 2 is refused
 // cleanly (its launcher ends, saying so), not merged into the new group.
 func TestE2ENetworkSilentNodeElastic(t *testing.T) {
+	t.Parallel()
 	launcher, worker := build(t)
 	c := emuCluster(t, 3)
 	env := nodeEnv("GOHOROVOD_SECRET="+newHexSecret(t),
@@ -336,6 +341,7 @@ func TestE2ENetworkSilentNodeElastic(t *testing.T) {
 // node 0's second rank), Init's agreement check passes, rank 0 logs what
 // it chose, and every element of every step is right.
 func TestE2EAcrossNodesUnevenMPI(t *testing.T) {
+	t.Parallel()
 	launcher, worker := build(t)
 	mpiWorker := filepath.Join(filepath.Dir(worker), "worker-mpi")
 	if _, err := os.Stat(mpiWorker); err != nil {

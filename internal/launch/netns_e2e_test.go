@@ -9,11 +9,23 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gohorovod/gohorovod/internal/job/secret"
 )
+
+// hostTags numbers the namespaces' tags of this test process, so that
+// tests that make namespaces run at once without sharing a name.
+var hostTags atomic.Int32
+
+// hostTag is a tag for one test's namespaces and interfaces, unique on
+// this machine while the test runs: the process id and a count, at most
+// 8 characters.
+func hostTag() string {
+	return fmt.Sprintf("%dx%d", os.Getpid()%100000, hostTags.Add(1)%100)
+}
 
 // netnsHosts makes n network namespaces joined by a bridge-less chain of
 // veth pairs to the first (a star: host 0 at 10.77.0.1 reaches host i at
@@ -34,7 +46,7 @@ func netnsHosts(t *testing.T, n int) (names, addrs []string) {
 		}
 		return nil
 	}
-	tag := fmt.Sprintf("ghv%d", os.Getpid()%100000)
+	tag := "ghv" + hostTag()
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("%s-%d", tag, i)
 		if err := ip("netns", "add", name); err != nil {
@@ -87,6 +99,7 @@ func netnsHosts(t *testing.T, n int) (names, addrs []string) {
 // launcher's ssh path is covered by its plan tests), as a scheduler other
 // than gohorovodrun would start them (docs/EMBEDDED.md).
 func TestE2EEmbeddedMultiHost(t *testing.T) {
+	t.Parallel()
 	_, worker := build(t)
 	names, addrs := netnsHosts(t, 2)
 	secret, err := secret.New()

@@ -216,6 +216,7 @@ func buildMNIST(t *testing.T, dir string) string {
 // to at least 97% test accuracy; the workers of the two nodes reach each
 // other over the namespaces' link only.
 func TestE2ENodesNetnsMNIST(t *testing.T) {
+	t.Parallel()
 	launcher, _ := build(t)
 	names, addrs := netnsHosts(t, 2)
 	mnist := buildMNIST(t, t.TempDir())
@@ -257,6 +258,7 @@ func TestE2ENodesNetnsMNIST(t *testing.T) {
 // and a message naming the node that failed (its rank and host), within a
 // bound; nothing is left running.
 func TestE2ENodesNetnsNodeDies(t *testing.T) {
+	t.Parallel()
 	launcher, worker := build(t)
 	names, addrs := netnsHosts(t, 2)
 	for _, tc := range []struct {
@@ -344,6 +346,7 @@ func waitWorkersGone(t *testing.T, dir string, d time.Duration) {
 // and the job goes on with node 0's 2 workers to the end, every sample of
 // every epoch trained once.
 func TestE2ENodesElastic(t *testing.T) {
+	t.Parallel()
 	t.Run("one machine", func(t *testing.T) { testNodesElastic(t, []string{"", ""}, "127.0.0.1") })
 	t.Run("namespaces", func(t *testing.T) {
 		names, addrs := netnsHosts(t, 2)
