@@ -340,6 +340,9 @@ func (e *elasticJob) freeze(s elastic.Slot) {
 	if p := e.procs[s]; p != nil && !p.exited {
 		fmt.Fprintf(e.l.Stderr, "gohorovodrun: elastic: %v was declared frozen by the job: killing it\n", s)
 		e.signal(p, syscall.SIGKILL)
+		if p.cmd == nil && e.nodes != nil {
+			e.nodes.awaitKill(p, killConfirm)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gohorovod/gohorovod/internal/emucluster"
+	"github.com/gohorovod/gohorovod/internal/launch"
 )
 
 // The faults a network has, on an emulated cluster (internal/emucluster:
@@ -268,7 +269,9 @@ func buildEmucluster(t *testing.T) string {
 
 // TestE2ENetworkSilentNodeElastic: an elastic job of 3 nodes (--nnodes
 // 2:3, one worker each) whose node 2 goes silent mid-training re-forms
-// without it and finishes, every sample of every epoch trained exactly
+// without it soon after the heartbeats find it (node 2 never confirms
+// its worker's kill, so node 0 counts the worker lost rather than wait
+// for node 2's connection to break), and finishes, every sample of every epoch trained exactly
 // once; when node 2's link comes back after that, node 2 is refused
 // cleanly (its launcher ends, saying so), not merged into the new group.
 func TestE2ENetworkSilentNodeElastic(t *testing.T) {
@@ -304,7 +307,14 @@ func TestE2ENetworkSilentNodeElastic(t *testing.T) {
 	silenced := time.Now()
 	next := fmt.Sprintf("resume round=%d ", round+1)
 	runs[0].waitFor(t, "node 0", next, faultTimeout+silentSlack+30*time.Second)
-	t.Logf("round %d of 3 nodes re-formed without node 2 %.1f s after its link went silent", round, time.Since(silenced).Seconds())
+	took := time.Since(silenced)
+	t.Logf("round %d of 3 nodes re-formed without node 2 %.1f s after its link went silent", round, took.Seconds())
+	// The heartbeats find node 2's worker, node 0 tells node 2 to kill it
+	// and, hearing nothing back within launch.KillConfirm, re-forms without it:
+	// it does not wait for node 2's connection to break.
+	if took > faultTimeout+launch.KillConfirm+7*time.Second {
+		t.Errorf("re-formed %v after the silence, past the %v heartbeat timeout plus %v to confirm the kill and 7 s", took, faultTimeout, launch.KillConfirm)
+	}
 	if err := c.Mend(2); err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +332,7 @@ func TestE2ENetworkSilentNodeElastic(t *testing.T) {
 		t.Errorf("node 2, cut off and back, ended well; want it refused\n%s", runs[2].stderr.String())
 	}
 	t.Logf("node 2's last words: %s", lastLine(runs[2].stderr.String()))
-	for _, want := range []string{"node 2 (host "} {
+	for _, want := range []string{"node 2 (host ", "did not report within 3s that "} {
 		if !strings.Contains(runs[0].stderr.String(), want) {
 			t.Errorf("node 0 did not log %q:\n%s", want, runs[0].stderr.String())
 		}

@@ -67,6 +67,9 @@ type memberNode struct {
 	nc    *nodeConn
 	procs map[int]*elasticProc // running workers by local rank
 	gone  bool
+	// dropped: node 0 dropped it (drop), which said so; its connection's
+	// end is no news.
+	dropped bool
 }
 
 // hosts is the driver's view: node 0 and every node present.
@@ -123,9 +126,13 @@ func (en *elasticNodes) meet(ctx context.Context, events chan<- elastic.Event) {
 				lost = append(lost, p)
 			}
 			m.procs = nil
-			over := en.over
+			over, dropped := en.over, m.dropped
 			en.mu.Unlock()
 			if ctx.Err() != nil || over {
+				return
+			}
+			if dropped {
+				send(elastic.Discovered{Hosts: en.hosts()})
 				return
 			}
 			fmt.Fprintf(en.l.Stderr, "gohorovodrun: elastic: node %d (host %s) is gone (%v)\n", m.rank, m.name, err)
@@ -261,17 +268,82 @@ func (en *elasticNodes) signal(p *elasticProc, sig syscall.Signal) {
 	}
 }
 
-// finish tells every node the job's end, and closes their connections.
+// killConfirm is how long node 0 waits for another node's launcher to
+// report the end of a worker it was told to kill as frozen. A node that
+// can be reached reports it within milliseconds; one that does not is cut
+// off as far as the job can tell (its link silent, or its launcher
+// stuck), since the workers' heartbeats already found its worker silent.
+// Node 0 then drops the node: its workers count as lost at once (their
+// hosts blacklisted, as a failed worker's is) and the job re-forms without
+// it, instead of waiting for the node's connection to break, which takes
+// the launchers' link silence (Nodes.LinkSilence) and TCP's retransmission
+// backoff on top of the heartbeats.
+const killConfirm = 3 * time.Second
+
+// awaitKill gives the node of p, just told to kill it, d to report its
+// end; past d, node 0 drops the node (drop).
+func (en *elasticNodes) awaitKill(p *elasticProc, d time.Duration) {
+	time.AfterFunc(d, func() {
+		en.mu.Lock()
+		m := en.nodes[p.slot.Host]
+		unconfirmed := m != nil && !en.over && !m.gone && m.procs[p.slot.Local] == p
+		en.mu.Unlock()
+		if unconfirmed {
+			en.drop(m, fmt.Sprintf("it did not report within %v that %v, declared frozen by the job, was killed (its link may be down)", d, p.slot))
+		}
+	})
+}
+
+// drop removes node m from the job for reason: its workers are reported
+// lost (status 255, as a lost host's), its launcher is told why (if its
+// link comes back) and its connection closed; what it reports later is
+// not heard.
+func (en *elasticNodes) drop(m *memberNode, reason string) {
+	en.mu.Lock()
+	if m.gone || en.over {
+		en.mu.Unlock()
+		return
+	}
+	m.gone, m.dropped = true, true
+	var lost []*elasticProc
+	for _, p := range m.procs {
+		lost = append(lost, p)
+	}
+	m.procs = nil
+	en.mu.Unlock()
+	fmt.Fprintf(en.l.Stderr, "gohorovodrun: elastic: dropped node %d (host %s): %s; the job goes on without it\n", m.rank, m.name, reason)
+	for _, p := range lost {
+		select {
+		case en.job.exits <- elasticExit{p, &remoteExitError{Status: 255}}:
+		case <-en.job.release:
+			return
+		}
+	}
+	// Half-closed, so that what the node sends meanwhile (its reports,
+	// arriving when its link comes back) is read and dropped by its watcher
+	// rather than answered with a reset that could overtake the reason;
+	// finish closes it for good.
+	_ = m.nc.send(nodeMsg{Dropped: reason})
+	if tc, ok := m.nc.c.(interface{ CloseWrite() error }); ok {
+		_ = tc.CloseWrite()
+	} else {
+		m.nc.c.Close()
+	}
+}
+
+// finish tells every node the job's end (Done, or Failed with err), and
+// closes every connection, a dropped node's too.
 func (en *elasticNodes) finish(err error) {
 	en.mu.Lock()
 	defer en.mu.Unlock()
 	en.over = true
 	for _, m := range en.nodes {
-		if m.gone {
-			continue
-		}
-		if err != nil {
-			_ = m.nc.send(nodeMsg{Failed: err.Error(), FailedNode: 0, FailedHost: en.me})
+		if !m.gone {
+			msg := nodeMsg{Done: true}
+			if err != nil {
+				msg = nodeMsg{Failed: err.Error(), FailedNode: 0, FailedHost: en.me}
+			}
+			_ = m.nc.send(msg)
 		}
 		m.nc.c.Close()
 	}
@@ -316,9 +388,10 @@ type elasticMemberRun struct {
 	lost         chan error
 	release      chan struct{}
 
-	result error
-	ending bool
-	stop   graceStop // after node 0 is lost
+	result   error
+	ending   bool
+	finished bool      // node 0 said the job ended well (Done)
+	stop     graceStop // after node 0 is lost
 }
 
 // forwards is false: node 0 passes a stop signal on (nodeWorkerRun).
@@ -388,7 +461,7 @@ func (r *elasticMemberRun) watch(ctx context.Context, _ *watching) error {
 			lost = nil
 			if !r.ending {
 				r.ending = true
-				if r.result == nil && len(r.procs) > 0 {
+				if r.result == nil && (len(r.procs) > 0 || !r.finished) {
 					r.result = &NodeError{NodeRank: 0, Host: r.n.MasterAddr, Err: fmt.Errorf("lost its launcher (%v)", err)}
 				}
 				r.signalAll(syscall.SIGTERM)
@@ -410,8 +483,8 @@ func (r *elasticMemberRun) watch(ctx context.Context, _ *watching) error {
 	return r.result
 }
 
-// told does what node 0 says: signal a worker, start one, or the job's
-// failure.
+// told does what node 0 says: signal a worker, start one, the job's end
+// or failure, or that the job goes on without this node.
 func (r *elasticMemberRun) told(m nodeMsg) {
 	switch {
 	case m.Run != nil && m.Run.Signal != 0:
@@ -423,6 +496,10 @@ func (r *elasticMemberRun) told(m nodeMsg) {
 		r.startWorker(m.Run)
 	case m.Failed != "":
 		r.result = &NodeError{NodeRank: m.FailedNode, Host: m.FailedHost, Err: errors.New(m.Failed)}
+	case m.Done:
+		r.finished = true
+	case m.Dropped != "":
+		r.result = fmt.Errorf("node %d: node 0 dropped this node from the job: %s", r.n.Rank, m.Dropped)
 	}
 }
 

@@ -57,14 +57,19 @@ type nodeMsg struct {
 	// Refused: node 0 does not take this node (a wrong rank, a duplicate,
 	// a different job size); the node ends with this text.
 	Refused string `json:",omitempty"`
-	// Done: the node's workers all ended well; Preempted with it: they
-	// stopped when told to (ExitPreempted).
+	// Done: from a node, its workers all ended well; Preempted with it:
+	// they stopped when told to (ExitPreempted). From node 0 of an elastic
+	// job, the job ended well (a node whose connection ends without this
+	// word has lost node 0).
 	Done      bool `json:",omitempty"`
 	Preempted bool `json:",omitempty"`
 	// Run and Exited: an elastic job's workers on another node, started
 	// or signalled on node 0's word, and their ends.
 	Run    *nodeWorkerRun  `json:",omitempty"`
 	Exited *nodeWorkerExit `json:",omitempty"`
+	// Dropped: from node 0 to a node of an elastic job, the job goes on
+	// without this node, for this reason.
+	Dropped string `json:",omitempty"`
 	// Failed: from a node, its workers failed (the text says how); from
 	// node 0, the job is stopped because of node FailedNode.
 	Failed     string `json:",omitempty"`

@@ -2,13 +2,16 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gohorovod/gohorovod/internal/launch/elastic"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -231,5 +234,133 @@ func TestLinkSilenceOutlastsTheHeartbeats(t *testing.T) {
 		if got := LinkSilence(hb); got != want {
 			t.Errorf("heartbeat timeout %v: %v, want %v", hb, got, want)
 		}
+	}
+}
+
+// TestAwaitKill: a node that has not reported the end of a worker node 0
+// told it to kill, within the time given, is dropped: its workers count as
+// lost (status 255), it is told why and its connection is closed. A report
+// that came first, the job's end or the node's own end leave it be.
+func TestAwaitKill(t *testing.T) {
+	const d = 20 * time.Millisecond
+	setup := func(t *testing.T) (*elasticNodes, *memberNode, *elasticProc, *strings.Builder, net.Conn) {
+		var log strings.Builder
+		p := &elasticProc{slot: elastic.Slot{Host: "h-node2", Local: 1}}
+		p0 := &elasticProc{slot: elastic.Slot{Host: "h-node2", Local: 0}}
+		ours, theirs := net.Pipe()
+		t.Cleanup(func() { ours.Close(); theirs.Close() })
+		m := &memberNode{rank: 2, name: "h-node2", nc: newNodeConn(ours), procs: map[int]*elasticProc{0: p0, 1: p}}
+		en := &elasticNodes{l: &Launcher{Stderr: &log}, nodes: map[string]*memberNode{m.name: m},
+			job: &elasticJob{exits: make(chan elasticExit, 2), release: make(chan struct{})}}
+		return en, m, p, &log, theirs
+	}
+	t.Run("no report", func(t *testing.T) {
+		en, m, p, log, theirs := setup(t)
+		told := make(chan nodeMsg, 1)
+		go func() {
+			msg, _ := newNodeConn(theirs).recv()
+			told <- msg
+		}()
+		en.awaitKill(p, d)
+		lost := map[int]bool{}
+		for range 2 {
+			select {
+			case x := <-en.job.exits:
+				var re *remoteExitError
+				if !errors.As(x.err, &re) || re.Status != 255 {
+					t.Errorf("exit %+v, want the worker lost with status 255", x)
+				}
+				lost[x.p.slot.Local] = true
+			case <-time.After(5 * time.Second):
+				t.Fatal("the node's workers were not counted lost")
+			}
+		}
+		if !lost[0] || !lost[1] {
+			t.Errorf("lost %v, want both workers of the node", lost)
+		}
+		msg := <-told
+		if !strings.Contains(msg.Dropped, "did not report within 20ms that h-node2[1], declared frozen by the job, was killed") {
+			t.Errorf("the node was told %+v", msg)
+		}
+		if _, err := theirs.Read(make([]byte, 1)); err == nil {
+			t.Error("the node's connection is still open")
+		}
+		en.mu.Lock()
+		defer en.mu.Unlock()
+		if !m.gone || !m.dropped || len(m.procs) != 0 {
+			t.Errorf("the node: gone %v, dropped %v, workers %v; want it gone, dropped, with none", m.gone, m.dropped, m.procs)
+		}
+		if want := "dropped node 2 (host h-node2): it did not report within 20ms"; !strings.Contains(log.String(), want) {
+			t.Errorf("logged %q, want %q", log.String(), want)
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		first func(*elasticNodes, *memberNode)
+	}{
+		{"reported first", func(_ *elasticNodes, m *memberNode) { delete(m.procs, 1) }},
+		{"job over", func(en *elasticNodes, _ *memberNode) { en.over = true }},
+		{"node gone", func(_ *elasticNodes, m *memberNode) { m.gone, m.procs = true, nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			en, m, p, log, _ := setup(t)
+			en.mu.Lock()
+			tc.first(en, m)
+			en.mu.Unlock()
+			en.awaitKill(p, d)
+			select {
+			case x := <-en.job.exits:
+				t.Errorf("counted lost: %+v", x)
+			case <-time.After(10 * d):
+			}
+			en.mu.Lock()
+			defer en.mu.Unlock()
+			if log.Len() != 0 || m.dropped {
+				t.Errorf("dropped the node (%q)", log.String())
+			}
+		})
+	}
+}
+
+// TestElasticMemberEnd: a node of an elastic job ends well only when node
+// 0 said the job ended well before closing the meeting; a meeting that
+// just ends is node 0 lost, and a node dropped from the job says why.
+func TestElasticMemberEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		msgs []nodeMsg
+		want string // "" for success
+	}{
+		{"done", []nodeMsg{{Done: true}}, ""},
+		{"no word", nil, "node 0 (host m0) failed: lost its launcher"},
+		{"failed", []nodeMsg{{Failed: "rank 3 exited with status 1", FailedNode: 1, FailedHost: "h1"}}, "node 1 (host h1) failed: rank 3 exited with status 1"},
+		{"dropped", []nodeMsg{{Dropped: "it did not report"}}, "node 2: node 0 dropped this node from the job: it did not report"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ours, theirs := net.Pipe()
+			defer ours.Close()
+			r := &elasticMemberRun{nodeBase: nodeBase{l: &Launcher{Stderr: io.Discard}, n: Nodes{Rank: 2, MasterAddr: "m0"}},
+				nc: newNodeConn(ours)}
+			if err := r.start(context.Background(), &teardown{}); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				nc := newNodeConn(theirs)
+				for _, m := range tc.msgs {
+					_ = nc.send(m)
+				}
+				theirs.Close()
+			}()
+			done := make(chan error, 1)
+			go func() { done <- r.watch(context.Background(), nil) }()
+			select {
+			case err := <-done:
+				if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+					t.Errorf("ended with %v, want %q", err, tc.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the node did not end")
+			}
+		})
 	}
 }
