@@ -332,7 +332,7 @@ func TestE2ENetworkSilentNodeElastic(t *testing.T) {
 		t.Errorf("node 2, cut off and back, ended well; want it refused\n%s", runs[2].stderr.String())
 	}
 	t.Logf("node 2's last words: %s", lastLine(runs[2].stderr.String()))
-	for _, want := range []string{"node 2 (host ", "did not report within 3s that "} {
+	for _, want := range []string{"node 2 (host ", "did not report within 5s that "} {
 		if !strings.Contains(runs[0].stderr.String(), want) {
 			t.Errorf("node 0 did not log %q:\n%s", want, runs[0].stderr.String())
 		}

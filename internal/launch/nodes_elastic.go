@@ -270,7 +270,9 @@ func (en *elasticNodes) signal(p *elasticProc, sig syscall.Signal) {
 
 // killConfirm is how long node 0 waits for another node's launcher to
 // report the end of a worker it was told to kill as frozen. A node that
-// can be reached reports it within milliseconds; one that does not is cut
+// can be reached reports it within milliseconds, or within the 2 s a
+// worker's output pipes are given to close (WaitDelay) where something of
+// the worker's kept them open; one that does not is cut
 // off as far as the job can tell (its link silent, or its launcher
 // stuck), since the workers' heartbeats already found its worker silent.
 // Node 0 then drops the node: its workers count as lost at once (their
@@ -278,7 +280,7 @@ func (en *elasticNodes) signal(p *elasticProc, sig syscall.Signal) {
 // it, instead of waiting for the node's connection to break, which takes
 // the launchers' link silence (Nodes.LinkSilence) and TCP's retransmission
 // backoff on top of the heartbeats.
-const killConfirm = 3 * time.Second
+const killConfirm = 5 * time.Second
 
 // awaitKill gives the node of p, just told to kill it, d to report its
 // end; past d, node 0 drops the node (drop).
