@@ -229,7 +229,9 @@ func TestE2ETorchrun(t *testing.T) {
 		{"standalone", []string{"--standalone", "--nproc_per_node", "2"}, 2},
 		// static rendezvous: the agent serves its TCPStore at the master port.
 		{"static", []string{"--nnodes", "1", "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", freePort(t)}, 2},
-		{"three workers", []string{"--standalone", "--nproc_per_node", "3"}, 3},
+		// The same c10d rendezvous on a port of the test's: --standalone
+		// always takes port 29400, so the two cannot run at once.
+		{"three workers", []string{"--nnodes", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:" + freePort(t), "--nproc_per_node", "3"}, 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
