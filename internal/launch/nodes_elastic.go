@@ -322,12 +322,14 @@ func (en *elasticNodes) drop(m *memberNode, reason string) {
 		}
 	}
 	// Half-closed, so that what the node sends meanwhile (its reports,
-	// arriving when its link comes back) is read and dropped by its watcher
-	// rather than answered with a reset that could overtake the reason;
-	// finish closes it for good.
+	// arriving when its link comes back) waits unread rather than being
+	// answered with a reset that could overtake the reason; finish closes
+	// it for good. Its watcher stops reading now, and tells the driver the
+	// hosts without it, so that no worker is planned there again.
 	_ = m.nc.send(nodeMsg{Dropped: reason})
 	if tc, ok := m.nc.c.(interface{ CloseWrite() error }); ok {
 		_ = tc.CloseWrite()
+		_ = m.nc.c.SetReadDeadline(time.Now())
 	} else {
 		m.nc.c.Close()
 	}

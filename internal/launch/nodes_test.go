@@ -364,3 +364,42 @@ func TestElasticMemberEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestDropOverTCP: dropping a node over a real connection tells it why,
+// ends its write half (the node reads the reason, then the end) and stops
+// node 0's watcher of it at once, though the node has not closed its end.
+func TestDropOverTCP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	theirs, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer theirs.Close()
+	ours, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ours.Close()
+	m := &memberNode{rank: 1, name: "h-node1", nc: newNodeConn(ours), procs: map[int]*elasticProc{}}
+	en := &elasticNodes{l: &Launcher{Stderr: io.Discard}, nodes: map[string]*memberNode{m.name: m},
+		job: &elasticJob{exits: make(chan elasticExit, 1), release: make(chan struct{})}}
+	watched := make(chan error, 1)
+	go func() { watched <- en.watch(m) }()
+	en.drop(m, "for the test")
+	select {
+	case <-watched:
+	case <-time.After(5 * time.Second):
+		t.Fatal("node 0 still watches the dropped node")
+	}
+	nc := newNodeConn(theirs)
+	if msg, err := nc.recv(); err != nil || msg.Dropped != "for the test" {
+		t.Fatalf("the node read %+v, %v; want the reason", msg, err)
+	}
+	if _, err := nc.recv(); err != io.EOF {
+		t.Errorf("after the reason the node read %v, want the end of the connection", err)
+	}
+}
