@@ -78,15 +78,7 @@ func main() {
 		}
 		fmt.Printf("rank %d size %d %s\n", rank, size, strings.Join(c.Environ(), " "))
 	case "fail":
-		bad, _ := strconv.Atoi(os.Args[2])
-		code, _ := strconv.Atoi(os.Args[3])
-		if rank == bad {
-			waitForPIDs(os.Args[4], size-1)
-			fmt.Fprintf(os.Stderr, "worker %d: failing with %d\n", rank, code)
-			os.Exit(code)
-		}
-		writePID(os.Args[4], rank)
-		time.Sleep(time.Minute)
+		failMode(rank, size)
 	case "allreduce":
 		if err := allreduce(); err != nil {
 			fmt.Fprintf(os.Stderr, "worker %d: %v\n", rank, err)
@@ -107,20 +99,7 @@ func main() {
 	case "hvd-allreduce":
 		os.Exit(hvdAllreduce())
 	case "fail-first":
-		if os.Getenv("TORCHELASTIC_RESTART_COUNT") == "0" {
-			if err := hvd.Init(); err != nil {
-				fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
-				os.Exit(4)
-			}
-			if hvd.Rank() == 1 {
-				fmt.Fprintln(os.Stderr, "worker 1: failing on the first attempt")
-				os.Exit(9)
-			}
-			// Rank 0 waits in a collective until torchrun stops it.
-			hvd.Allreduce(context.Background(), tensor.FromFloat32([]float32{1}), "wait", hvd.Sum)
-			os.Exit(3)
-		}
-		os.Exit(hvdAllreduce())
+		os.Exit(failFirst())
 	case "rdzv-server":
 		os.Exit(rdzvServer(os.Args[2], os.Args[3], os.Args[4]))
 	case "train-exchange":
@@ -141,15 +120,7 @@ func main() {
 	case "rdzv":
 		os.Exit(joinRendezvous(rank))
 	case "rdzv-hang":
-		skip, _ := strconv.Atoi(os.Args[3])
-		if rank != skip {
-			if code := joinRendezvous(rank); code != 0 {
-				os.Exit(code)
-			}
-		}
-		writePID(os.Args[2], rank)
-		fmt.Printf("ready %d\n", rank)
-		time.Sleep(time.Minute)
+		rdzvHang(rank)
 	case "elastic":
 		os.Exit(elasticMain(os.Args[2:]))
 	case "hang":
@@ -157,6 +128,54 @@ func main() {
 		fmt.Printf("ready %d\n", rank)
 		time.Sleep(time.Minute)
 	}
+}
+
+// failMode is "fail BAD CODE DIR": rank BAD exits with CODE once every
+// other rank has written its pid to DIR; the others sleep.
+func failMode(rank, size int) {
+	bad, _ := strconv.Atoi(os.Args[2])
+	code, _ := strconv.Atoi(os.Args[3])
+	if rank == bad {
+		waitForPIDs(os.Args[4], size-1)
+		fmt.Fprintf(os.Stderr, "worker %d: failing with %d\n", rank, code)
+		os.Exit(code)
+	}
+	writePID(os.Args[4], rank)
+	time.Sleep(time.Minute)
+}
+
+// failFirst is "fail-first": on torchrun's first attempt rank 1 fails and
+// rank 0 waits in a collective until torchrun stops it; on a restart, an
+// allreduce as hvd-allreduce.
+func failFirst() int {
+	if os.Getenv("TORCHELASTIC_RESTART_COUNT") != "0" {
+		return hvdAllreduce()
+	}
+	if err := hvd.Init(); err != nil {
+		fmt.Fprintf(os.Stderr, "worker: hvd.Init: %v\n", err)
+		return 4
+	}
+	if hvd.Rank() == 1 {
+		fmt.Fprintln(os.Stderr, "worker 1: failing on the first attempt")
+		return 9
+	}
+	hvd.Allreduce(context.Background(), tensor.FromFloat32([]float32{1}), "wait", hvd.Sum)
+	return 3
+}
+
+// rdzvHang is "rdzv-hang DIR SKIP": every rank but SKIP joins the
+// rendezvous; then each writes its pid to DIR, says it is ready and
+// sleeps.
+func rdzvHang(rank int) {
+	skip, _ := strconv.Atoi(os.Args[3])
+	if rank != skip {
+		if code := joinRendezvous(rank); code != 0 {
+			os.Exit(code)
+		}
+	}
+	writePID(os.Args[2], rank)
+	fmt.Printf("ready %d\n", rank)
+	time.Sleep(time.Minute)
 }
 
 func writePID(dir string, rank int) {
