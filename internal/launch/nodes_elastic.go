@@ -466,7 +466,13 @@ func (r *elasticMemberRun) watch(ctx context.Context, _ *watching) error {
 			if !r.ending {
 				r.ending = true
 				if r.result == nil && (len(r.procs) > 0 || !r.finished) {
-					r.result = &NodeError{NodeRank: 0, Host: r.n.MasterAddr, Err: fmt.Errorf("lost its launcher (%v)", err)}
+					// Node 0 may go on without this node (its link may
+					// be what failed): say what this node knows.
+					stopped := ""
+					if len(r.procs) > 0 {
+						stopped = "; this node's workers were stopped"
+					}
+					r.result = fmt.Errorf("node %d: lost node 0's launcher at %s (%v)%s", r.n.Rank, r.n.Master(), err, stopped)
 				}
 				r.signalAll(syscall.SIGTERM)
 				r.stop.begin(WorkerStopGrace)

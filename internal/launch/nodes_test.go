@@ -332,7 +332,7 @@ func TestElasticMemberEnd(t *testing.T) {
 		want string // "" for success
 	}{
 		{"done", []nodeMsg{{Done: true}}, ""},
-		{"no word", nil, "node 0 (host m0) failed: lost its launcher"},
+		{"no word", nil, "node 2: lost node 0's launcher at m0:0 (EOF)"},
 		{"failed", []nodeMsg{{Failed: "rank 3 exited with status 1", FailedNode: 1, FailedHost: "h1"}}, "node 1 (host h1) failed: rank 3 exited with status 1"},
 		{"dropped", []nodeMsg{{Dropped: "it did not report"}}, "node 2: node 0 dropped this node from the job: it did not report"},
 	} {
