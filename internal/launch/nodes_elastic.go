@@ -283,36 +283,33 @@ func (en *elasticNodes) signal(p *elasticProc, sig syscall.Signal) {
 const killConfirm = 5 * time.Second
 
 // awaitKill gives the node of p, just told to kill it, d to report its
-// end; past d, node 0 drops the node (drop).
+// end; past d, node 0 drops the node (drop). Whether the report came and
+// the node's removal are decided under one lock, so that a report that
+// comes at the last moment either counts or is not heard.
 func (en *elasticNodes) awaitKill(p *elasticProc, d time.Duration) {
 	time.AfterFunc(d, func() {
 		en.mu.Lock()
 		m := en.nodes[p.slot.Host]
-		unconfirmed := m != nil && !en.over && !m.gone && m.procs[p.slot.Local] == p
-		en.mu.Unlock()
-		if unconfirmed {
-			en.drop(m, fmt.Sprintf("it did not report within %v that %v, declared frozen by the job, was killed (its link may be down)", d, p.slot))
+		if m == nil || en.over || m.gone || m.procs[p.slot.Local] != p {
+			en.mu.Unlock()
+			return
 		}
+		m.gone, m.dropped = true, true
+		var lost []*elasticProc
+		for _, q := range m.procs {
+			lost = append(lost, q)
+		}
+		m.procs = nil
+		en.mu.Unlock()
+		en.drop(m, lost, fmt.Sprintf("it did not report within %v that %v, declared frozen by the job, was killed (its link may be down)", d, p.slot))
 	})
 }
 
-// drop removes node m from the job for reason: its workers are reported
-// lost (status 255, as a lost host's), its launcher is told why (if its
-// link comes back) and its connection closed; what it reports later is
-// not heard.
-func (en *elasticNodes) drop(m *memberNode, reason string) {
-	en.mu.Lock()
-	if m.gone || en.over {
-		en.mu.Unlock()
-		return
-	}
-	m.gone, m.dropped = true, true
-	var lost []*elasticProc
-	for _, p := range m.procs {
-		lost = append(lost, p)
-	}
-	m.procs = nil
-	en.mu.Unlock()
+// drop tells the job that node m, already marked gone and dropped, is out
+// for reason: its workers lost are reported (status 255, as a lost host's),
+// its launcher is told why (if its link comes back) and its connection
+// closed; what it reports later is not heard.
+func (en *elasticNodes) drop(m *memberNode, lost []*elasticProc, reason string) {
 	fmt.Fprintf(en.l.Stderr, "gohorovodrun: elastic: dropped node %d (host %s): %s; the job goes on without it\n", m.rank, m.name, reason)
 	for _, p := range lost {
 		select {

@@ -389,7 +389,7 @@ func TestDropOverTCP(t *testing.T) {
 		job: &elasticJob{exits: make(chan elasticExit, 1), release: make(chan struct{})}}
 	watched := make(chan error, 1)
 	go func() { watched <- en.watch(m) }()
-	en.drop(m, "for the test")
+	en.drop(m, nil, "for the test")
 	select {
 	case <-watched:
 	case <-time.After(5 * time.Second):
