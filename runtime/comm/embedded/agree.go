@@ -313,6 +313,7 @@ func (c *Comm) newRecv(r int, buf []byte) *recvReq {
 		q = &recvReq{done: make(chan struct{}, 1)}
 	}
 	q.buf, q.exact, q.seq, q.fp, q.world = buf, false, c.seq, c.fp, c.members[r]
+	c.conns[r].want()
 	q.n, q.err, q.waited = 0, nil, false
 	q.into, q.reduced = nil, false
 	q.state.Store(stPosted)
@@ -330,7 +331,7 @@ func (c *Comm) isend(r int, buf []byte) *sendReq {
 		s = &sendReq{done: make(chan struct{}, 1)}
 	}
 	putHeader(&s.hdr, frameData, c.id, c.seq, c.fp, len(buf))
-	s.buf, s.err, s.waited = buf, nil, false
+	s.buf, s.err, s.waited, s.world = buf, nil, false, c.members[r]
 	s.state.Store(stPosted)
 	c.outS = append(c.outS, s)
 	c.conns[r].send(s)

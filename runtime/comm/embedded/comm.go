@@ -186,16 +186,24 @@ func (c *Comm) Abort(cause error) error {
 	return nil
 }
 
-// sendAbort queues an abort frame for every other member.
+// sendAbort tells the other members that this rank gives up on the group,
+// with text: those it is connected to at once, the others when they
+// connect or when they send the group a frame (see mesh.forward).
 func (c *Comm) sendAbort(text string) {
-	if len(text) > maxCause {
-		text = text[:maxCause]
-	}
-	for _, cn := range c.conns {
-		if cn != nil {
-			cn.control(frameAbort, c.id, []byte(text))
+	c.m.forward(c, c.m.rank, text)
+}
+
+// Connections returns the number of peers this rank is connected to: the
+// groups split from the one New made share these connections, which are
+// made the first time a collective needs a peer.
+func (c *Comm) Connections() int {
+	n := 0
+	for _, cn := range c.m.conns {
+		if cn != nil && cn.connected() {
+			n++
 		}
 	}
+	return n
 }
 
 // Close releases the communicator; a second Close returns nil, and other
@@ -221,7 +229,7 @@ func (c *Comm) Close() error {
 	if c.fail(comm.ErrClosed) {
 		for _, cn := range c.conns {
 			if cn != nil {
-				cn.control(frameBye, c.id, nil)
+				cn.control(frameBye, c.id, 0, nil)
 			}
 		}
 	}

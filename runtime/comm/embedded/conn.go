@@ -19,9 +19,11 @@ import (
 // connection is a sequence of frames, each a 40-byte header (little
 // endian) and a payload:
 //
-//	kind   1 byte (frameData, frameAbort, frameBye), then 7 reserved
+//	kind   1 byte (frameData, frameAbort, frameBye, frameShm,
+//	       frameShmRing), then 7 reserved
 //	comm   8 bytes: the communicator's id
-//	seq    8 bytes: the communicator's collective call number
+//	seq    8 bytes: the communicator's collective call number (an abort:
+//	       1 + the world rank whose failure it reports, 0 for the sender)
 //	fp     8 bytes: the fingerprint of the call's arguments
 //	len    8 bytes: payload bytes
 //
@@ -37,6 +39,9 @@ const (
 	frameAbort byte = 2 // payload: the cause's text
 	frameBye   byte = 3 // the peer closed its communicator cleanly
 	frameShm   byte = 4 // a data frame whose payload goes through shared memory (see shm.go)
+	// frameShmRing carries a new shared-memory ring (its descriptor rides
+	// with the frame's bytes; payload: slot size and slot count).
+	frameShmRing byte = 5
 )
 
 // maxCause bounds the text an abort frame carries.
@@ -112,6 +117,7 @@ func (r *recvReq) finish(err error) {
 type sendReq struct {
 	hdr    [hdrLen]byte
 	buf    []byte
+	world  int // the receiver's world rank
 	err    error
 	state  atomic.Int32
 	done   chan struct{}
@@ -293,48 +299,176 @@ func (ib *inbox) failAll(err error) {
 	}
 }
 
-// conn is the connection to one other rank, with its reader and writer
-// goroutines.
+// conn is the link to one other rank: made for every peer when the mesh
+// is, connected the first time a collective sends to or receives from that
+// peer (see mesh.connect), with its reader and writer goroutines from then
+// on. Sends queued before that wait in sendq; receives wait in their
+// inboxes.
 type conn struct {
 	m    *mesh
 	peer int // world rank
+
+	// Set once by attach, before the reader and writer start.
 	nc   net.Conn
 	br   *bufio.Reader
-	shm  *shmLink // nil: payloads go on the socket
+	unix *net.UnixConn // nc, when it is a Unix socket (rings are possible)
+	fdr  *fdReader     // the reader's source, which keeps received rings
 
-	mu      sync.Mutex
-	inboxes map[uint64]*inbox
-	sendq   []*sendReq
-	shead   int
-	writing bool
-	lost    *lostError    // non-nil once the connection is gone
-	kick    chan struct{} // capacity 1: wakes the writer
-	closed  chan struct{} // closed by close
-	rdone   chan struct{} // closed when the reader ends
-	once    sync.Once
+	// Owned by the writer: the ring it sends on (nil: none yet), and
+	// whether making one failed (the socket carries everything then).
+	tx    *shmRing
+	txOff bool
+	// Owned by the reader: the ring it receives on, its token buffer.
+	rx  *shmRing
+	tok [8]byte
+
+	mu       sync.Mutex
+	dialing  bool            // this rank is dialing the peer
+	reserved bool            // an accepted connection is about to be attached
+	told     map[uint64]bool // groups whose teardown the peer was told of
+	dialErr  error           // this rank's last failed attempt to reach the peer
+	inboxes  map[uint64]*inbox
+	sendq    []*sendReq
+	shead    int
+	writing  bool
+	lost     *lostError    // non-nil once the connection is gone
+	kick     chan struct{} // capacity 1: wakes the writer
+	closed   chan struct{} // closed by close
+	rdone    chan struct{} // closed when the reader ends
+	once     sync.Once
 }
 
-func newConn(m *mesh, peer int, nc net.Conn, shm *shmLink) *conn {
-	switch c := nc.(type) {
-	case *net.TCPConn:
-		c.SetNoDelay(true)
-		c.SetReadBuffer(sockBuf)
-		c.SetWriteBuffer(sockBuf)
-		lowerRTOFloor(c)
-	case *net.UnixConn:
-		c.SetReadBuffer(sockBuf)
-		c.SetWriteBuffer(sockBuf)
-	}
+func newConn(m *mesh, peer int) *conn {
 	return &conn{
 		m:       m,
 		peer:    peer,
-		nc:      nc,
-		shm:     shm,
-		br:      bufio.NewReaderSize(nc, readBuf),
 		inboxes: map[uint64]*inbox{},
 		kick:    make(chan struct{}, 1),
 		closed:  make(chan struct{}),
 		rdone:   make(chan struct{}),
+	}
+}
+
+// want makes sure the peer is, or is being, connected: a collective is
+// about to send to it or receive from it.
+func (c *conn) want() {
+	c.mu.Lock()
+	if c.nc != nil || c.dialing || c.reserved || c.lost != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.dialing = true
+	c.mu.Unlock()
+	c.m.connect(c)
+}
+
+// connected reports whether the connection is up.
+func (c *conn) connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nc != nil
+}
+
+// admit decides whether to take a connection the peer dialed: not when
+// one is up or about to be, nor when this rank is dialing the peer too and
+// is the higher rank (the higher rank's dial wins, on both sides). A yes
+// reserves the place until attach.
+func (c *conn) admit() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nc != nil || c.reserved || c.lost != nil || (c.dialing && c.m.rank > c.peer) {
+		return false
+	}
+	c.reserved = true
+	return true
+}
+
+// attach makes nc the connection and starts its reader and writer; what
+// was queued goes out. It reports false (and closes nc) when the mesh is
+// closing or the link already failed.
+func (c *conn) attach(nc net.Conn) bool {
+	switch t := nc.(type) {
+	case *net.TCPConn:
+		t.SetNoDelay(true)
+		t.SetReadBuffer(sockBuf)
+		t.SetWriteBuffer(sockBuf)
+		lowerRTOFloor(t)
+	case *net.UnixConn:
+		t.SetReadBuffer(sockBuf)
+		t.SetWriteBuffer(sockBuf)
+	}
+	c.mu.Lock()
+	c.dialing, c.reserved = false, false
+	if c.nc != nil || c.lost != nil || c.m.shut.Load() {
+		c.mu.Unlock()
+		nc.Close()
+		return false
+	}
+	c.nc = nc
+	c.unix, _ = nc.(*net.UnixConn)
+	c.fdr = newFDReader(nc)
+	c.br = bufio.NewReaderSize(c.fdr, readBuf)
+	c.m.wg.Add(2)
+	c.mu.Unlock()
+	go c.readLoop()
+	go c.writeLoop()
+	c.m.tellNotes(c)
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// tell sends the peer, once per group, an abort frame saying that world
+// rank origin failed (see mesh.forward); a peer not connected yet is told
+// when it connects (mesh.tellNotes).
+func (c *conn) tell(id uint64, origin int, cause string) {
+	if c.m.shut.Load() {
+		return // a mesh being torn down has nothing more to say
+	}
+	c.mu.Lock()
+	if c.nc == nil || c.told[id] {
+		c.mu.Unlock()
+		return
+	}
+	if c.told == nil {
+		c.told = map[uint64]bool{}
+	}
+	c.told[id] = true
+	c.mu.Unlock()
+	c.control(frameAbort, id, uint64(origin)+1, []byte(cause))
+}
+
+// noteDialErr records a failed attempt to reach the peer.
+func (c *conn) noteDialErr(err error) {
+	c.mu.Lock()
+	c.dialErr = err
+	c.mu.Unlock()
+}
+
+// lastDialErr returns the last failed attempt to reach the peer, or nil.
+func (c *conn) lastDialErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dialErr
+}
+
+// unreserve gives up a reservation whose connection could not be attached.
+func (c *conn) unreserve() {
+	c.mu.Lock()
+	c.reserved = false
+	c.mu.Unlock()
+}
+
+// dialed ends this rank's dial: refused (the peer's own dial is the one
+// that stays), or failed (err: the peer is lost).
+func (c *conn) dialed(err error) {
+	c.mu.Lock()
+	c.dialing = false
+	c.mu.Unlock()
+	if err != nil {
+		c.fail(err, false)
 	}
 }
 
@@ -379,7 +513,12 @@ func (c *conn) send(s *sendReq) {
 		return
 	}
 	c.sendq = append(c.sendq, s)
+	up := c.nc != nil
 	c.mu.Unlock()
+	if !up {
+		c.want()
+		return
+	}
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -426,6 +565,7 @@ func (c *conn) fail(err error, clean bool) {
 func (c *conn) readLoop() {
 	defer c.m.wg.Done()
 	defer close(c.rdone)
+	defer c.fdr.closeAll()
 	// Once the peer's side has ended, end ours: a peer that is closing
 	// waits for that (see mesh.teardown).
 	defer c.closeWrite()
@@ -452,6 +592,8 @@ func (c *conn) readLoop() {
 			err = c.dataFrame(&f, grace)
 		case f.kind == frameAbort:
 			err = c.abortFrame(&f)
+		case f.kind == frameShmRing:
+			err = c.ringFrame(&f)
 		case f.kind == frameBye:
 			// The peer is closing: read what is left until its end of
 			// file, so that neither side closes a socket with unread data
@@ -494,9 +636,6 @@ func (c *conn) readPayload(f *frameHeader, dst []byte) error {
 // for it, or keeps it until one is; an error ends the connection.
 func (c *conn) dataFrame(f *frameHeader, grace *time.Timer) error {
 	n := f.n
-	if f.kind == frameShm && c.shm == nil {
-		return errors.New("protocol error: a shared-memory frame without shared memory")
-	}
 	// A small frame whose receive is not posted yet is kept at once; a
 	// larger one waits a while for it (copying costs more than a short
 	// wait), then is kept too: the frames behind it may be what unblocks
@@ -513,6 +652,7 @@ func (c *conn) dataFrame(f *frameHeader, grace *time.Timer) error {
 	grace.Stop() // no stale tick is received after Stop (Go 1.23 timers)
 	if r == nil {
 		if discard {
+			c.m.answerLate(c, f.id)
 			return c.readPayload(f, nil)
 		}
 		data := make([]byte, n)
@@ -552,7 +692,11 @@ func (c *conn) abortFrame(f *frameHeader) error {
 	if _, err := io.ReadFull(c.br, b); err != nil {
 		return err
 	}
-	c.m.abortFrom(c.peer, f.id, string(b))
+	origin := c.peer
+	if f.seq > 0 && f.seq <= uint64(c.m.size) {
+		origin = int(f.seq - 1)
+	}
+	c.m.abortFrom(c.peer, origin, f.id, string(b))
 	return nil
 }
 
@@ -604,7 +748,16 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		var err error
-		if c.shm != nil && len(s.buf) > shmMin && s.hdr[0] == frameData {
+		shm := false
+		if c.unix != nil && !c.txOff && len(s.buf) > shmMin && s.hdr[0] == frameData {
+			shm = c.tx != nil && c.tx.slotSize >= shmSlotFor(len(s.buf))
+			if !shm {
+				shm, err = c.sendRing(len(s.buf), small)
+			}
+		}
+		if err != nil {
+			// the socket failed: handled below
+		} else if shm {
 			hdr := s.hdr
 			hdr[0] = frameShm
 			err = c.writeShm(&hdr, s.buf, small)
@@ -653,16 +806,25 @@ func (c *conn) flush(deadline time.Time) {
 	}
 }
 
-// control queues a control frame (abort or bye) without waiting for it.
-func (c *conn) control(kind byte, id uint64, payload []byte) {
+// control queues a control frame (abort or bye) without waiting for it,
+// if the peer is connected: a peer this rank never talked to needs no
+// goodbye, and hears of an abort from the ranks it does talk to (see
+// mesh.forward). seq is an abort's origin (see the wire above).
+func (c *conn) control(kind byte, id, seq uint64, payload []byte) {
+	if !c.connected() {
+		return
+	}
 	s := &sendReq{buf: payload, done: make(chan struct{}, 1)}
-	putHeader(&s.hdr, kind, id, 0, 0, len(payload))
+	putHeader(&s.hdr, kind, id, seq, 0, len(payload))
 	c.send(s)
 }
 
 // closeWrite half-closes the connection: the peer reads what was sent, then
 // end of file.
 func (c *conn) closeWrite() {
+	if !c.connected() {
+		return
+	}
 	if hc, ok := c.nc.(interface{ CloseWrite() error }); ok {
 		hc.CloseWrite()
 	}
@@ -671,7 +833,12 @@ func (c *conn) closeWrite() {
 // close closes the connection; the reader and writer stop.
 func (c *conn) close() {
 	c.once.Do(func() {
-		c.nc.Close()
+		c.mu.Lock()
+		nc := c.nc
+		c.mu.Unlock()
+		if nc != nil {
+			nc.Close()
+		}
 		close(c.closed)
 	})
 }

@@ -8,11 +8,16 @@
 // Each rank opens its listeners first (Listen: TCP, and a Unix socket for
 // its neighbours on the same host), publishes Listeners.Peer through a
 // rendezvous, learns every rank's Peer, and calls New with them, the job's
-// secret and its listeners. New returns once the full mesh is up: each rank
-// dials every lower rank, over the Unix socket when both share a Host, else
-// over TCP with TCP_NODELAY; every connection proves in both directions that
-// it knows the secret (package auth) before anything else is said, and a
-// process that does not is refused while the mesh keeps forming. A rank that
+// secret and its listeners. Connections are made on demand: a rank
+// connects to a peer the first time a collective sends to it or receives
+// from it, over the Unix socket when both share a Host, else over TCP with
+// TCP_NODELAY, so that a rank holds connections to the peers its
+// algorithms use (a few times log2 n for the ring and the trees; an
+// alltoall connects every pair it uses), not to every rank. Every
+// connection proves in both directions that it knows the secret (package
+// auth) before anything else is said, and a process that does not is
+// refused while the group goes on. New returns after a dissemination
+// barrier (log2 n rounds) has shown the whole group there; a rank that
 // never arrives is named, with its host, when ConnectTimeout expires.
 // NewLocalGroup does all of this for N ranks inside one process, for tests.
 //
@@ -28,16 +33,17 @@
 // A frame whose call number, fingerprint or length is not the expected one
 // fails the call instead of being written anywhere.
 //
-// Two ranks joined by a Unix socket also share a file mapped from /dev/shm
-// (created by one, mapped by the other, then unlinked at once, so that a
-// crash leaves nothing behind; unmapped at Close): a payload above 64 KiB
-// is copied through its ring of slots (a piece of the ring's reduce-scatter
-// is reduced straight from the slot into the buffer, without a copy out),
-// while the header, still checked as above, and one token per filled slot
-// go on the socket, which thus still orders everything and reveals a dead
-// peer. Where the file cannot be made
-// or mapped the pair keeps its socket (Config.Logf says why); ranks on
-// other hosts use TCP. See shm.go.
+// Two ranks joined by a Unix socket move payloads above 64 KiB through
+// rings of shared memory, one per direction, made by the sender the first
+// time it sends such a payload to that peer and sized to it (4 slots of
+// 64 to 512 KiB): an anonymous memory file whose descriptor travels over
+// the socket, never a name in /dev/shm, so that the memory goes with the
+// two processes however they end. A piece of the ring's reduce-scatter is
+// reduced straight from the slot into the buffer, without a copy out;
+// the header, still checked as above, and one token per filled slot go on
+// the socket, which thus still orders everything and reveals a dead peer.
+// Where a ring cannot be made the pair keeps its socket (Config.Logf says
+// why); ranks on other hosts use TCP. See shm.go.
 //
 // # Algorithms, chosen by size
 //
@@ -72,10 +78,13 @@
 // agreement; a disagreement the frames reveal then still fails the call,
 // and tears the group down so that no rank waits for ever.
 //
-// A peer whose connection breaks (its process died) fails every blocked and
-// later call of every group that holds it, on every rank, with a
-// *comm.PeerError naming it and its host. Abort sends the cause's text to
-// every member before tearing the group down, and the others' calls fail
-// with a *comm.PeerError carrying it. Close is idempotent and waits for the
+// A peer whose connection breaks (its process died), or that cannot be
+// reached, fails every blocked and later call of every group that holds
+// it, on every rank, with a *comm.PeerError naming it and its host: the
+// ranks connected to it see it themselves and tell the group's other
+// members they are connected to, once each, so that the news reaches
+// ranks that never talked to it (and a rank that connects later, or sends
+// the group a frame, is told then). Abort reaches every member the same
+// way, with the cause's text. Close is idempotent and waits for the
 // transport's goroutines.
 package embedded

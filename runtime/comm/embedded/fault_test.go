@@ -146,8 +146,9 @@ func shortDir(t *testing.T) string {
 // crash closes every connection of c's process abruptly, without a
 // goodbye, as the kernel does when a process dies.
 func crash(c *Comm) {
+	c.m.shut.Store(true) // a dead process tells nobody anything
 	for _, cn := range c.m.conns {
-		if cn != nil {
+		if cn != nil && cn.connected() {
 			if tc, ok := cn.nc.(*net.TCPConn); ok {
 				tc.SetLinger(0) // a reset, as from a killed process
 			}

@@ -26,6 +26,8 @@ type GroupOptions struct {
 	Secret []byte
 	// ConnectTimeout bounds the mesh's set-up (default 10 s).
 	ConnectTimeout time.Duration
+	// Logf, when set, is every rank's Config.Logf.
+	Logf func(format string, args ...any)
 }
 
 // NewLocalGroup returns the n members of a new group over the embedded
@@ -63,7 +65,7 @@ func NewLocalGroup(n int, o GroupOptions) ([]comm.Communicator, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := connectLocal(lns, secret, timeout)
+	out, err := connectLocal(lns, secret, timeout, o.Logf)
 	if err != nil {
 		closeLocal(lns, dir)
 		return nil, err
@@ -107,7 +109,7 @@ func closeLocal(lns []*Listeners, dir string) {
 // connectLocal makes every rank's member of the group, each over its own
 // listeners, all at once (each waits for the others to connect); on an
 // error it closes the members it made.
-func connectLocal(lns []*Listeners, secret []byte, timeout time.Duration) ([]comm.Communicator, error) {
+func connectLocal(lns []*Listeners, secret []byte, timeout time.Duration, logf func(string, ...any)) ([]comm.Communicator, error) {
 	n := len(lns)
 	peers := make([]Peer, n)
 	for r, l := range lns {
@@ -118,7 +120,7 @@ func connectLocal(lns []*Listeners, secret []byte, timeout time.Duration) ([]com
 	var wg sync.WaitGroup
 	for r := range n {
 		wg.Go(func() {
-			c, err := New(context.Background(), Config{Rank: r, Peers: peers, Secret: secret, Listeners: lns[r], ConnectTimeout: timeout})
+			c, err := New(context.Background(), Config{Rank: r, Peers: peers, Secret: secret, Listeners: lns[r], ConnectTimeout: timeout, Logf: logf})
 			if err != nil {
 				errs[r] = err
 				return

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gohorovod/gohorovod/internal/job/secret"
@@ -26,14 +27,14 @@ type Config struct {
 	// Secret is the job's key: every connection, in both directions, runs
 	// secret.Handshake with it before anything else is said.
 	Secret []byte
-	// Listeners are this rank's, already listening (see Listen). New accepts
-	// the connections of the higher ranks on them; the caller still owns
-	// them and closes them (once New has returned, they are no longer
-	// needed).
+	// Listeners are this rank's, already listening (see Listen). The group
+	// accepts its peers' connections on them until the group New made is
+	// closed; the caller still owns them and closes them after that.
 	Listeners *Listeners
-	// ConnectTimeout bounds how long New waits for the mesh to be complete
-	// (default 60 s). On expiry the error names the ranks, and their hosts,
-	// that never connected.
+	// ConnectTimeout bounds how long New waits for the whole group to be
+	// there (default 60 s); on expiry the error names the ranks, and their
+	// hosts, that never connected. Until then, a connection keeps trying to
+	// reach its peer; after it, for dialWindow.
 	ConnectTimeout time.Duration
 	// Logf, when set, receives debug messages: a pair of ranks on one host
 	// that uses its Unix socket instead of shared memory, and why.
@@ -62,19 +63,33 @@ const sockBuf = 4 << 20
 // helloMagic opens the hello each side sends after authentication.
 var helloMagic = [8]byte{'g', 'h', 'v', 'm', 'e', 's', 'h', 1}
 
-// New connects this rank to every other rank of the group described by cfg
-// and returns its member of the group, with the whole group as its ranks.
-// Every rank calls New at about the same time (within ConnectTimeout).
+// dialWindow is the least time a connection made after New keeps trying
+// to reach its peer.
+const dialWindow = 10 * time.Second
+
+// New makes this rank's member of the group described by cfg, with the
+// whole group as its ranks. Every rank calls New at about the same time
+// (within ConnectTimeout).
 //
-// Connections form a full mesh: each rank dials every lower rank and accepts
-// the connections of the higher ranks on its listeners. Two ranks with equal
-// Host talk over the acceptor's Unix socket when it has one, others over TCP
-// (TCP_NODELAY on). Each connection first proves knowledge of cfg.Secret in
-// both directions (secret.Handshake); a connection that fails it is closed and
-// New keeps accepting. Then the dialer says which rank it is, so that each
-// connection is attributed. New returns once every connection is up, or an
-// error naming the ranks that never connected when ctx ends or
-// ConnectTimeout expires.
+// Connections are made on demand: a rank connects to a peer the first time
+// a collective sends to it or receives from it (the ring's neighbours, the
+// partners of recursive doubling, a tree's parent and children, an
+// alltoall's every peer), so that a rank of a large job holds a few dozen
+// connections, not one per rank. Whichever of two ranks needs the other
+// first dials it; when both dial at once, the higher rank's connection is
+// kept on both sides. Two ranks with equal Host talk over the acceptor's
+// Unix socket when it has one, others over TCP (TCP_NODELAY on). Each
+// connection first proves knowledge of cfg.Secret in both directions
+// (secret.Handshake); a connection that fails it is closed and the mesh
+// goes on. Then the dialer says which rank it is, so that each connection
+// is attributed.
+//
+// Before it returns, New checks that the whole group is there with a
+// dissemination barrier (ceil(log2 n) rounds, partners at distances 1, 2,
+// 4, ...): it returns once that is done, or, when ctx ends or
+// ConnectTimeout expires first, a *ConnectError naming the ranks that this
+// rank waited for and that never connected. The listeners keep accepting
+// until the group is closed: the caller closes them after that.
 func New(ctx context.Context, cfg Config) (*Comm, error) {
 	n := len(cfg.Peers)
 	switch {
@@ -91,142 +106,146 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 	if timeout <= 0 {
 		timeout = DefaultConnectTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	m := &mesh{
-		rank:    cfg.Rank,
-		size:    n,
-		peers:   slices.Clone(cfg.Peers),
-		conns:   make([]*conn, n),
-		comms:   map[uint64]*Comm{},
-		aborted: map[uint64]abortNote{},
-		closing: make(chan struct{}),
-	}
-	nets, err := dialAll(ctx, cfg, timeout)
-	if err != nil {
-		return nil, err
-	}
-	links, err := setupShm(nets, cfg.Rank, cfg.Logf)
-	if err != nil {
-		for _, c := range nets {
-			if c != nil {
-				c.Close()
-			}
-		}
-		return nil, err
-	}
-	for p, c := range nets {
-		if c != nil {
-			m.conns[p] = newConn(m, p, c, links[p])
-		}
-	}
-	for _, c := range m.conns {
-		if c != nil {
-			m.wg.Add(2)
-			go c.readLoop()
-			go c.writeLoop()
-		}
-	}
+	m := newMesh(cfg, timeout)
 	members := make([]int, n)
 	for i := range members {
 		members[i] = i
 	}
-	return m.newComm(rootID, members, cfg.Rank, true), nil
+	c := m.newComm(rootID, members, cfg.Rank, true)
+	fctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := c.form(fctx, timeout); err != nil {
+		m.teardown(comm.ErrClosed)
+		return nil, err
+	}
+	return c, nil
 }
 
-// connResult is one established, attributed connection, or a failure.
-type connResult struct {
-	peer int
-	c    net.Conn
-	err  error // a dial's last error (peer names the rank dialed)
-}
-
-// dialAll builds this rank's side of the mesh: it dials the lower ranks and
-// accepts the higher ones, and returns one connection per other rank
-// (nil at this rank), or an error naming the ranks that never connected.
-func dialAll(ctx context.Context, cfg Config, timeout time.Duration) ([]net.Conn, error) {
-	n, me := len(cfg.Peers), cfg.Rank
-	out := make([]net.Conn, n)
-	results := make(chan connResult, 2*n)
-	lastErr := make([]error, n)
-	var wg sync.WaitGroup
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-
-	for p := range me {
-		wg.Go(func() {
-			c, err := dial(ctx, cfg, p)
-			results <- connResult{peer: p, c: c, err: err}
-		})
+// newMesh makes the links to every peer (none connected yet) and starts
+// accepting.
+func newMesh(cfg Config, timeout time.Duration) *mesh {
+	n := len(cfg.Peers)
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &mesh{
+		rank:     cfg.Rank,
+		size:     n,
+		peers:    slices.Clone(cfg.Peers),
+		cfg:      cfg,
+		logf:     cfg.Logf,
+		formedBy: time.Now().Add(timeout),
+		ctx:      ctx,
+		cancel:   cancel,
+		conns:    make([]*conn, n),
+		comms:    map[uint64]*Comm{},
+		aborted:  map[uint64]abortNote{},
+		notes:    map[uint64]deadNote{},
+		closing:  make(chan struct{}),
 	}
-	acc := newAcceptor(ctx, cfg, results)
-	need := n - 1
-	var err error
-	for need > 0 && err == nil {
-		select {
-		case r := <-results:
-			switch {
-			case r.err != nil:
-				lastErr[r.peer] = r.err
-			case out[r.peer] != nil:
-				r.c.Close() // a duplicate: keep the first
-			default:
-				out[r.peer] = r.c
-				need--
-			}
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-	}
-	stop()
-	acc.stop()
-	wg.Wait()
-	// Late arrivals: close them (or keep them, when the mesh is complete and
-	// they fill no slot, which cannot happen).
-	for more := true; more; {
-		select {
-		case r := <-results:
-			if r.err != nil {
-				lastErr[r.peer] = r.err
-			} else if out[r.peer] == nil && err == nil {
-				out[r.peer] = r.c
-			} else {
-				r.c.Close()
-			}
-		default:
-			more = false
-		}
-	}
-	if err == nil {
-		return out, nil
-	}
-	for _, c := range out {
-		if c != nil {
-			c.Close()
-		}
-	}
-	var missing []string
 	for p := range n {
-		if p == me || out[p] != nil {
-			continue
+		if p != cfg.Rank {
+			m.conns[p] = newConn(m, p)
 		}
-		s := fmt.Sprintf("%d (host %s)", p, cfg.Peers[p].Host)
-		if lastErr[p] != nil {
-			s += fmt.Sprintf(": %v", lastErr[p])
-		}
-		missing = append(missing, s)
 	}
-	return nil, &ConnectError{Rank: me, Timeout: timeout, Missing: missingRanks(out, me), Detail: strings.Join(missing, "; "), Err: err}
+	m.acc = newAcceptor(ctx, m)
+	return m
 }
 
-func missingRanks(out []net.Conn, me int) []int {
-	var r []int
-	for p, c := range out {
-		if p != me && c == nil {
-			r = append(r, p)
+// form runs New's dissemination barrier over the root group, within ctx.
+func (c *Comm) form(ctx context.Context, timeout time.Duration) error {
+	n := len(c.members)
+	c.fp = formFP
+	for k := 1; k < n; k <<= 1 {
+		c.seq++
+		c.irecv((c.rank-k+n)%n, nil)
+		c.isend((c.rank+k)%n, nil)
+		if err := c.waitAll(ctx); err != nil {
+			ce := c.formError(ctx, timeout, err)
+			c.fail(ce)
+			c.drain()
+			return ce
+		}
+		c.finish(nil)
+	}
+	return nil
+}
+
+// formFP is the fingerprint of New's barrier frames.
+var formFP = (&desc{kind: kBarrier, n: -1}).fingerprint()
+
+// waitAll waits for every request of the current call, or for ctx, or for
+// the group's end; on a failure it returns the first error.
+func (c *Comm) waitAll(ctx context.Context) error {
+	for _, q := range c.outR {
+		select {
+		case <-q.done:
+			q.waited = true
+			if q.err != nil {
+				return q.err
+			}
+		case <-c.dead:
+			return c.state()
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	return r
+	for _, s := range c.outS {
+		select {
+		case <-s.done:
+			s.waited = true
+			if s.err != nil {
+				return s.err
+			}
+		case <-c.dead:
+			return c.state()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// formError describes New's failure: the ranks this rank still waited for
+// and never connected, with their hosts. When the group failed because
+// another rank gave up first, the wait goes on until ctx ends if such a
+// rank is missing, so that every rank that waited for it names it.
+func (c *Comm) formError(ctx context.Context, timeout time.Duration, err error) error {
+	var missing []int
+	var detail []string
+	for _, q := range c.outR {
+		if !q.waited {
+			missing = c.notConnected(q.world, missing, &detail)
+		}
+	}
+	for _, s := range c.outS {
+		if !s.waited {
+			missing = c.notConnected(s.world, missing, &detail)
+		}
+	}
+	if len(missing) == 0 {
+		return fmt.Errorf("embedded: rank %d: forming the group: %w", c.m.rank, err)
+	}
+	if ctx.Err() == nil {
+		<-ctx.Done()
+	}
+	return &ConnectError{Rank: c.m.rank, Timeout: timeout, Missing: missing, Detail: strings.Join(detail, "; "), Err: ctx.Err()}
+}
+
+// notConnected adds world rank w to missing (and its description to
+// detail) when it is not connected.
+func (c *Comm) notConnected(w int, missing []int, detail *[]string) []int {
+	cn := c.m.conns[w]
+	if cn == nil || cn.connected() || slices.Contains(missing, w) {
+		return missing
+	}
+	s := fmt.Sprintf("%d (host %s)", w, c.m.peers[w].Host)
+	var le *lostError
+	if err := cn.gone(); errors.As(err, &le) && le.err != nil {
+		s += fmt.Sprintf(": %v", le.err)
+	} else if e := cn.lastDialErr(); e != nil {
+		s += fmt.Sprintf(": %v", e)
+	}
+	*detail = append(*detail, s)
+	return append(missing, w)
 }
 
 // ConnectError reports a mesh that New could not complete: the ranks that
@@ -248,9 +267,12 @@ func (e *ConnectError) Error() string {
 // Unwrap returns the context error that ended the wait.
 func (e *ConnectError) Unwrap() error { return e.Err }
 
-// dial connects to the lower rank p, retrying until it answers or ctx ends,
-// authenticates and says hello.
-func dial(ctx context.Context, cfg Config, p int) (net.Conn, error) {
+// dial connects to rank p, retrying until it answers or ctx ends,
+// authenticates, says hello and reads the peer's verdict: accepted reports
+// whether the peer keeps this connection (it does not when its own dial to
+// this rank wins, or one is up already). Each failed attempt's error goes
+// to note.
+func dial(ctx context.Context, cfg Config, p int, note func(error)) (c net.Conn, accepted bool, err error) {
 	me, target := cfg.Peers[cfg.Rank], cfg.Peers[p]
 	network, addr := "tcp", target.TCP
 	if me.Host == target.Host && target.Unix != "" {
@@ -262,9 +284,15 @@ func dial(ctx context.Context, cfg Config, p int) (net.Conn, error) {
 	for {
 		c, err := d.DialContext(ctx, network, addr)
 		if err == nil {
-			err = greet(c, cfg, p)
+			stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+			accepted, err = greet(c, cfg, p)
+			stop()
 			if err == nil {
-				return c, nil
+				if !accepted {
+					c.Close()
+					return nil, false, nil
+				}
+				return c, true, nil
 			}
 			c.Close()
 			// A refusal (the process there does not know the secret) is
@@ -273,34 +301,39 @@ func dial(ctx context.Context, cfg Config, p int) (net.Conn, error) {
 		} else {
 			last = fmt.Errorf("dial %s %s: %w", network, addr, err)
 		}
+		note(last)
 		select {
 		case <-ctx.Done():
-			return nil, last
+			return nil, false, last
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
 
-// greet runs the dialer's side of a fresh connection: the handshake, then
-// the hello, checking that the rank that answers is want.
-func greet(c net.Conn, cfg Config, want int) error {
+// greet runs the dialer's side of a fresh connection: the handshake, the
+// hello (checking that the rank that answers is want), then the verdict.
+func greet(c net.Conn, cfg Config, want int) (bool, error) {
 	if err := secret.Handshake(c, cfg.Secret, secret.Dialer, handshakeTimeout); err != nil {
-		return err
+		return false, err
 	}
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	defer c.SetDeadline(time.Time{})
 	if err := writeHello(c, cfg.Rank, len(cfg.Peers)); err != nil {
-		return fmt.Errorf("sending hello: %w", err)
+		return false, fmt.Errorf("sending hello: %w", err)
 	}
 	r, size, err := readHello(c)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if r != want || size != len(cfg.Peers) {
-		return fmt.Errorf("the rank at this address says it is rank %d of %d, want rank %d of %d", r, size, want, len(cfg.Peers))
+		return false, fmt.Errorf("the rank at this address says it is rank %d of %d, want rank %d of %d", r, size, want, len(cfg.Peers))
 	}
-	return nil
+	var v [1]byte
+	if _, err := io.ReadFull(c, v[:]); err != nil {
+		return false, fmt.Errorf("reading the verdict: %w", err)
+	}
+	return v[0] == 1, nil
 }
 
 func writeHello(c net.Conn, rank, size int) error {
@@ -323,11 +356,42 @@ func readHello(c net.Conn) (rank, size int, err error) {
 	return int(binary.LittleEndian.Uint32(b[8:])), int(binary.LittleEndian.Uint32(b[12:])), nil
 }
 
-// acceptor accepts the higher ranks' connections on a rank's listeners
-// until stopped.
+// connect dials c's peer in the background (c.want decided that this rank
+// dials). The dial keeps trying until the group's formation deadline, or
+// for dialWindow, whichever is later; then the peer counts as lost.
+func (m *mesh) connect(c *conn) {
+	m.dmu.Lock()
+	if m.shut.Load() {
+		m.dmu.Unlock()
+		c.dialed(comm.ErrClosed)
+		return
+	}
+	m.dwg.Add(1)
+	m.dmu.Unlock()
+	go func() {
+		defer m.dwg.Done()
+		deadline := m.formedBy
+		if d := time.Now().Add(dialWindow); d.After(deadline) {
+			deadline = d
+		}
+		ctx, cancel := context.WithDeadline(m.ctx, deadline)
+		defer cancel()
+		nc, accepted, err := dial(ctx, m.cfg, c.peer, c.noteDialErr)
+		switch {
+		case err != nil:
+			c.dialed(err)
+		case !accepted:
+			c.dialed(nil) // the peer's own connection is the one that stays
+		default:
+			c.attach(nc)
+		}
+	}()
+}
+
+// acceptor accepts the peers' connections on a rank's listeners until the
+// mesh is torn down.
 type acceptor struct {
-	cfg     Config
-	results chan<- connResult
+	m       *mesh
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	pending map[net.Conn]bool // connections still in their handshake
@@ -339,27 +403,31 @@ type deadliner interface {
 	SetDeadline(time.Time) error
 }
 
-func newAcceptor(ctx context.Context, cfg Config, results chan<- connResult) *acceptor {
-	a := &acceptor{cfg: cfg, results: results, pending: map[net.Conn]bool{}}
-	if cfg.Rank == len(cfg.Peers)-1 {
-		return a // nobody dials the highest rank
+func newAcceptor(ctx context.Context, m *mesh) *acceptor {
+	a := &acceptor{m: m, pending: map[net.Conn]bool{}}
+	if m.size == 1 {
+		return a
 	}
-	lns := []deadliner{cfg.Listeners.tcp}
-	if cfg.Listeners.unix != nil {
-		lns = append(lns, cfg.Listeners.unix)
-	}
-	for _, ln := range lns {
+	for _, ln := range a.listeners() {
 		ln.SetDeadline(time.Time{})
 		a.wg.Go(func() { a.loop(ctx, ln) })
 	}
 	return a
 }
 
+func (a *acceptor) listeners() []deadliner {
+	ls := a.m.cfg.Listeners
+	out := []deadliner{ls.tcp}
+	if ls.unix != nil {
+		out = append(out, ls.unix)
+	}
+	return out
+}
+
 func (a *acceptor) loop(ctx context.Context, ln deadliner) {
 	// Wake Accept when ctx ends.
 	stopWake := context.AfterFunc(ctx, func() { ln.SetDeadline(time.Now()) })
 	defer stopWake()
-	defer ln.SetDeadline(time.Time{})
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -388,9 +456,10 @@ func (a *acceptor) loop(ctx context.Context, ln deadliner) {
 	}
 }
 
-// admit authenticates one accepted connection and hands it on attributed,
-// or closes it: a stranger without the secret, or a confused peer, is turned
-// away without disturbing the mesh.
+// admit authenticates one accepted connection and attaches it to its
+// peer's link, or closes it: a stranger without the secret, or a confused
+// peer, is turned away without disturbing the mesh, and a connection the
+// link does not take (see conn.admit) is told so.
 func (a *acceptor) admit(c net.Conn) {
 	ok := false
 	defer func() {
@@ -401,35 +470,40 @@ func (a *acceptor) admit(c net.Conn) {
 			c.Close()
 		}
 	}()
-	if err := secret.Handshake(c, a.cfg.Secret, secret.Acceptor, handshakeTimeout); err != nil {
+	m := a.m
+	if err := secret.Handshake(c, m.cfg.Secret, secret.Acceptor, handshakeTimeout); err != nil {
 		return
 	}
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	r, size, err := readHello(c)
-	if err != nil || size != len(a.cfg.Peers) || r <= a.cfg.Rank || r >= size {
+	if err != nil || size != m.size || r == m.rank || r < 0 || r >= size {
 		return
 	}
-	if err := writeHello(c, a.cfg.Rank, size); err != nil {
+	if err := writeHello(c, m.rank, size); err != nil {
+		return
+	}
+	link := m.conns[r]
+	take := link.admit()
+	v := []byte{0}
+	if take {
+		v[0] = 1
+	}
+	if _, err := c.Write(v); err != nil || !take {
+		if take {
+			link.unreserve()
+		}
 		return
 	}
 	// Leave the pending set before clearing the deadline, so that stop
 	// cannot set one on a connection that is already handed on.
 	a.mu.Lock()
 	delete(a.pending, c)
-	stopped := a.stopped
 	a.mu.Unlock()
-	if stopped {
-		c.Close()
-		ok = true // closed already
-		return
-	}
-	c.SetDeadline(time.Time{})
-	select {
-	case a.results <- connResult{peer: r, c: c}:
-	default: // a flood of duplicates: the mesh needs none of them
-		c.Close()
-	}
 	ok = true
+	c.SetDeadline(time.Time{})
+	if !link.attach(c) {
+		link.unreserve()
+	}
 }
 
 // stop ends accepting, closes connections still in their handshake and
@@ -441,24 +515,13 @@ func (a *acceptor) stop() {
 		c.SetDeadline(time.Now())
 	}
 	a.mu.Unlock()
-	for _, ln := range []deadliner{a.cfg.Listeners.tcp, a.unixListener()} {
-		if ln != nil {
-			ln.SetDeadline(time.Now())
-		}
+	for _, ln := range a.listeners() {
+		ln.SetDeadline(time.Now())
 	}
 	a.wg.Wait()
-	for _, ln := range []deadliner{a.cfg.Listeners.tcp, a.unixListener()} {
-		if ln != nil {
-			ln.SetDeadline(time.Time{})
-		}
+	for _, ln := range a.listeners() {
+		ln.SetDeadline(time.Time{})
 	}
-}
-
-func (a *acceptor) unixListener() deadliner {
-	if a.cfg.Listeners.unix == nil {
-		return nil
-	}
-	return a.cfg.Listeners.unix
 }
 
 // abortNote remembers an abort frame for a group this rank has not made yet.
@@ -467,17 +530,38 @@ type abortNote struct {
 	cause string
 }
 
-// mesh is one rank's connections to every other rank, shared by the
+// deadNote remembers a group that this rank tore down because a rank failed
+// (an abort, a lost peer): a peer that this rank was not connected to then,
+// and that connects or sends the group a frame later, is told (see
+// mesh.forward).
+type deadNote struct {
+	origin  int    // the world rank that failed
+	cause   string // what the others are told
+	members []int  // the group's world ranks
+}
+
+// mesh is one rank's links to every other rank, shared by the
 // communicators split from the group New made.
 type mesh struct {
 	rank, size int
 	peers      []Peer
-	conns      []*conn // by world rank; nil at this rank
+	cfg        Config
+	logf       func(string, ...any)
+	formedBy   time.Time // New's deadline: dials keep trying until then
+	conns      []*conn   // by world rank; nil at this rank
 	wg         sync.WaitGroup
+	acc        *acceptor
+
+	ctx    context.Context // ends when the mesh is torn down: dials stop
+	cancel context.CancelFunc
+	shut   atomic.Bool    // set when the teardown starts: nothing attaches
+	dmu    sync.Mutex     // orders dials started against the teardown
+	dwg    sync.WaitGroup // the dials in flight
 
 	mu      sync.Mutex
 	comms   map[uint64]*Comm     // live communicators, by id
 	aborted map[uint64]abortNote // aborts received for ids not (yet) live
+	notes   map[uint64]deadNote  // groups torn down because a rank failed
 	closed  bool
 	closing chan struct{} // closed when the mesh is being torn down
 }
@@ -496,7 +580,7 @@ func (m *mesh) register(c *Comm) {
 	delete(m.aborted, c.id)
 	m.mu.Unlock()
 	if early {
-		c.failPeer(note.world, note.cause)
+		m.failGroup(c, note.world, note.cause, &comm.PeerError{Rank: c.commRank(note.world), Cause: note.cause})
 		return
 	}
 	for _, w := range c.members {
@@ -504,7 +588,8 @@ func (m *mesh) register(c *Comm) {
 			continue
 		}
 		if err := m.conns[w].gone(); err != nil {
-			c.fail(c.peerErr(err))
+			le := err.(*lostError)
+			m.failGroup(c, w, le.Error(), c.peerErr(err))
 			return
 		}
 	}
@@ -518,18 +603,19 @@ func (m *mesh) unregister(c *Comm) {
 	m.mu.Unlock()
 }
 
-// abortFrom applies an abort frame from world rank p for group id.
-func (m *mesh) abortFrom(p int, id uint64, cause string) {
+// abortFrom applies an abort frame for group id that came from world rank
+// from and reports the failure of world rank origin.
+func (m *mesh) abortFrom(from, origin int, id uint64, cause string) {
 	m.mu.Lock()
 	c := m.comms[id]
 	if c == nil && !m.closed {
 		if _, ok := m.aborted[id]; !ok {
-			m.aborted[id] = abortNote{world: p, cause: cause}
+			m.aborted[id] = abortNote{world: origin, cause: cause}
 		}
 	}
 	m.mu.Unlock()
 	if c != nil {
-		c.failPeer(p, cause)
+		m.failGroup(c, origin, cause, &comm.PeerError{Rank: c.commRank(origin), Cause: cause})
 	}
 }
 
@@ -545,7 +631,69 @@ func (m *mesh) lost(p int, err *lostError) {
 	}
 	m.mu.Unlock()
 	for _, c := range hit {
-		c.fail(c.peerErr(err))
+		m.failGroup(c, p, err.Error(), c.peerErr(err))
+	}
+}
+
+// failGroup tears group c down with err because world rank origin failed,
+// and, if this call decided it, tells the group's other members (see
+// forward).
+func (m *mesh) failGroup(c *Comm, origin int, cause string, err error) {
+	if c.fail(err) {
+		m.forward(c, origin, cause)
+	}
+}
+
+// forward tells the members of group c that this rank is connected to
+// that world rank origin failed, and remembers it for the others: with
+// connections made on demand, a member may wait for a rank that never
+// connects to origin, and hears of the failure only from the ranks it
+// does talk to. Every rank forwards a group's failure once, so the news
+// reaches every member that waits for another.
+func (m *mesh) forward(c *Comm, origin int, cause string) {
+	if len(cause) > maxCause {
+		cause = cause[:maxCause]
+	}
+	m.mu.Lock()
+	if _, ok := m.notes[c.id]; !ok {
+		m.notes[c.id] = deadNote{origin: origin, cause: cause, members: c.members}
+	}
+	m.mu.Unlock()
+	for _, w := range c.members {
+		if w != m.rank && w != origin {
+			m.conns[w].tell(c.id, origin, cause)
+		}
+	}
+}
+
+// tellNotes tells a peer that has just connected of the failed groups it
+// is a member of.
+func (m *mesh) tellNotes(c *conn) {
+	m.mu.Lock()
+	var ids []uint64
+	for id, n := range m.notes {
+		if n.origin != c.peer && slices.Contains(n.members, c.peer) {
+			ids = append(ids, id)
+		}
+	}
+	notes := make([]deadNote, len(ids))
+	for i, id := range ids {
+		notes[i] = m.notes[id]
+	}
+	m.mu.Unlock()
+	for i, id := range ids {
+		c.tell(id, notes[i].origin, notes[i].cause)
+	}
+}
+
+// answerLate tells a peer that sent a frame for a group this rank tore
+// down, because a rank failed, of that failure.
+func (m *mesh) answerLate(c *conn, id uint64) {
+	m.mu.Lock()
+	n, ok := m.notes[id]
+	m.mu.Unlock()
+	if ok && n.origin != c.peer {
+		c.tell(id, n.origin, n.cause)
 	}
 }
 
@@ -568,27 +716,34 @@ func (m *mesh) teardown(err error) error {
 	for _, c := range live {
 		c.fail(err)
 	}
+	// No new connection from here on: stop accepting and dialing.
+	m.dmu.Lock()
+	m.shut.Store(true)
+	m.dmu.Unlock()
+	m.cancel()
+	m.acc.stop()
+	m.dwg.Wait()
 	// Let the writers flush what is queued (bye or abort frames), then
 	// half-close and read until each peer has closed its side too, briefly:
 	// closing a socket with unread data resets the connection, and the
 	// peer could lose the frames just sent.
 	deadline := time.Now().Add(time.Second)
+	up := make([]*conn, 0, len(m.conns))
 	for _, c := range m.conns {
-		if c != nil {
-			c.flush(deadline)
+		if c != nil && c.connected() {
+			up = append(up, c)
 		}
 	}
-	for _, c := range m.conns {
-		if c != nil {
-			c.closeWrite()
-		}
+	for _, c := range up {
+		c.flush(deadline)
 	}
-	for _, c := range m.conns {
-		if c != nil {
-			select {
-			case <-c.rdone:
-			case <-time.After(time.Until(deadline.Add(time.Second))):
-			}
+	for _, c := range up {
+		c.closeWrite()
+	}
+	for _, c := range up {
+		select {
+		case <-c.rdone:
+		case <-time.After(time.Until(deadline.Add(time.Second))):
 		}
 	}
 	close(m.closing)
@@ -599,10 +754,9 @@ func (m *mesh) teardown(err error) error {
 	}
 	m.wg.Wait()
 	// Every goroutine that used the shared memory has ended.
-	for _, c := range m.conns {
-		if c != nil {
-			c.shm.close()
-		}
+	for _, c := range up {
+		c.tx.unmap()
+		c.rx.unmap()
 	}
 	return nil
 }

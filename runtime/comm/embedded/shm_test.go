@@ -1,11 +1,13 @@
 package embedded
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,30 +15,41 @@ import (
 	"github.com/gohorovod/gohorovod/tensor"
 )
 
-func shmFiles(t *testing.T) []string {
+func localGroupLog(t *testing.T, n int, logf func(string, ...any)) []*Comm {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(shmDir, fmt.Sprintf("%s%d-*", shmPrefix, os.Getpid())))
+	return localGroup(t, n, GroupOptions{Unix: true, Logf: logf})
+}
+
+// ringMaps counts this process's mappings of ring memory files.
+func ringMaps(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return strings.Count(string(b), "memfd:"+shmName)
 }
 
+// needShm checks, after a large collective, that every rank sends to its
+// right neighbour in the ring through a ring of shared memory, and that
+// nothing of it has a name in /dev/shm.
 func needShm(t *testing.T, cs []*Comm) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("shared memory is Linux only")
 	}
+	n := len(cs)
 	for _, c := range cs {
-		for p, cn := range c.m.conns {
-			if cn != nil && cn.shm == nil {
-				t.Fatalf("rank %d has no shared memory with rank %d", c.Rank(), p)
-			}
+		right := c.m.conns[(c.Rank()+1)%n]
+		if right.tx == nil {
+			t.Fatalf("rank %d has no ring to rank %d", c.Rank(), right.peer)
 		}
 	}
-	// Both sides mapped each file: none is left in /dev/shm.
-	if left := shmFiles(t); len(left) != 0 {
-		t.Errorf("files left in %s while the group lives: %v", shmDir, left)
+	if ringMaps(t) == 0 {
+		t.Errorf("no ring memory file is mapped")
+	}
+	if left, _ := filepath.Glob("/dev/shm/gohorovod*"); len(left) != 0 {
+		t.Errorf("files in /dev/shm: %v", left)
 	}
 }
 
@@ -48,7 +61,6 @@ func TestShmCollectives(t *testing.T) {
 		t.Run(fmt.Sprintf("np%d", n), func(t *testing.T) {
 			leakCheck(t)
 			cs := localGroup(t, n, GroupOptions{Unix: true})
-			needShm(t, cs)
 			// Allreduce: not a multiple of the slot or the ring's piece.
 			const count = 3<<20 + 12345
 			errs := commtest.OnRanks(cs, func(c *Comm) error {
@@ -72,6 +84,7 @@ func TestShmCollectives(t *testing.T) {
 					t.Errorf("rank %d: %v", r, err)
 				}
 			}
+			needShm(t, cs)
 			// Alltoallv: block (s, d) has (s+1)*(d+1)*40000 + s elements,
 			// from 160 KB to well past a slot; block (0, 0) is small.
 			size := func(s, d int) int {
@@ -172,7 +185,6 @@ func TestShmPeerDiesWhileReceiverWaits(t *testing.T) {
 	t.Cleanup(func() { shmTestHook = nil })
 	leakCheck(t)
 	cs := localGroup(t, n, GroupOptions{Unix: true})
-	needShm(t, cs)
 	go func() {
 		<-stalled
 		crash(cs[victim])
@@ -199,21 +211,19 @@ func TestShmPeerDiesWhileReceiverWaits(t *testing.T) {
 	}
 }
 
-// TestShmFallback: where the file cannot be made, same-host ranks keep
-// their Unix sockets, say why, and large collectives still work.
+// TestShmFallback: where no ring can be made, same-host ranks keep their
+// Unix sockets, say why, and large collectives still work.
 func TestShmFallback(t *testing.T) {
-	old := shmDir
-	shmDir = filepath.Join(t.TempDir(), "absent")
-	t.Cleanup(func() { shmDir = old })
+	shmCreateHook = func(int) (int, []byte, error) { return -1, nil, errors.New("no memory files here") }
+	t.Cleanup(func() { shmCreateHook = nil })
 	leakCheck(t)
-	cs := localGroup(t, 2, GroupOptions{Unix: true})
-	for _, c := range cs {
-		for p, cn := range c.m.conns {
-			if cn != nil && cn.shm != nil {
-				t.Fatalf("rank %d has shared memory with rank %d", c.Rank(), p)
-			}
-		}
-	}
+	var mu sync.Mutex
+	var said []string
+	cs := localGroupLog(t, 2, func(format string, args ...any) {
+		mu.Lock()
+		said = append(said, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	})
 	errs := commtest.OnRanks(cs, func(c *Comm) error {
 		v := make([]float32, 1<<20)
 		for i := range v {
@@ -231,6 +241,56 @@ func TestShmFallback(t *testing.T) {
 		if err != nil {
 			t.Errorf("rank %d: %v", r, err)
 		}
+	}
+	for _, c := range cs {
+		for p, cn := range c.m.conns {
+			if cn != nil && (cn.tx != nil || !cn.txOff) {
+				t.Errorf("rank %d: ring to rank %d %v, gave up %v; want no ring, given up", c.Rank(), p, cn.tx != nil, cn.txOff)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(said) != 2 || !strings.Contains(said[0], "no memory files here") {
+		t.Errorf("logged %q, want one line per rank saying why", said)
+	}
+}
+
+// TestShmNothingOutlives: rings exist only between ranks that send large
+// payloads, and none outlives the group: after Close no ring is mapped.
+func TestShmNothingOutlives(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("shared memory is Linux only")
+	}
+	before := ringMaps(t)
+	cs := localGroup(t, 4, GroupOptions{Unix: true})
+	small := commtest.OnRanks(cs, func(c *Comm) error {
+		return c.Allreduce(tensor.New(tensor.Float32, 1024), tensor.Sum)
+	})
+	for r, err := range small {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if got := ringMaps(t); got != before {
+		t.Errorf("%d rings mapped after small collectives only, want none", got-before)
+	}
+	big := commtest.OnRanks(cs, func(c *Comm) error {
+		return c.Allreduce(tensor.New(tensor.Float32, 1<<20), tensor.Sum)
+	})
+	for r, err := range big {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if got := ringMaps(t) - before; got == 0 {
+		t.Errorf("no ring mapped after a 4 MiB allreduce")
+	}
+	for _, c := range cs {
+		c.Close()
+	}
+	if got := ringMaps(t); got != before {
+		t.Errorf("%d ring mappings left after Close", got-before)
 	}
 }
 
@@ -253,9 +313,6 @@ func TestShmReduceBits(t *testing.T) {
 			counts[n-1] += count % n
 			run := func(o GroupOptions, shm bool) ([][]float32, [][]float32) {
 				cs := localGroup(t, n, o)
-				if shm {
-					needShm(t, cs)
-				}
 				all, rs := make([][]float32, n), make([][]float32, n)
 				errs := commtest.OnRanks(cs, func(c *Comm) error {
 					me := c.Rank()
@@ -279,6 +336,9 @@ func TestShmReduceBits(t *testing.T) {
 					if err != nil {
 						t.Fatalf("rank %d: %v", r, err)
 					}
+				}
+				if shm {
+					needShm(t, cs)
 				}
 				return all, rs
 			}
