@@ -48,7 +48,7 @@ func needShm(t *testing.T, cs []*Comm) {
 	if ringMaps(t) == 0 {
 		t.Errorf("no ring memory file is mapped")
 	}
-	if left, _ := filepath.Glob("/dev/shm/gohorovod*"); len(left) != 0 {
+	if left, _ := filepath.Glob(fmt.Sprintf("/dev/shm/gohorovod-%d-*", os.Getpid())); len(left) != 0 {
 		t.Errorf("files in /dev/shm: %v", left)
 	}
 }
