@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	goruntime "runtime"
+	"strconv"
 	"time"
 
 	hvd "github.com/gohorovod/gohorovod/runtime"
@@ -140,7 +141,7 @@ func (b *bench) rankReport(ctx context.Context, r *hvd.Runtime, o options, t tim
 		cpu := 0.0
 		for rank := range size {
 			for j, f := range rankFields {
-				fmt.Fprintf(out, "rank.%d.%s=%.10g\n", rank, f, v[rank*k+j])
+				fmt.Fprintf(out, "rank.%d.%s=%s\n", rank, f, strconv.FormatFloat(v[rank*k+j], 'f', -1, 64))
 			}
 			cpu += v[rank*k+k-1]
 		}
