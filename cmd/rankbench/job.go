@@ -195,7 +195,7 @@ func (o *observed) watch(roots []int, s spec, cancel func()) (stop func()) {
 				}
 				if smp, err := readSample(p); err == nil {
 					o.mu.Lock()
-					o.launchers[p] = smp
+					o.launchers[p] = latest(o.launchers[p], smp)
 					o.mu.Unlock()
 				}
 			}
@@ -213,6 +213,15 @@ func (o *observed) watch(roots []int, s spec, cancel func()) (stop func()) {
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// latest merges a launcher's new sample into its last: the peak resident
+// set and the CPU time only grow, and a process that is exiting (a
+// zombie's status has no memory lines) reads as zero.
+func latest(last, s procSample) procSample {
+	s.hwmKiB = max(s.hwmKiB, last.hwmKiB)
+	s.cpuSec = max(s.cpuSec, last.cpuSec)
+	return s
 }
 
 // killAll sends SIGKILL to every process of pids.
