@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,7 +155,10 @@ func (o *opts) ladder() (leftBehind bool) {
 	fmt.Printf("# rankbench %s, %s, program %s %s\n", time.Now().UTC().Format(time.RFC3339), o.machine(), o.program, strings.Join(o.args, " "))
 	for _, t := range o.transports {
 		for i := range rows[t] {
-			rows[t][i].allreduce = yard[rows[t][i].np]
+			rows[t][i].allreduce = math.NaN()
+			if ms, ok := yard[rows[t][i].np]; ok {
+				rows[t][i].allreduce = ms
+			}
 		}
 		printTables(os.Stdout, t, rows[t])
 	}
