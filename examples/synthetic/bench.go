@@ -144,6 +144,8 @@ type bench struct {
 	opt    *optim.DistributedOptimizer
 	tr     *tracker
 	passes float64
+	// firstStep is when the first training step ended.
+	firstStep time.Time
 }
 
 // backward runs the backward pass: each layer's compute in reverse order,
@@ -237,6 +239,13 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 	if err != nil {
 		return rep, err
 	}
+	probes, err := b.probe(ctx, r, o.missSteps)
+	if err != nil {
+		return rep, err
+	}
+	if _, err := b.hold(ctx, r, o, out); err != nil {
+		return rep, err
+	}
 	// Each part of a step alone.
 	var parts [3]float64
 	if o.partSteps > 0 {
@@ -251,7 +260,7 @@ func run(ctx context.Context, o options, r *hvd.Runtime, out io.Writer) (rep rep
 	if r.Rank() == 0 {
 		rep.print(out, o)
 	}
-	return rep, nil
+	return rep, b.rankReport(ctx, r, o, t, probes, out)
 }
 
 // newBench builds the model of the layers' shapes, every rank starting
@@ -295,10 +304,13 @@ func newBench(ctx context.Context, o options, r *hvd.Runtime, layers []layer) (*
 // reports of the allreduces completed during its compute.
 func (b *bench) step(ctx context.Context) (float64, bool, error) {
 	reduced, first, err := b.backward(true)
-	if err != nil {
-		return 0, false, err
+	if err == nil {
+		err = b.opt.StepContext(ctx)
 	}
-	return reduced, first, b.opt.StepContext(ctx)
+	if err == nil && b.firstStep.IsZero() {
+		b.firstStep = time.Now()
+	}
+	return reduced, first, err
 }
 
 // tune warms up while autotuning runs, since the settings move until it

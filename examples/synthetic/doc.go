@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	synthetic [--model resnet50|vgg16 | --shapes FILE] [--compute-ms 100] [--warmup 3]
+//	synthetic [--model resnet50|vgg16|tiny40 | --shapes FILE] [--compute-ms 100] [--warmup 3]
 //	          [--batches-per-iter 5] [--iterations 5] [--part-steps 10] [--batch-size 32]
 //
 //	scripts/mpirun.sh 2 bin/synthetic        # 2 ranks (binary built with -tags mpi)
@@ -58,6 +58,22 @@
 // of an allreduce's. Compare the two on a link slower than the cores (an
 // emulated cluster): on one machine the quantization's CPU costs more than
 // the bytes it saves.
+//
+// For cmd/rankbench, which measures what each rank costs at many ranks,
+// -rank-report has rank 0 print, for every rank R, rank.R.pid,
+// rank.R.main_unix_us (when the program started), rank.R.init_start_unix_us
+// and rank.R.init_end_unix_us (around hvd.Init), rank.R.first_step_unix_us
+// (the first training step done), rank.R.goroutines
+// (runtime.NumGoroutine at the end) and rank.R.cpu_ms_timed, and
+// cpu_ms_per_step_per_rank over the timed steps. -miss-steps N times N
+// steps that end with a small allreduce under a name used before and N
+// under a fresh name each, a negotiation miss (probe_cached_step_ms,
+// probe_miss_step_ms, medians averaged over ranks). -hold-file PATH keeps
+// the ranks stepping after the timed steps, from rank 0's "hold=begin"
+// line until PATH exists, so that an observer can sample them.
+//
+//	gohorovodrun --gloo -np 32 bin/synthetic --model tiny40 --compute-ms 0 \
+//	    --part-steps 0 --rank-report --miss-steps 5
 //
 // Configuration of the runtime (fusion threshold, cycle time, ...) comes
 // from the HOROVOD_* environment variables.

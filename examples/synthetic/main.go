@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -29,12 +30,17 @@ type options struct {
 	psgdRank    int     // PowerSGD's rank (0: off)
 	psgdStart   int     // PowerSGD's start iteration
 	byteGrad    bool    // ByteGrad's 8-bit exchange instead of allreduce
+	rankReport  bool    // rank 0 prints every rank's start-up times, pid, goroutines and CPU
+	missSteps   int     // steps with a cached and with a fresh-named probe allreduce, each
+	holdFile    string  // after the timed steps, go on stepping until this file exists
+	holdMax     time.Duration
+	clock       clock // start-up times main saw (not a flag)
 }
 
 func parse(args []string) (options, error) {
 	var o options
 	fs := pflag.NewFlagSet("synthetic", pflag.ContinueOnError)
-	fs.StringVar(&o.model, "model", "resnet50", "built-in model: resnet50 or vgg16")
+	fs.StringVar(&o.model, "model", "resnet50", "built-in model: resnet50, vgg16 or tiny40 (40 tensors of 256 floats)")
 	fs.StringVar(&o.shapes, "shapes", "", "shapes file (name<TAB>dims, e.g. 64x3x7x7; overrides -model)")
 	fs.Float64Var(&o.computeMS, "compute-ms", 100, "backward compute per step in milliseconds, split over the layers by size")
 	fs.IntVar(&o.warmup, "warmup", 3, "warm-up steps before timing")
@@ -49,14 +55,18 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.psgdRank, "powersgd-rank", 0, "communicate the gradients with PowerSGD at this rank (0: plain allreduce)")
 	fs.IntVar(&o.psgdStart, "powersgd-start", 0, "with -powersgd-rank: steps of plain allreduce before PowerSGD starts (warm-up steps count)")
 	fs.BoolVar(&o.byteGrad, "bytegrad", false, "communicate the gradients with ByteGrad (8 bits per value, alltoall then allgather) instead of allreduce")
+	fs.BoolVar(&o.rankReport, "rank-report", false, "rank 0 prints, for every rank, its pid, when it started, entered and left hvd.Init and finished its first step (unix µs), its goroutines and its CPU time in the timed steps (rank.R.*), and the CPU per step and rank")
+	fs.IntVar(&o.missSteps, "miss-steps", 0, "after the timed steps, time this many steps that add a small allreduce under a cached name and as many under a fresh name each (a negotiation miss): probe_cached_step_ms, probe_miss_step_ms")
+	fs.StringVar(&o.holdFile, "hold-file", "", "after the timed steps, rank 0 prints hold=begin and the ranks go on stepping until this file exists (or -hold-max passes), for an observer to sample them")
+	fs.DurationVar(&o.holdMax, "hold-max", time.Minute, "with -hold-file: the longest hold")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	switch {
 	case o.computeMS < 0:
 		return o, errors.New("synthetic: -compute-ms must be >= 0")
-	case o.warmup < 0 || o.partSteps < 0:
-		return o, errors.New("synthetic: -warmup and -part-steps must be >= 0")
+	case o.warmup < 0 || o.partSteps < 0 || o.missSteps < 0:
+		return o, errors.New("synthetic: -warmup, -part-steps and -miss-steps must be >= 0")
 	case o.psgdRank < 0 || o.psgdStart < 0:
 		return o, errors.New("synthetic: -powersgd-rank and -powersgd-start must be >= 0")
 	case o.byteGrad && o.psgdRank > 0:
@@ -74,7 +84,9 @@ func parse(args []string) (options, error) {
 func main() {
 	o, err := parse(os.Args[1:])
 	if err == nil {
+		o.clock.started, o.clock.initStart = mainStarted, time.Now()
 		err = hvd.Init() // over MPI under mpirun or gohorovodrun, else one rank
+		o.clock.initEnd = time.Now()
 		if err == nil {
 			_, err = run(context.Background(), o, hvd.Default(), os.Stdout)
 			if serr := hvd.Shutdown(); err == nil {

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,6 +77,7 @@ func TestBuiltinModels(t *testing.T) {
 	}{
 		{"resnet50", 161, 25557032},
 		{"vgg16", 32, 138357544},
+		{"tiny40", 40, 10240},
 	} {
 		layers, err := loadShapes(c.model, "")
 		if err != nil {
@@ -114,6 +117,8 @@ func TestParseOptions(t *testing.T) {
 		{[]string{"--powersgd-start", "-1"}, false},
 		{[]string{"--bytegrad"}, true},
 		{[]string{"--bytegrad", "--powersgd-rank", "1"}, false},
+		{[]string{"--rank-report", "--miss-steps", "2", "--hold-file", "x", "--hold-max", "1s"}, true},
+		{[]string{"--miss-steps", "-1"}, false},
 	} {
 		if _, err := parse(c.args); (err == nil) != c.ok {
 			t.Errorf("parse(%q): error %v, want ok=%v", c.args, err, c.ok)
@@ -319,5 +324,37 @@ func TestOverlap(t *testing.T) {
 		if rep.reducedInBackward <= 0 {
 			t.Errorf("rank %d: no gradient was reduced during backward", rank)
 		}
+	}
+}
+
+// TestRankReport: -rank-report prints every rank's pid, start-up times in
+// order, goroutines and CPU, -miss-steps the probe's step times, and
+// -hold-file holds the ranks after rank 0's hold=begin until the file
+// exists.
+func TestRankReport(t *testing.T) {
+	stop := t.TempDir() + "/stop"
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		os.WriteFile(stop, nil, 0o600)
+	}()
+	_, outs := runRanks(t, 2, "--shapes", "testdata/tiny_shapes.txt", "--compute-ms", "0", "--warmup", "1",
+		"--batches-per-iter", "2", "--iterations", "1", "--part-steps", "0", "--rank-report", "--miss-steps", "2",
+		"--hold-file", stop, "--hold-max", "30s")
+	kv := keyValues(t, outs[0])
+	if kv["hold"] != "begin" {
+		t.Errorf("no hold=begin line:\n%s", outs[0])
+	}
+	for rank := range 2 {
+		p := func(f string) float64 { return num(t, kv, fmt.Sprintf("rank.%d.%s", rank, f)) }
+		// In process the runtime is initialised by the test: no Init times.
+		if p("pid") != float64(os.Getpid()) || p("first_step_unix_us") <= 0 || p("goroutines") < 1 {
+			t.Errorf("rank %d: pid %v, first step %v, goroutines %v", rank, p("pid"), p("first_step_unix_us"), p("goroutines"))
+		}
+	}
+	if num(t, kv, "probe_cached_step_ms") <= 0 || num(t, kv, "probe_miss_step_ms") <= 0 {
+		t.Errorf("probe_cached_step_ms=%s probe_miss_step_ms=%s", kv["probe_cached_step_ms"], kv["probe_miss_step_ms"])
+	}
+	if _, ok := kv["cpu_ms_per_step_per_rank"]; !ok {
+		t.Error("no cpu_ms_per_step_per_rank")
 	}
 }

@@ -20,7 +20,7 @@ import (
 var shapeFiles embed.FS
 
 // Models lists the names that -model accepts.
-var models = []string{"resnet50", "vgg16"}
+var models = []string{"resnet50", "vgg16", "tiny40"}
 
 // layer is one parameter tensor of the synthetic model.
 type layer struct {
