@@ -2,7 +2,6 @@ package main
 
 import (
 	"math"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,16 +17,9 @@ const smokeNP = 32
 // than 4·ceil(log2 np)+8 open sockets (a full mesh has two per peer) or
 // when the job leaves anything in /dev/shm: issue 46's bound on what a rank
 // holds as the job grows.
-//
-// The embedded transport still connects every pair of ranks at start-up,
-// so the test fails today; it runs only with GOHOROVOD_SCALE_SMOKE=1 until
-// connections are made on first use and the collectives take log n steps.
 func TestScaleSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the scale smoke run is skipped in -short mode")
-	}
-	if os.Getenv("GOHOROVOD_SCALE_SMOKE") != "1" {
-		t.Skip("the embedded transport still makes a full mesh: set GOHOROVOD_SCALE_SMOKE=1 to run the np 32 socket bound")
 	}
 	dir := t.TempDir()
 	for _, b := range [][2]string{{"gohorovodrun", "../gohorovodrun"}, {"synthetic", "../../examples/synthetic"}} {
