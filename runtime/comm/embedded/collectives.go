@@ -17,9 +17,11 @@ var (
 	// below it, a binomial tree.
 	chainMin = 256 << 10
 	// bruckMax is the allgatherv total size up to which Bruck's algorithm
-	// runs; above it, the ring (BenchmarkAllgatherv measured the
-	// crossover).
-	bruckMax = 64 << 10
+	// runs; above it, the ring. BenchmarkAllgatherv over Unix sockets
+	// measured the two even at 128 KiB at np 8 (Bruck's 20-40% faster
+	// below, the ring ahead from 256 KiB), Bruck's ahead up to 256 KiB at
+	// np 4.
+	bruckMax = 128 << 10
 	// pieceBytes is the unit of pipelining of the ring and the chain.
 	pieceBytes = 512 << 10
 	// window is how many pieces a rank has receives posted for ahead of
@@ -425,7 +427,7 @@ func (c *Comm) describe(a *agree.Args) (desc, error) {
 }
 
 // Allgatherv concatenates counts[r] elements from each rank r into recv on
-// every rank: up to bruckMax bytes in all by Bruck's algorithm (ceil(log2
+// every rank: up to 128 KiB in all by Bruck's algorithm (ceil(log2
 // n) rounds, each rank sending to one peer and receiving from another in
 // each), above around a pipelined ring (SetAlgorithms can force either, or
 // every rank sending its block straight to every other).
@@ -484,25 +486,34 @@ func (c *Comm) direct(sb, rb []byte, blocks []span) {
 // the first m = min(d, n-d) blocks it holds to rank r-d and receives the
 // m blocks from r+d on from rank r+d, straight into their places in b. A
 // run of blocks that wraps past the last rank travels as two frames, an
-// empty one not at all (both sides know every count).
+// empty one not at all (both sides know every count). Every round
+// receives from another rank and into other bytes, so all the receives
+// are posted first: no frame waits at a reader for its receive.
 func (c *Comm) bruck(b []byte, blocks []span) error {
 	n, r := len(c.members), c.rank
+	var q [2 * 64]*recvReq // two per round, at most 64 rounds
+	k := 0
 	for d := 1; d < n; d <<= 1 {
-		m := min(d, n-d)
-		to, from := mod(r-d, n), mod(r+d, n)
-		in1, in2 := blockRun(blocks, from, m)
-		q1, q2 := c.irecvSpan(from, b, in1), c.irecvSpan(from, b, in2)
-		out1, out2 := blockRun(blocks, r, m)
+		from := mod(r+d, n)
+		in1, in2 := blockRun(blocks, from, min(d, n-d))
+		q[k], q[k+1] = c.irecvSpan(from, b, in1), c.irecvSpan(from, b, in2)
+		k += 2
+	}
+	k = 0
+	for d := 1; d < n; d <<= 1 {
+		to := mod(r-d, n)
+		out1, out2 := blockRun(blocks, r, min(d, n-d))
 		c.isendSpan(to, b, out1)
 		c.isendSpan(to, b, out2)
-		for _, q := range [2]*recvReq{q1, q2} {
-			if q == nil {
+		for _, rq := range q[k : k+2] {
+			if rq == nil {
 				continue
 			}
-			if err := c.waitR(q); err != nil {
+			if err := c.waitR(rq); err != nil {
 				return err
 			}
 		}
+		k += 2
 	}
 	return nil
 }
@@ -715,10 +726,13 @@ func (c *Comm) Barrier() error {
 		return err
 	}
 	n, r := len(c.members), c.rank
+	first := len(c.outR)
 	for dist := 1; dist < n; dist <<= 1 {
-		q := c.irecv(mod(r-dist, n), nil)
+		c.irecv(mod(r-dist, n), nil) // from a new rank each round: post all
+	}
+	for i, dist := 0, 1; dist < n; i, dist = i+1, dist<<1 {
 		c.isend((r+dist)%n, nil)
-		if err := c.waitR(q); err != nil {
+		if err := c.waitR(c.outR[first+i]); err != nil {
 			return c.finish(err)
 		}
 	}
