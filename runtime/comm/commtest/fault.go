@@ -102,15 +102,20 @@ func abortDelivers(c comm.Communicator) error {
 	})
 }
 
-// firstAbortWins: rank 0 aborts; once every rank knows it has (through the
+// firstAbortWins: rank 0 aborts; once every rank knows it has (each has
+// seen its barrier on the aborted group fail, then the ranks meet in the
 // parent group), rank 1 aborts with another cause and closes: every rank
-// still sees rank 0's abort.
+// still sees rank 0's abort. (A barrier in the parent alone would not do:
+// a transport's barrier need not hear from every rank directly, so rank
+// 0's abort could still be on its way to a rank when rank 1's arrives.)
 func firstAbortWins(c comm.Communicator) error {
 	return abortCase(c, "first abort", "after a split group was aborted twice", func(rep *report, sub comm.Communicator, ab comm.Aborter) {
 		first := errors.New("commtest: first abort")
 		second := errors.New("commtest: second abort")
 		if sub.Rank() == 0 {
 			rep.ok("abort", ab.Abort(first))
+		} else {
+			peerError(rep, "barrier on the group rank 0 aborts", sub.Barrier(), 0, first)
 		}
 		rep.ok("barrier in the parent after the first abort", c.Barrier())
 		if sub.Rank() == 1 {

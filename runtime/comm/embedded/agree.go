@@ -160,9 +160,11 @@ func (c *Comm) begin() error {
 }
 
 // agree settles, before any data moves, whether the call goes ahead. With
-// the check on, every rank exchanges its desc (and its own error, if any)
-// with every other and all reach the same verdict: nil, this rank's own
-// error, or a *comm.MismatchError. With the check off, a rank's own error
+// the check on, the ranks first combine a digest of their descs in log2 n
+// exchanges (quickAgree); when it shows that they all agree and none has
+// an error of its own, the call goes ahead. Otherwise every rank exchanges
+// its desc (and its own error, if any) with every other and all reach the
+// same verdict: nil, this rank's own error, or a *comm.MismatchError. With the check off, a rank's own error
 // aborts the group (the others would otherwise wait for it for ever). On
 // success it sets the fingerprint of the call's data frames.
 func (c *Comm) agree(d *desc, own error) error {
@@ -184,6 +186,12 @@ func (c *Comm) agree(d *desc, own error) error {
 		}
 		c.fp = d.fingerprint()
 		return nil
+	}
+	if ok, err := c.quickAgree(d); err != nil || ok {
+		if err == nil {
+			c.fp = d.fingerprint()
+		}
+		return err
 	}
 	ds, err := c.exchangeDescs(d, own)
 	if err != nil {
@@ -305,6 +313,9 @@ func (c *Comm) irecvUpTo(r int, buf []byte) *recvReq {
 }
 
 func (c *Comm) newRecv(r int, buf []byte) *recvReq {
+	if peerHook != nil {
+		peerHook(c, r)
+	}
 	var q *recvReq
 	if k := len(c.freeR); k > 0 {
 		q = c.freeR[k-1]
@@ -323,6 +334,9 @@ func (c *Comm) newRecv(r int, buf []byte) *recvReq {
 
 // isend queues buf for group rank r.
 func (c *Comm) isend(r int, buf []byte) *sendReq {
+	if peerHook != nil {
+		peerHook(c, r)
+	}
 	var s *sendReq
 	if k := len(c.freeS); k > 0 {
 		s = c.freeS[k-1]

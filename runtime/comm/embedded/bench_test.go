@@ -102,3 +102,40 @@ func benchGroup(b *testing.B, n, size int, unix bool, call func(r int, c comm.Co
 	b.ResetTimer()
 	run(b.N)
 }
+
+// BenchmarkAllgatherv gathers float32 blocks of equal size, size/n bytes
+// from each rank, size in all, at np 4, 8 and 16 over Unix sockets, with
+// each allgather algorithm forced: Bruck's (log2 n rounds), the ring (n-1
+// steps) and, for reference, every rank to every other. The crossover
+// between the first two sets the size up to which Allgatherv runs
+// Bruck's (bruckMax). SetBytes is the total size.
+func BenchmarkAllgatherv(b *testing.B) {
+	for _, n := range []int{4, 8, 16} {
+		for _, size := range []int{4 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 1 << 20} {
+			for _, algo := range []embedded.Algorithm{embedded.Bruck, embedded.Ring, embedded.Direct} {
+				b.Run(fmt.Sprintf("np%d/%s/%s", n, human(size), algo), func(b *testing.B) {
+					benchAllgatherv(b, n, size, algo)
+				})
+			}
+		}
+	}
+}
+
+func benchAllgatherv(b *testing.B, n, size int, algo embedded.Algorithm) {
+	counts := make([]int, n)
+	sends := make([]*tensor.Tensor, n)
+	for r := range counts {
+		counts[r] = size / 4 / n
+		sends[r] = tensor.New(tensor.Float32, counts[r])
+	}
+	forced := make([]bool, n)
+	benchGroup(b, n, size, true, func(r int, c comm.Communicator, _, recv *tensor.Tensor) error {
+		if !forced[r] {
+			forced[r] = true
+			if err := c.(*embedded.Comm).SetAlgorithms(embedded.Algorithms{Allgather: algo}); err != nil {
+				return err
+			}
+		}
+		return c.Allgatherv(sends[r], recv, counts)
+	})
+}

@@ -16,9 +16,12 @@ var (
 	// chainMin is the bcast size from which the pipelined chain is used;
 	// below it, a binomial tree.
 	chainMin = 256 << 10
-	// directMax is the allgatherv total size up to which every rank sends
-	// its block straight to every other; above it, the ring.
-	directMax = 64 << 10
+	// bruckMax is the allgatherv total size up to which Bruck's algorithm
+	// runs; above it, the ring. BenchmarkAllgatherv over Unix sockets
+	// measured the two even at 128 KiB at np 8 (Bruck's 20-40% faster
+	// below, the ring ahead from 256 KiB), Bruck's ahead up to 256 KiB at
+	// np 4.
+	bruckMax = 128 << 10
 	// pieceBytes is the unit of pipelining of the ring and the chain.
 	pieceBytes = 512 << 10
 	// window is how many pieces a rank has receives posted for ahead of
@@ -37,7 +40,8 @@ func mod(a, n int) int { return ((a % n) + n) % n }
 // is combined in one fixed order that does not depend on the rank computing
 // it (in recursive doubling both partners compute op(lower, higher); in the
 // ring each block is reduced once, along the ring, and then copied), so the
-// result is identical, bit for bit, on every rank.
+// result is identical, bit for bit, on every rank. SetAlgorithms can force
+// either whatever the size.
 func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 	d, err := c.start(agree.Args{Kind: agree.Allreduce, Send: buf, Op: op})
 	if err != nil {
@@ -48,14 +52,52 @@ func (c *Comm) Allreduce(buf *tensor.Tensor, op tensor.ReduceOp) error {
 		return nil
 	}
 	esz := d.dtype.Size()
-	if len(b) >= ringMin && len(b)/esz >= len(c.members) {
+	if c.allreduceRing(len(b), esz) {
 		return c.finish(c.ring(b, c.evenBlocks(len(b)/esz, esz), d.dtype, op, true, true))
 	}
 	return c.finish(c.doubling(b, d.dtype, op))
 }
 
+// allreduceRing reports whether an allreduce of size bytes, of elements
+// of esz bytes, runs the ring (else recursive doubling): the one forced,
+// or by size; the ring needs an element per rank.
+func (c *Comm) allreduceRing(size, esz int) bool {
+	if size/esz < len(c.members) {
+		return false
+	}
+	switch c.algo.Allreduce {
+	case Ring:
+		return true
+	case Doubling:
+		return false
+	}
+	return size >= ringMin
+}
+
+// reducer combines two buffers of an allreduce: with op on elements of
+// dt, or as the agreement's digests.
+type reducer struct {
+	dt     tensor.DType
+	op     tensor.ReduceOp
+	digest bool
+}
+
+// combine stores op(dst, src) in dst.
+func (f reducer) combine(dst, src []byte) {
+	if f.digest {
+		combineDigest(dst, src)
+		return
+	}
+	tensor.Reduce(f.dt, f.op, dst, src)
+}
+
 // doubling is recursive-doubling allreduce.
 func (c *Comm) doubling(b []byte, dt tensor.DType, op tensor.ReduceOp) error {
+	return c.doublingBy(b, reducer{dt: dt, op: op})
+}
+
+// doublingBy is recursive-doubling allreduce with f.
+func (c *Comm) doublingBy(b []byte, f reducer) error {
 	n, r := len(c.members), c.rank
 	p := 1
 	for p*2 <= n {
@@ -74,7 +116,7 @@ func (c *Comm) doubling(b []byte, dt tensor.DType, op tensor.ReduceOp) error {
 		if err := c.waitR(c.irecv(r-1, tmp)); err != nil {
 			return err
 		}
-		tensor.Reduce(dt, op, tmp, b) // op(lower, higher)
+		f.combine(tmp, b) // op(lower, higher)
 		copy(b, tmp)
 		vr = r / 2
 	}
@@ -93,9 +135,9 @@ func (c *Comm) doubling(b []byte, dt tensor.DType, op tensor.ReduceOp) error {
 			return err
 		}
 		if vr < pv {
-			tensor.Reduce(dt, op, b, tmp)
+			f.combine(b, tmp)
 		} else {
-			tensor.Reduce(dt, op, tmp, b)
+			f.combine(tmp, b)
 			copy(b, tmp)
 		}
 	}
@@ -385,8 +427,10 @@ func (c *Comm) describe(a *agree.Args) (desc, error) {
 }
 
 // Allgatherv concatenates counts[r] elements from each rank r into recv on
-// every rank: up to 64 KiB in all, every rank sends its block straight to
-// every other; above, around a pipelined ring.
+// every rank: up to 128 KiB in all by Bruck's algorithm (ceil(log2
+// n) rounds, each rank sending to one peer and receiving from another in
+// each), above around a pipelined ring (SetAlgorithms can force either, or
+// every rank sending its block straight to every other).
 func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 	d, err := c.start(agree.Args{Kind: agree.Allgatherv, Send: send, Recv: recv, Counts: counts})
 	if err != nil {
@@ -397,13 +441,35 @@ func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 	blocks := countBlocks(counts, esz)
 	mine := blocks[c.rank]
 	copy(rb[mine.lo:mine.hi], sb)
-	n := len(c.members)
-	if n == 1 {
+	if len(c.members) == 1 {
 		return nil
 	}
-	if comm.Sum(counts)*esz > directMax {
+	switch c.allgatherAlgo(comm.Sum(counts) * esz) {
+	case Ring:
 		return c.finish(c.ring(rb, blocks, d.dtype, 0, false, true))
+	case Direct:
+		c.direct(sb, rb, blocks)
+		return c.finish(nil)
 	}
+	return c.finish(c.bruck(rb, blocks))
+}
+
+// allgatherAlgo returns the algorithm of an allgather of size bytes in
+// all: the one forced, or by size.
+func (c *Comm) allgatherAlgo(size int) Algorithm {
+	switch a := c.algo.Allgather; {
+	case a != "" && a != Auto:
+		return a
+	case size > bruckMax:
+		return Ring
+	}
+	return Bruck
+}
+
+// direct queues this rank's block for every other rank and posts the
+// receive of each of theirs: n-1 messages each way, with n-1 peers.
+func (c *Comm) direct(sb, rb []byte, blocks []span) {
+	n := len(c.members)
 	for p := range n {
 		if p != c.rank {
 			c.irecv(p, rb[blocks[p].lo:blocks[p].hi])
@@ -412,30 +478,172 @@ func (c *Comm) Allgatherv(send, recv *tensor.Tensor, counts []int) error {
 	for k := 1; k < n; k++ {
 		c.isend((c.rank+k)%n, sb)
 	}
-	return c.finish(nil)
+}
+
+// bruck is Bruck's allgather over the blocks of b, in which this rank's
+// own block is already in place. After round k rank r holds the blocks r,
+// r+1, ..., r+2^(k+1)-1 (mod n): in round k (distance d = 2^k) it sends
+// the first m = min(d, n-d) blocks it holds to rank r-d and receives the
+// m blocks from r+d on from rank r+d, straight into their places in b. A
+// run of blocks that wraps past the last rank travels as two frames, an
+// empty one not at all (both sides know every count). Every round
+// receives from another rank and into other bytes, so all the receives
+// are posted first: no frame waits at a reader for its receive.
+func (c *Comm) bruck(b []byte, blocks []span) error {
+	n, r := len(c.members), c.rank
+	var q [2 * 64]*recvReq // two per round, at most 64 rounds
+	k := 0
+	for d := 1; d < n; d <<= 1 {
+		from := mod(r+d, n)
+		in1, in2 := blockRun(blocks, from, min(d, n-d))
+		q[k], q[k+1] = c.irecvSpan(from, b, in1), c.irecvSpan(from, b, in2)
+		k += 2
+	}
+	k = 0
+	for d := 1; d < n; d <<= 1 {
+		to := mod(r-d, n)
+		out1, out2 := blockRun(blocks, r, min(d, n-d))
+		c.isendSpan(to, b, out1)
+		c.isendSpan(to, b, out2)
+		for _, rq := range q[k : k+2] {
+			if rq == nil {
+				continue
+			}
+			if err := c.waitR(rq); err != nil {
+				return err
+			}
+		}
+		k += 2
+	}
+	return nil
+}
+
+// blockRun returns the bytes of the m blocks a, a+1, ..., a+m-1 (mod n, m
+// <= n): one span, and a second where the run wraps past the last block.
+func blockRun(blocks []span, a, m int) (span, span) {
+	n := len(blocks)
+	if a+m <= n {
+		return span{blocks[a].lo, blocks[a+m-1].hi}, span{}
+	}
+	return span{blocks[a].lo, blocks[n-1].hi}, span{blocks[0].lo, blocks[a+m-n-1].hi}
+}
+
+// irecvSpan posts the receive of b[s.lo:s.hi] from group rank r, or
+// returns nil when s is empty (no frame travels for it).
+func (c *Comm) irecvSpan(r int, b []byte, s span) *recvReq {
+	if s.hi == s.lo {
+		return nil
+	}
+	return c.irecv(r, b[s.lo:s.hi])
+}
+
+// isendSpan queues b[s.lo:s.hi] for group rank r, unless s is empty.
+func (c *Comm) isendSpan(r int, b []byte, s span) {
+	if s.hi > s.lo {
+		c.isend(r, b[s.lo:s.hi])
+	}
 }
 
 // Gatherv concatenates counts[r] elements from each rank r into recv on
-// root: every rank sends its block straight to the root.
+// root, along a binomial tree rooted there: in ranks relative to the root,
+// rank v receives from its children v+1, v+2, v+4, ... (below the lowest
+// bit set in v) the blocks of their subtrees, which follow its own, and
+// passes the whole run on to its parent v minus that bit; the root talks
+// to ceil(log2 n) ranks, every other rank to at most that many and one.
+// Away from the root the runs gather in a scratch buffer.
 func (c *Comm) Gatherv(send, recv *tensor.Tensor, counts []int, root int) error {
 	d, err := c.start(agree.Args{Kind: agree.Gatherv, Send: send, Recv: recv, Counts: counts, Root: root})
 	if err != nil {
 		return err
 	}
+	t := gatherTree{n: len(c.members), root: root, blocks: countBlocks(counts, d.dtype.Size())}
 	sb := send.Bytes()
-	if c.rank != root {
-		c.isend(root, sb)
-		return c.finish(nil)
+	if c.rank == root {
+		rb := recv.Bytes()
+		own := t.blocks[root]
+		copy(rb[own.lo:own.hi], sb)
+		return c.finish(c.gatherFrom(&t, 0, rb))
 	}
-	rb := recv.Bytes()
-	blocks := countBlocks(counts, d.dtype.Size())
-	for p, s := range blocks {
-		if p != root {
-			c.irecv(p, rb[s.lo:s.hi])
+	v := mod(c.rank-root, t.n)
+	low := v & -v
+	end := min(v+low, t.n)
+	var buf []byte
+	if end == v+1 {
+		buf = sb // a leaf sends its own block as it is
+	} else {
+		buf = c.scratch(t.off(end) - t.off(v))
+		copy(buf, sb)
+		if err := c.gatherFrom(&t, v, buf); err != nil {
+			return c.finish(err)
 		}
 	}
-	copy(rb[blocks[root].lo:blocks[root].hi], sb)
+	t.forPieces(v, end, func(p, q int) {
+		c.isend(t.real(v-low), buf[t.off(p)-t.off(v):t.off(q)-t.off(v)])
+	})
 	return c.finish(nil)
+}
+
+// gatherTree is the layout of a gatherv's binomial tree: ranks relative to
+// the root (v is group rank (v+root) mod n) and the blocks in rank order.
+type gatherTree struct {
+	n, root int
+	blocks  []span
+}
+
+// real returns the group rank of relative rank v.
+func (t *gatherTree) real(v int) int { return (v + t.root) % t.n }
+
+// off returns where relative rank v's block starts in the blocks laid out
+// in relative order (root first); off(n) is their total size.
+func (t *gatherTree) off(v int) int {
+	base := t.blocks[t.root].lo
+	if v < t.n && t.real(v) >= t.root {
+		return t.blocks[t.real(v)].lo - base
+	}
+	total := t.blocks[t.n-1].hi
+	if v == t.n {
+		return total
+	}
+	return total - base + t.blocks[t.real(v)].lo
+}
+
+// forPieces calls f on the runs of relative ranks [a, b) whose group
+// ranks do not wrap past the last rank (one or two runs), skipping the
+// runs whose blocks are empty: the frames a subtree travels in.
+func (t *gatherTree) forPieces(a, b int, f func(p, q int)) {
+	w := t.n - t.root // the relative rank of group rank 0
+	for _, s := range [2]span{{a, min(b, w)}, {max(a, w), b}} {
+		if s.lo < s.hi && t.off(s.hi) > t.off(s.lo) {
+			f(s.lo, s.hi)
+		}
+	}
+}
+
+// gatherFrom receives, at relative rank v, the subtrees of v's children
+// into buf: the root's receive buffer in rank order (v = 0), or a scratch
+// buffer in relative order that starts with v's own block.
+func (c *Comm) gatherFrom(t *gatherTree, v int, buf []byte) error {
+	low := v & -v
+	if v == 0 {
+		low = t.n
+	}
+	first := len(c.outR)
+	for mask := 1; mask < low && v+mask < t.n; mask <<= 1 {
+		ch := v + mask
+		t.forPieces(ch, min(ch+mask, t.n), func(p, q int) {
+			if v == 0 {
+				c.irecv(t.real(ch), buf[t.blocks[t.real(p)].lo:t.blocks[t.real(q-1)].hi])
+				return
+			}
+			c.irecv(t.real(ch), buf[t.off(p)-t.off(v):t.off(q)-t.off(v)])
+		})
+	}
+	for _, q := range c.outR[first:] {
+		if err := c.waitR(q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Alltoallv sends block r of send to rank r and receives block r of recv
@@ -499,10 +707,16 @@ func (c *Comm) ReduceScatter(send, recv *tensor.Tensor, counts []int, op tensor.
 	return nil
 }
 
-// Barrier returns once every rank has entered it: every rank sends an empty
-// frame to every other and waits for theirs. (A rank hears from every other
-// directly, so anything a peer sent it before entering the barrier, an abort
-// included, has been seen when the barrier returns.)
+// Barrier returns once every rank has entered it: a dissemination barrier
+// of ceil(log2 n) rounds, in round k of which rank r sends an empty frame
+// to rank r+2^k and waits for the one of rank r-2^k; by the last round
+// every rank has heard, directly or through others, from every rank. A
+// rank hears directly from 2 ceil(log2 n) ranks at most, so a frame that a
+// peer sent it before entering the barrier on another connection, an
+// abort of another group say, may still be on its way when the barrier
+// returns. A rank that aborts the group, or loses a peer, stops taking
+// part; the ranks waiting on it through others learn of it from its abort
+// frame, which goes to every member directly.
 func (c *Comm) Barrier() error {
 	if err := c.begin(); err != nil {
 		return err
@@ -511,14 +725,16 @@ func (c *Comm) Barrier() error {
 	if err := c.agree(&d, nil); err != nil {
 		return err
 	}
-	n := len(c.members)
-	for p := range n {
-		if p != c.rank {
-			c.irecv(p, nil)
-		}
+	n, r := len(c.members), c.rank
+	first := len(c.outR)
+	for dist := 1; dist < n; dist <<= 1 {
+		c.irecv(mod(r-dist, n), nil) // from a new rank each round: post all
 	}
-	for k := 1; k < n; k++ {
-		c.isend((c.rank+k)%n, nil)
+	for i, dist := 0, 1; dist < n; i, dist = i+1, dist<<1 {
+		c.isend((r+dist)%n, nil)
+		if err := c.waitR(c.outR[first+i]); err != nil {
+			return c.finish(err)
+		}
 	}
 	return c.finish(nil)
 }

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -28,16 +29,17 @@ type Comm struct {
 	m       *mesh
 	id      uint64
 	rank    int
-	members []int     // world rank of each member, in this group's rank order
-	local   []int     // group rank of each world rank, -1 for non-members
-	conns   []*conn   // by group rank; nil at this rank
-	inboxes []*inbox  // by group rank; nil at this rank
-	root    bool      // made by New: Close tears the mesh down
-	check   bool      // the agreement check (comm.AgreementChecker)
-	seq     uint64    // collective calls made
-	splits  uint64    // splits made, for the ids of new groups
-	fp      uint64    // the current call's fingerprint
-	owner   *ownerRef // NewLocalGroup's resources, on the root only
+	members []int      // world rank of each member, in this group's rank order
+	local   []int      // group rank of each world rank, -1 for non-members
+	conns   []*conn    // by group rank; nil at this rank
+	inboxes []*inbox   // by group rank; nil at this rank
+	root    bool       // made by New: Close tears the mesh down
+	check   bool       // the agreement check (comm.AgreementChecker)
+	algo    Algorithms // algorithms forced (SetAlgorithms)
+	seq     uint64     // collective calls made
+	splits  uint64     // splits made, for the ids of new groups
+	fp      uint64     // the current call's fingerprint
+	owner   *ownerRef  // NewLocalGroup's resources, on the root only
 
 	mu     sync.Mutex
 	err    error         // non-nil once torn down: what later calls get
@@ -49,10 +51,11 @@ type Comm struct {
 	outS  []*sendReq // this call's sends
 	freeR []*recvReq
 	freeS []*sendReq
-	slots [][]byte // pipelined receive slots
-	tmp   []byte   // scratch of the small-message algorithms
-	work  []byte   // ReduceScatter's copy of its send buffer
-	descs [][]byte // agreement exchange buffers
+	slots [][]byte        // pipelined receive slots
+	tmp   []byte          // scratch of the small-message algorithms
+	work  []byte          // ReduceScatter's copy of its send buffer
+	descs [][]byte        // agreement exchange buffers
+	dig   [digestLen]byte // the agreement's digest (quickAgree)
 	// The ring's bookkeeping, reused from call to call.
 	evs       []ringEv
 	stepStart []int
@@ -248,8 +251,9 @@ func (c *Comm) teardown() error {
 }
 
 // Split partitions the group by color into new groups ordered by key and
-// then by rank (see comm.Communicator). It exchanges every rank's color and
-// key with every other rank; each new group gets an id derived from this
+// then by rank (see comm.Communicator). Every rank learns every rank's
+// color and key (an allgather of log2 n rounds, once the agreement's
+// digest shows that every rank called Split); each new group gets an id derived from this
 // group's id, the number of splits made so far and the color, the same on
 // every member, and shares this group's connections. A negative color
 // takes part but joins no group and gets an error.
@@ -278,11 +282,8 @@ func (c *Comm) split(k kind, color, key int) (comm.Communicator, error) {
 	c.splits++
 	count := c.splits
 	d := desc{kind: k, color: int64(color), key: int64(key)}
-	ds, err := c.exchangeDescs(&d, nil)
+	ds, err := c.splitDescs(&d)
 	if err != nil {
-		return nil, c.finish(err)
-	}
-	if err := c.finish(nil); err != nil {
 		return nil, err
 	}
 	for r, o := range ds {
@@ -327,5 +328,51 @@ func (c *Comm) split(k kind, color, key int) (comm.Communicator, error) {
 	if id == rootID {
 		id++
 	}
-	return c.m.newComm(id, members, me, false), nil
+	nc := c.m.newComm(id, members, me, false)
+	nc.algo = c.algo
+	return nc, nil
+}
+
+// splitRecord is the size of a rank's color and key as a split gathers
+// them.
+const splitRecord = 16
+
+// splitDescs returns every rank's desc of a split d (their colors and
+// keys): once the agreement's digest shows that every rank called the
+// same, by an allgather of each rank's color and key (Bruck's, log2 n
+// rounds); otherwise by the exchange of every rank's desc with every
+// other, from which the caller reports the mismatch.
+func (c *Comm) splitDescs(d *desc) ([]desc, error) {
+	ok, err := c.quickAgree(d)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		ds, err := c.exchangeDescs(d, nil)
+		if err != nil {
+			return nil, c.finish(err)
+		}
+		return ds, c.finish(nil)
+	}
+	n := len(c.members)
+	b := make([]byte, splitRecord*n)
+	blocks := make([]span, n)
+	for r := range blocks {
+		blocks[r] = span{splitRecord * r, splitRecord * (r + 1)}
+	}
+	putU64(b[splitRecord*c.rank:], uint64(d.color))
+	putU64(b[splitRecord*c.rank+8:], uint64(d.key))
+	saved := c.fp
+	c.fp = d.fingerprint()
+	err = c.bruck(b, blocks)
+	c.fp = saved
+	if err := c.finish(err); err != nil {
+		return nil, err
+	}
+	ds := make([]desc, n)
+	for r := range ds {
+		at := b[splitRecord*r:]
+		ds[r] = desc{kind: d.kind, color: int64(binary.LittleEndian.Uint64(at)), key: int64(binary.LittleEndian.Uint64(at[8:]))}
+	}
+	return ds, nil
 }

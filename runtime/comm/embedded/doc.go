@@ -56,12 +56,26 @@
 //     partners both compute op(lower block, higher block); in the ring each
 //     block is reduced once and then copied around.
 //   - Bcast: binomial tree below 256 KiB, pipelined chain above.
-//   - Allgatherv: every rank to every other up to 64 KiB in all, ring above.
-//   - Gatherv: every rank straight to the root.
+//   - Allgatherv: Bruck's algorithm up to 128 KiB in all (ceil(log2 n)
+//     rounds: in round k rank r sends the blocks it holds to r-2^k and
+//     receives as many from r+2^k, straight into their places), the ring
+//     above.
+//   - Gatherv: a binomial tree rooted at the root; each rank passes on the
+//     blocks of its subtree in one message (two where they wrap past the
+//     last rank).
 //   - Alltoallv: every receive posted, then every send queued (pairwise, in
 //     the order rank+1, rank+2, ...): all pairs exchange at once.
 //   - ReduceScatter: the ring's reduce-scatter, with uneven counts.
-//   - Barrier: an empty frame from every rank to every other.
+//   - Barrier: a dissemination barrier, ceil(log2 n) rounds of empty
+//     frames, to rank+2^k from rank-2^k.
+//   - Split: Bruck's allgather of every rank's color and key.
+//
+// So apart from Alltoallv, which needs every pair, and an agreement that
+// finds a mismatch (below), a rank exchanges frames with 2 ceil(log2 n)
+// peers at most in a collective, its agreement included. SetAlgorithms
+// forces an allgather (direct: every rank to every other; bruck; ring) or
+// an allreduce (doubling; ring) whatever the size, as the runtime does
+// from GOHOROVOD_EMBEDDED_ALLGATHER and GOHOROVOD_EMBEDDED_ALLREDUCE.
 //
 // Reductions use the tensor package's kernels, so every dtype and op that
 // tensor.Reduce supports works, tensor.BitAnd and tensor.BitOr included. In
@@ -71,9 +85,14 @@
 // # Agreement and failure
 //
 // With the agreement check on (comm.AgreementChecker, the default), every
-// collective first exchanges a description of its arguments with every
-// rank: a disagreement, or an invalid argument on any rank, fails the call
-// on every rank before any data moves, and the group stays usable. The
+// collective first combines a digest of its arguments across the ranks by
+// recursive doubling (log2 n exchanges of 40 bytes: the least and greatest
+// fingerprint of the arguments, alltoallv's counts summed as hashes, and
+// whether some rank has an invalid argument). When it shows a
+// disagreement, or an invalid argument on any rank, every rank sends the
+// description of its arguments to every other, so that the call fails on
+// every rank, before any data moves, with the same words as on the other
+// transports, and the group stays usable. The
 // runtime turns the check off where negotiation already guarantees
 // agreement; a disagreement the frames reveal then still fails the call,
 // and tears the group down so that no rank waits for ever.
@@ -85,6 +104,9 @@
 // members they are connected to, once each, so that the news reaches
 // ranks that never talked to it (and a rank that connects later, or sends
 // the group a frame, is told then). Abort reaches every member the same
-// way, with the cause's text. Close is idempotent and waits for the
+// way, with the cause's text. (No collective but Alltoallv hears from
+// every rank directly, so a frame that a peer sent before its last
+// collective on another group, an abort say, may arrive after that
+// collective returns.) Close is idempotent and waits for the
 // transport's goroutines.
 package embedded
