@@ -45,6 +45,9 @@ type Setting struct {
 //     differ would wait for ever in their first agreement.
 //   - GOHOROVOD_AGREEMENT_DOORBELL: setting the doorbell up is collective,
 //     and a rank without one would leave its node's peers sleeping on it.
+//   - GOHOROVOD_EMBEDDED_ALLGATHER and GOHOROVOD_EMBEDDED_ALLREDUCE: ranks
+//     that run different algorithms for one collective wait for frames
+//     that the others never send.
 //
 // Left out, because each rank's value changes only what that rank does
 // alone or what rank 0 decides for all (the protocol already carries the
@@ -77,6 +80,8 @@ var agreed = map[string]bool{
 	EnvStaticSchedule:        true,
 	EnvAgreementSleepMax:     true,
 	EnvAgreementDoorbell:     true,
+	EnvEmbeddedAllgather:     true,
+	EnvEmbeddedAllreduce:     true,
 }
 
 // Absent is the value a Disagreement gives a rank whose settings do not

@@ -71,10 +71,12 @@ func TestAgreed(t *testing.T) {
 	c := Default()
 	c.FusionThreshold, c.CycleTime, c.CacheCapacity = 64<<20, 2500*time.Microsecond, 0
 	c.HierarchicalAllreduce, c.DynamicProcessSets = true, true
+	c.EmbeddedAllgather = "bruck"
 	c.Timeline, c.StallShutdownTime, c.LogLevel = "t.json", time.Minute, LevelDebug // rank-local
 	want := []Setting{{EnvFusionThreshold, "67108864"}, {EnvCycleTime, "2.5"}, {EnvCacheCapacity, "0"},
 		{EnvHierarchicalAllreduce, "1"}, {EnvHierarchicalAllgather, "0"}, {EnvDynamicProcessSets, "1"}, {EnvAutotune, "0"},
-		{EnvAgreementSleepMax, "200"}, {EnvAgreementDoorbell, "1"}, {EnvStaticSchedule, "3"}}
+		{EnvAgreementSleepMax, "200"}, {EnvAgreementDoorbell, "1"}, {EnvStaticSchedule, "3"},
+		{EnvEmbeddedAllgather, "bruck"}, {EnvEmbeddedAllreduce, ""}}
 	if got := c.Agreed(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Agreed() = %v, want %v", got, want)
 	}

@@ -348,6 +348,13 @@ type Config struct {
 	// has diverged, on which every rank goes back to negotiation
 	// (runtime/internal/schedule). 0 never locks. GOHOROVOD_STATIC_SCHEDULE.
 	StaticSchedule int
+	// EmbeddedAllgather and EmbeddedAllreduce force the embedded
+	// transport's allgather and allreduce algorithms: empty (the default)
+	// or AlgoAuto chooses by size; an allgather can be forced to
+	// "direct", "bruck" or "ring", an allreduce to "doubling" or "ring".
+	// GOHOROVOD_EMBEDDED_ALLGATHER and GOHOROVOD_EMBEDDED_ALLREDUCE,
+	// read case-insensitively.
+	EmbeddedAllgather, EmbeddedAllreduce string
 	// GlooIface names the network interface whose address the worker's
 	// transport listens on and publishes to its peers. HOROVOD_GLOO_IFACE.
 	GlooIface string
@@ -584,7 +591,7 @@ func (c Config) Validate() error {
 			return bad(p.rankEnv, strconv.Itoa(p.rank), fmt.Errorf("must be less than %s=%d", p.sizeEnv, p.size))
 		}
 	}
-	return nil
+	return c.validateAlgos()
 }
 
 var (
@@ -720,6 +727,8 @@ var knobs = []knob{
 			c.StaticSchedule, err = parseInt(s, "a whole number of rounds")
 			return
 		}},
+	algoKnob(EnvEmbeddedAllgather, allgatherAlgos, func(c *Config) *string { return &c.EmbeddedAllgather }),
+	algoKnob(EnvEmbeddedAllreduce, allreduceAlgos, func(c *Config) *string { return &c.EmbeddedAllreduce }),
 }
 
 // placement (and the job's other per-worker variables): written by Environ

@@ -100,6 +100,9 @@ func TestFromEnv(t *testing.T) {
 		{"agreement doorbell off", []string{"GOHOROVOD_AGREEMENT_DOORBELL=0"}, func(c *Config) { c.AgreementDoorbell = false }},
 		{"static schedule off", []string{"GOHOROVOD_STATIC_SCHEDULE=0"}, func(c *Config) { c.StaticSchedule = 0 }},
 		{"static schedule", []string{"GOHOROVOD_STATIC_SCHEDULE=5"}, func(c *Config) { c.StaticSchedule = 5 }},
+		{"embedded allgather", []string{"GOHOROVOD_EMBEDDED_ALLGATHER= Bruck"}, func(c *Config) { c.EmbeddedAllgather = "bruck" }},
+		{"embedded allreduce", []string{"GOHOROVOD_EMBEDDED_ALLREDUCE=ring"}, func(c *Config) { c.EmbeddedAllreduce = "ring" }},
+		{"embedded auto", []string{"GOHOROVOD_EMBEDDED_ALLREDUCE=AUTO"}, func(c *Config) { c.EmbeddedAllreduce = AlgoAuto }},
 		{"ipv6 rendezvous", []string{"HOROVOD_GLOO_RENDEZVOUS_ADDR=::1", "HOROVOD_GLOO_RENDEZVOUS_PORT=1"},
 			func(c *Config) { c.RendezvousAddr, c.RendezvousPort = "::1", 1 }},
 		{"empty means default", []string{"HOROVOD_CYCLE_TIME=", "HOROVOD_RANK=", "GOHOROVOD_SECRET=", "HOROVOD_CONTROLLER="}, func(c *Config) {}},
@@ -151,6 +154,8 @@ func TestFromEnvErrors(t *testing.T) {
 		{"HOROVOD_GLOO_TIMEOUT_SECONDS=-1", EnvGlooTimeout, "must be >= 0"},
 		{"GOHOROVOD_AGREEMENT_SLEEP_MAX=-1", EnvAgreementSleepMax, "must be >= 0"},
 		{"GOHOROVOD_STATIC_SCHEDULE=-1", EnvStaticSchedule, "must be >= 0"},
+		{"GOHOROVOD_EMBEDDED_ALLGATHER=doubling", EnvEmbeddedAllgather, "must be one of auto, direct, bruck, ring"},
+		{"GOHOROVOD_EMBEDDED_ALLREDUCE=tree", EnvEmbeddedAllreduce, "must be one of auto, doubling, ring"},
 		{"GOHOROVOD_SECRET=zz00112233445566778899aabbccddee", EnvSecret, "not hex"},
 		{"GOHOROVOD_SECRET=0011", EnvSecret, "2 bytes, want at least 16"},
 	}

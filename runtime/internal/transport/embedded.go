@@ -180,9 +180,28 @@ func connectEmbedded(cfg config.Config, a rendezvous.Assignment, secret []byte, 
 			return nil, fmt.Errorf("embedded transport: rank %d's addresses (host %s local rank %d): %w", r, m.Host, m.LocalRank, err)
 		}
 	}
-	c, err := embedded.New(ctx, embedded.Config{Rank: a.Rank, Peers: peers, Secret: secret, Listeners: ls, ConnectTimeout: timeout})
+	c, err := newEmbedded(ctx, cfg, embedded.Config{Rank: a.Rank, Peers: peers, Secret: secret, Listeners: ls, ConnectTimeout: timeout})
 	if err != nil {
 		return nil, fmt.Errorf("embedded transport: %w", err)
+	}
+	return c, nil
+}
+
+// newEmbedded connects this rank to the group that ecfg describes
+// (embedded.New) and forces the algorithms cfg names
+// (GOHOROVOD_EMBEDDED_ALLGATHER, GOHOROVOD_EMBEDDED_ALLREDUCE).
+func newEmbedded(ctx context.Context, cfg config.Config, ecfg embedded.Config) (*embedded.Comm, error) {
+	c, err := embedded.New(ctx, ecfg)
+	if err != nil {
+		return nil, err
+	}
+	algo := embedded.Algorithms{
+		Allgather: embedded.Algorithm(cfg.EmbeddedAllgather),
+		Allreduce: embedded.Algorithm(cfg.EmbeddedAllreduce),
+	}
+	if err := c.SetAlgorithms(algo); err != nil {
+		c.Close()
+		return nil, err
 	}
 	return c, nil
 }

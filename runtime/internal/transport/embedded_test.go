@@ -7,6 +7,7 @@ import (
 
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous"
 	"github.com/gohorovod/gohorovod/internal/job/rendezvous/rendezvoustest"
+	"github.com/gohorovod/gohorovod/runtime/comm/embedded"
 	"github.com/gohorovod/gohorovod/runtime/config"
 )
 
@@ -73,3 +74,25 @@ func TestOpenEmbeddedFromEnvironment(t *testing.T) {
 
 // noEnv is an empty environment.
 func noEnv(string) (string, bool) { return "", false }
+
+// TestOpenEmbeddedAlgorithms: GOHOROVOD_EMBEDDED_ALLGATHER and
+// GOHOROVOD_EMBEDDED_ALLREDUCE reach the embedded communicator, which
+// then runs the algorithms they force.
+func TestOpenEmbeddedAlgorithms(t *testing.T) {
+	cfgs := glooJob(t, []rendezvous.Slot{{Host: "h", LocalRank: 0}})
+	c := cfgs[0]
+	c.EmbeddedAllgather, c.EmbeddedAllreduce = "ring", "doubling"
+	pl, err := Open(c, 0, Env{Lookup: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Comm.Close()
+	ec, ok := pl.Comm.(embeddedComm)
+	if !ok {
+		t.Fatalf("Open returned a %T, want the embedded transport's", pl.Comm)
+	}
+	want := embedded.Algorithms{Allgather: embedded.Ring, Allreduce: embedded.Doubling}
+	if got := ec.Algorithms(); got != want {
+		t.Errorf("the communicator's algorithms are %+v, want %+v", got, want)
+	}
+}

@@ -174,7 +174,7 @@ func openTCPData(com comm.Communicator, cfg config.Config, nodes []int) (*embedd
 	timeout := glooTimeout(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := embedded.New(ctx, embedded.Config{Rank: rank, Peers: peers, Secret: secret.Bytes(), Listeners: ls, ConnectTimeout: timeout})
+	c, err := newEmbedded(ctx, cfg, embedded.Config{Rank: rank, Peers: peers, Secret: secret.Bytes(), Listeners: ls, ConnectTimeout: timeout})
 	if err != nil {
 		ls.Close()
 		return nil, nil, err
