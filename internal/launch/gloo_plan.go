@@ -2,6 +2,7 @@ package launch
 
 import (
 	"errors"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,6 +110,9 @@ func glooWorker(s Spec, cfg config.Config, sl Slot, base, remoteBase []string) G
 		cfg.GlooSocketDir = s.SocketDir
 		w.Argv = append([]string(nil), s.Command...)
 		w.Env = append(append([]string(nil), base...), cfg.Environ()...)
+		if kv, ok := oversubscribed(base, sl.LocalSize, localCPUs()); ok {
+			w.Env = append(w.Env, kv)
+		}
 		return w
 	}
 	cfg.Secret = "" // on standard input
@@ -203,4 +207,25 @@ func DescribeGlooPlan(ws []GlooWorker) []string {
 		out = append(out, line+ShellQuote(w.Argv))
 	}
 	return out
+}
+
+// localCPUs is the number of CPUs of this machine (a variable for tests).
+var localCPUs = runtime.NumCPU
+
+// oversubscribed returns GOMAXPROCS=1 for the workers of this machine when
+// more of them share it than it has CPUs and env does not set GOMAXPROCS:
+// each Go worker would otherwise run as many threads as the machine has
+// CPUs, and at hundreds of workers their schedulers' spinning and the
+// switches between them take a third of the CPU a step needs (as torchrun
+// sets OMP_NUM_THREADS=1 for several workers a node).
+func oversubscribed(env []string, localSize, cpus int) (string, bool) {
+	if cpus <= 0 || localSize <= cpus {
+		return "", false
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GOMAXPROCS=") {
+			return "", false
+		}
+	}
+	return "GOMAXPROCS=1", true
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -234,5 +235,37 @@ func TestRunChoosesTransport(t *testing.T) {
 				t.Errorf("stderr %q, want %q", f.err.String(), tc.stderr)
 			}
 		})
+	}
+}
+
+// TestOversubscribedGOMAXPROCS: workers of this machine get GOMAXPROCS=1
+// when there are more of them than CPUs, unless the user set GOMAXPROCS;
+// otherwise nothing is added.
+func TestOversubscribedGOMAXPROCS(t *testing.T) {
+	cases := []struct {
+		env         []string
+		local, cpus int
+		want        string
+	}{
+		{nil, 128, 2, "GOMAXPROCS=1"},
+		{nil, 3, 2, "GOMAXPROCS=1"},
+		{nil, 2, 2, ""},
+		{nil, 1, 16, ""},
+		{[]string{"GOMAXPROCS=4"}, 128, 2, ""},
+		{nil, 128, 0, ""},
+	}
+	for _, c := range cases {
+		got, ok := oversubscribed(c.env, c.local, c.cpus)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("oversubscribed(%v, %d workers, %d CPUs) = %q %v, want %q", c.env, c.local, c.cpus, got, ok, c.want)
+		}
+	}
+	old := localCPUs
+	localCPUs = func() int { return 2 }
+	t.Cleanup(func() { localCPUs = old })
+	sl := Slot{Host: "localhost", LocalSize: 4}
+	w := glooWorker(Spec{IsLocal: func(string) bool { return true }, Command: []string{"train"}}, config.Config{}, sl, []string{"PATH=/bin"}, nil)
+	if !slices.Contains(w.Env, "GOMAXPROCS=1") {
+		t.Errorf("a local worker of 4 on 2 CPUs has no GOMAXPROCS=1: %v", w.Env)
 	}
 }
