@@ -47,8 +47,10 @@
 // table; -strict makes rankbench exit non-zero for them).
 //
 // A job is killed when the machine's available memory falls below
-// -min-avail (the embedded transport's full mesh of shared-memory links
-// fills /dev/shm, which is memory). Run it from the repository's root:
+// -min-avail, so that a change that makes memory grow with the square of
+// the job (as the embedded transport's full mesh of shared-memory files
+// once did) ends the run instead of the machine. Run it from the
+// repository's root:
 //
 //	go build -tags mpi -o bin/ ./cmd/... ./examples/...
 //	bin/rankbench -np 8,16,32,64 -transports gloo,mpi
