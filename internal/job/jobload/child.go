@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,9 @@ const (
 	envN       = "GOHOROVOD_JOBLOAD_N"
 	envKey     = "GOHOROVOD_JOBLOAD_KEY"
 	envTimeout = "GOHOROVOD_JOBLOAD_TIMEOUT"
+	// EnvProfile, when set, names a file for the clients' process's CPU
+	// profile: where their time goes.
+	EnvProfile = "GOHOROVOD_JOBLOAD_CLIENT_PROFILE"
 )
 
 // resultTag starts the child's line with its Result.
@@ -86,6 +90,18 @@ func ChildMain() {
 	if kind == "" {
 		return
 	}
+	clientsMain(kind)
+	os.Exit(0)
+}
+
+// clientsMain runs the clients of kind and prints their Result.
+func clientsMain(kind Kind) {
+	if path := os.Getenv(EnvProfile); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
+	}
 	res, err := child(kind)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jobload:", err)
@@ -93,7 +109,6 @@ func ChildMain() {
 	}
 	b, _ := json.Marshal(res)
 	fmt.Printf("%s%s\n", resultTag, b)
-	os.Exit(0)
 }
 
 func child(kind Kind) (Result, error) {

@@ -111,7 +111,7 @@ func Payload(i int) string {
 func RunRendezvous(ctx context.Context, addr string, key []byte, n int) Result {
 	slots := Slots(n)
 	return run(ctx, n, func(ctx context.Context, i int) error {
-		a, err := rendezvous.Join(ctx, addr, key, rendezvous.Member{Slot: slots[i], Data: Payload(i)})
+		a, err := rendezvous.JoinVia(ctx, dialer, addr, key, rendezvous.Member{Slot: slots[i], Data: Payload(i)})
 		if err != nil {
 			return err
 		}

@@ -104,12 +104,19 @@ func TestRendezvousLoad(t *testing.T) {
 	defer srv.Close()
 	ln := listen(t)
 	go srv.Serve(ln)
-	go func() { <-srv.Done(); meter.Sample() }() // everyone has joined
+	joined := make(chan time.Duration, 1)
+	t0 := time.Now() // the child's start included
+	go func() { <-srv.Done(); meter.Sample(); joined <- time.Since(t0) }()
 	timeout := clientTimeout(n)
 	res, err := Spawn(context.Background(), Run{Kind: KindRendezvous, Addr: ln.Addr().String(), N: n, Key: key, Timeout: timeout})
 	u := meter.Stop()
 	if err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case d := <-joined:
+		t.Logf("rendezvous: every client had joined %v after the clients' process started", d.Round(time.Millisecond))
+	default:
 	}
 	report(t, "rendezvous", n, res, u)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
