@@ -45,10 +45,18 @@ func clients(t *testing.T) int {
 	return 10000
 }
 
-// clientTimeout is each client's deadline: generous, and growing with n,
-// since every client's answer carries all n members; a client that is
-// not served within it fails the test.
-func clientTimeout(n int) time.Duration { return time.Minute + time.Duration(n)*20*time.Millisecond }
+// clientTimeout is each client's deadline, past which it fails the test.
+// Every client's answer carries all n members, which it decodes: O(n^2)
+// in all, about 28 ms a client at 10,000 when all of them share this
+// machine's CPUs (each has one of its own in a real job); hence a minute
+// plus 4 µs times n^2 (7 minutes at 10,000).
+func clientTimeout(n int) time.Duration {
+	return time.Minute + time.Duration(n)*time.Duration(n)*4*time.Microsecond
+}
+
+// maxServerBytesPerClient bounds the heap a rendezvous server may hold
+// per worker (besides 64 MiB for the member list and the rest).
+const maxServerBytesPerClient = 32 << 10
 
 // serverFiles makes sure this process may hold n connections, or skips
 // the test saying why.
@@ -119,6 +127,11 @@ func TestRendezvousLoad(t *testing.T) {
 	default:
 	}
 	report(t, "rendezvous", n, res, u)
+	// O(1) a worker, and the member list once: what each worker's own
+	// encoded answer cost (O(n) each) was 423 KiB a worker at 2,000.
+	if limit := uint64(n)*maxServerBytesPerClient + 64<<20; u.HeapInuse > limit {
+		t.Errorf("the server's heap grew by %.1f MiB for %d clients, more than %.1f MiB: does it hold O(n) per worker?", mib(u.HeapInuse), n, mib(limit))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := srv.Wait(ctx); err != nil {
