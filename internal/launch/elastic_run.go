@@ -99,6 +99,13 @@ func (r *elasticRun) plan(_ context.Context, td *teardown) error {
 	if o.DryRun {
 		return errNothingToRun
 	}
+	// The workers at most (--max-np, else -np; a larger uncapped job is
+	// checked by nothing here), all counted as remote.
+	if n := max(r.ecfg.NP, r.ecfg.MaxNP); n > 0 {
+		if err := ensureFiles(n, n, o.OutputFilename != ""); err != nil {
+			return err
+		}
+	}
 	if r.spec.Secret == "" {
 		secret, err := secret.New()
 		if err != nil {

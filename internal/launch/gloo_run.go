@@ -245,6 +245,9 @@ func (r *glooRun) planNode(td *teardown) error {
 }
 
 func (r *glooRun) start(_ context.Context, td *teardown) error {
+	if err := glooFiles(r.workers, r.o.OutputFilename != ""); err != nil {
+		return err
+	}
 	r.procs = make([]*glooProc, len(r.workers))
 	r.release = make(chan struct{})
 	td.add(func() { close(r.release) })

@@ -2,7 +2,6 @@ package rendezvous
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -23,10 +22,22 @@ const askGrace = 2 * time.Second
 // or the server's own deadline passes, the error is a *MissingError naming
 // the slots that never arrived, where the server could say.
 func Join(ctx context.Context, addr string, secret []byte, me Member) (Assignment, error) {
+	return JoinVia(ctx, &net.Dialer{}, addr, secret, me)
+}
+
+// Dialer opens a worker's connection to the server: a *net.Dialer, or one
+// that sets socket options first (a load generator's small receive
+// buffers, a source address).
+type Dialer interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// JoinVia is Join over a connection that d opens.
+func JoinVia(ctx context.Context, d Dialer, addr string, secret []byte, me Member) (Assignment, error) {
 	if len(secret) == 0 {
 		return Assignment{}, errors.New("rendezvous: no secret (GOHOROVOD_SECRET)")
 	}
-	conn, err := dial(ctx, addr, secret)
+	conn, err := dial(ctx, d, addr, secret)
 	if err != nil {
 		return Assignment{}, err
 	}
@@ -49,7 +60,7 @@ func Join(ctx context.Context, addr string, secret []byte, me Member) (Assignmen
 		_ = conn.SetReadDeadline(time.Now().Add(askGrace))
 	}()
 	for {
-		var m toWorker
+		var m fromServer
 		if err := readFrame(conn, maxAssignmentBytes, &m); err != nil {
 			if ctx.Err() != nil {
 				return Assignment{}, fmt.Errorf("rendezvous at %s: %w while waiting for the other workers (the server did not say which are missing)", addr, ctx.Err())
@@ -59,9 +70,7 @@ func Join(ctx context.Context, addr string, secret []byte, me Member) (Assignmen
 		switch {
 		case m.Assignment != nil:
 			a := *m.Assignment
-			if err := json.Unmarshal(m.MembersJSON, &a.Members); err != nil {
-				return Assignment{}, fmt.Errorf("rendezvous: malformed member list: %w", err)
-			}
+			a.Members = m.Members
 			if len(a.Members) != a.Size || a.Rank < 0 || a.Rank >= a.Size || a.Members[a.Rank].Slot != me.Slot {
 				return Assignment{}, fmt.Errorf("rendezvous: inconsistent assignment (rank %d of %d, %d members)", a.Rank, a.Size, len(a.Members))
 			}
@@ -78,8 +87,7 @@ func Join(ctx context.Context, addr string, secret []byte, me Member) (Assignmen
 
 // dial connects to addr and runs the handshake, retrying until ctx ends
 // while the server cannot be reached.
-func dial(ctx context.Context, addr string, key []byte) (net.Conn, error) {
-	var d net.Dialer
+func dial(ctx context.Context, d Dialer, addr string, key []byte) (net.Conn, error) {
 	pause := 20 * time.Millisecond
 	for {
 		conn, err := d.DialContext(ctx, "tcp", addr)

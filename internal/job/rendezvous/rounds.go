@@ -2,7 +2,6 @@ package rendezvous
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -461,7 +460,7 @@ func JoinRound(ctx context.Context, addr string, secret []byte, me Member, last 
 	if len(secret) == 0 {
 		return Assignment{}, nil, errors.New("rendezvous: no secret (GOHOROVOD_SECRET)")
 	}
-	conn, err := dial(ctx, addr, secret)
+	conn, err := dial(ctx, &net.Dialer{}, addr, secret)
 	if err != nil {
 		return Assignment{}, nil, err
 	}
@@ -479,7 +478,7 @@ func JoinRound(ctx context.Context, addr string, secret []byte, me Member, last 
 			conn.Close()
 		}
 	}()
-	var m toWorker
+	var m fromServer
 	err = readFrame(conn, maxAssignmentBytes, &m)
 	close(stop)
 	<-watched
@@ -501,10 +500,7 @@ func JoinRound(ctx context.Context, addr string, secret []byte, me Member, last 
 		return Assignment{}, nil, errors.New("rendezvous: the launcher sent no assignment")
 	}
 	a := *m.Assignment
-	if err := json.Unmarshal(m.MembersJSON, &a.Members); err != nil {
-		conn.Close()
-		return Assignment{}, nil, fmt.Errorf("rendezvous: malformed member list: %w", err)
-	}
+	a.Members = m.Members
 	if len(a.Members) != a.Size || a.Rank < 0 || a.Rank >= a.Size || a.Members[a.Rank].Slot != me.Slot || a.Round <= last {
 		conn.Close()
 		return Assignment{}, nil, fmt.Errorf("rendezvous: inconsistent assignment (rank %d of %d, %d members, round %d after %d)", a.Rank, a.Size, len(a.Members), a.Round, last)

@@ -2,7 +2,6 @@ package rendezvous
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -176,33 +175,6 @@ func (s *Server) admit(p *peer) (int, *toWorker) {
 
 // answer sends every worker its assignment, at once.
 func (s *Server) answer(peers []*peer) { sendAssignments(peers, s.expect, s.plan, 0, s.Logf) }
-
-// sendAssignments sends every peer of a completed rendezvous, at once, its
-// assignment in plan (with round) and the member list: slots in rank order
-// with each peer's payload.
-func sendAssignments(peers []*peer, slots []Slot, plan []Assignment, round int, logf func(string, ...any)) {
-	members := make([]Member, len(peers))
-	for i, p := range peers {
-		members[i] = Member{Slot: slots[i], Data: p.member.Data}
-	}
-	raw, err := json.Marshal(members)
-	if err != nil { // strings and ints only: cannot happen
-		panic("rendezvous: " + err.Error())
-	}
-	var wg sync.WaitGroup
-	for i, p := range peers {
-		a := plan[i]
-		a.Round = round
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.send(toWorker{Assignment: &a, MembersJSON: raw}); err != nil && logf != nil {
-				logf("rendezvous: sending rank %d (%v) its assignment (round %d): %v", i, p.member.Slot, round, err)
-			}
-		}()
-	}
-	wg.Wait()
-}
 
 // leave gives p's slot back when its worker disconnects before the
 // rendezvous has completed.

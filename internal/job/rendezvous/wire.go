@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 )
 
 // Frame limits: a join carries one worker's payload; an assignment carries
@@ -51,6 +52,16 @@ type toWorker struct {
 	Update *HostUpdate `json:"update,omitempty"`
 }
 
+// fromServer is how a worker reads a toWorker: the member list is decoded
+// in the same pass as the rest (Members, the shallower field, takes the
+// name "members" from toWorker.MembersJSON), not kept raw and decoded
+// again, since it is the bulk of the frame: about 80 bytes a member, 800
+// KB in a job of 10,000.
+type fromServer struct {
+	toWorker
+	Members []Member `json:"members,omitempty"`
+}
+
 func writeFrame(w io.Writer, v any) error {
 	body, err := json.Marshal(v)
 	if err != nil {
@@ -62,6 +73,16 @@ func writeFrame(w io.Writer, v any) error {
 	return err
 }
 
+// bigFrame is the size from which reading and decoding a frame takes one
+// of decodeSlots: an answer of a large job (800 KB at 10,000 workers,
+// and 2 MB once decoded). Decoding is CPU-bound, so more at once than
+// the process has CPUs adds only memory: a process that runs many
+// workers (tests, a load generator) would hold every answer at once. A
+// worker's own process reads one.
+const bigFrame = 64 << 10
+
+var decodeSlots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+
 func readFrame(r io.Reader, max int, v any) error {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -70,6 +91,10 @@ func readFrame(r io.Reader, max int, v any) error {
 	n := binary.BigEndian.Uint32(hdr[:])
 	if uint64(n) > uint64(max) {
 		return fmt.Errorf("rendezvous: message of %d bytes (at most %d)", n, max)
+	}
+	if n >= bigFrame {
+		decodeSlots <- struct{}{}
+		defer func() { <-decodeSlots }()
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {

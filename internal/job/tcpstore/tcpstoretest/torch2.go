@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 )
@@ -42,12 +43,23 @@ type Torch2 struct {
 
 	l                  net.Listener
 	mu                 sync.Mutex
-	cond               *sync.Cond
 	kv                 map[string][]byte
+	waiting            map[string][]*waiter // by key not yet set
 	validated, refused int
 	closed             bool
+	done               chan struct{} // closed by Close
 	conns              map[net.Conn]bool
 	wg                 sync.WaitGroup
+}
+
+// waiter is one WAIT (or Value) for keys not all set: ready is closed
+// when the last of them is. Each key wakes only its own waiters, as
+// torch's server does: a condition broadcast to every waiting
+// connection on every SET would cost O(n) wake-ups per rank that
+// arrives, O(n^2) in a job of n.
+type waiter struct {
+	missing int
+	ready   chan struct{}
 }
 
 // Start serves a Torch2 store on a free port of 127.0.0.1; ping: it
@@ -58,8 +70,8 @@ func Start(ping bool) (*Torch2, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Torch2{ping: ping, l: l, kv: map[string][]byte{"/py/hello": []byte("from python")}, conns: map[net.Conn]bool{}}
-	s.cond = sync.NewCond(&s.mu)
+	s := &Torch2{ping: ping, l: l, kv: map[string][]byte{"/py/hello": []byte("from python")},
+		waiting: map[string][]*waiter{}, done: make(chan struct{}), conns: map[net.Conn]bool{}}
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
@@ -80,11 +92,13 @@ func (s *Torch2) Counts() (validated, refused int) {
 func (s *Torch2) Close() {
 	s.l.Close()
 	s.mu.Lock()
-	s.closed = true
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
 	for c := range s.conns {
 		c.Close()
 	}
-	s.cond.Broadcast()
 	s.mu.Unlock()
 	s.wg.Wait()
 }
@@ -93,15 +107,53 @@ func (s *Torch2) Close() {
 // the name torch's own clients give it ("/" and key); "" once the server
 // is closed.
 func (s *Torch2) Value(key string) string {
+	if !s.await([]string{"/" + key}) {
+		return ""
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for !s.closed {
-		if v, ok := s.kv["/"+key]; ok {
-			return string(v)
+	return string(s.kv["/"+key])
+}
+
+// await waits until every key is set (true) or the server is closed
+// (false).
+func (s *Torch2) await(keys []string) bool {
+	keys = slices.Clone(keys)
+	slices.Sort(keys)
+	keys = slices.Compact(keys) // a key named twice is waited for once
+	s.mu.Lock()
+	w := &waiter{ready: make(chan struct{})}
+	for _, k := range keys {
+		if _, ok := s.kv[k]; !ok {
+			s.waiting[k] = append(s.waiting[k], w)
+			w.missing++
 		}
-		s.cond.Wait()
 	}
-	return ""
+	missing := w.missing
+	s.mu.Unlock()
+	if missing == 0 {
+		return true
+	}
+	select {
+	case <-w.ready:
+		return true
+	case <-s.done:
+		return false
+	}
+}
+
+// setLocked stores v under k and wakes the waiters that were missing
+// only k. s.mu is held.
+func (s *Torch2) setLocked(k string, v []byte) {
+	if _, ok := s.kv[k]; !ok {
+		for _, w := range s.waiting[k] {
+			if w.missing--; w.missing == 0 {
+				close(w.ready)
+			}
+		}
+		delete(s.waiting, k)
+	}
+	s.kv[k] = v
 }
 
 func (s *Torch2) serve() {
@@ -177,8 +229,7 @@ func (s *Torch2) query(q byte, r *bufio.Reader, w io.Writer) bool {
 			return false
 		}
 		s.mu.Lock()
-		s.kv[string(k)] = v
-		s.cond.Broadcast()
+		s.setLocked(string(k), v)
 		s.mu.Unlock()
 		return true
 	case qGet:
@@ -222,8 +273,7 @@ func (s *Torch2) addQuery(r *bufio.Reader, w io.Writer) bool {
 	s.mu.Lock()
 	old, _ := strconv.ParseInt(string(s.kv[string(k)]), 10, 64)
 	sum := old + int64(binary.NativeEndian.Uint64(b[:]))
-	s.kv[string(k)] = []byte(strconv.FormatInt(sum, 10))
-	s.cond.Broadcast()
+	s.setLocked(string(k), []byte(strconv.FormatInt(sum, 10)))
 	s.mu.Unlock()
 	return write(w, binary.NativeEndian.AppendUint64(nil, uint64(sum)))
 }
@@ -242,24 +292,20 @@ func (s *Torch2) keysQuery(wait bool, r *bufio.Reader, w io.Writer) bool {
 		}
 		keys[i] = string(k)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for {
+	if !wait {
+		s.mu.Lock()
 		all := true
 		for _, k := range keys {
 			_, ok := s.kv[k]
 			all = all && ok
 		}
-		switch {
-		case all:
-			return write(w, []byte{0})
-		case !wait:
+		s.mu.Unlock()
+		if !all {
 			return write(w, []byte{1})
-		case s.closed:
-			return false
 		}
-		s.cond.Wait()
+		return write(w, []byte{0})
 	}
+	return s.await(keys) && write(w, []byte{0})
 }
 
 func (s *Torch2) compareSet(r *bufio.Reader, w io.Writer) bool {
@@ -271,9 +317,8 @@ func (s *Torch2) compareSet(r *bufio.Reader, w io.Writer) bool {
 	v, ok := s.kv[string(k)]
 	switch {
 	case !ok && len(expected) == 0, ok && string(v) == string(expected):
-		s.kv[string(k)] = desired
+		s.setLocked(string(k), desired)
 		v = desired
-		s.cond.Broadcast()
 	case !ok:
 		v = expected
 	}
