@@ -38,6 +38,8 @@ var layer = map[string]int{
 	"internal/preempt":                       20,
 	"internal/job/origin":                    22,
 	"internal/job/rendezvous/rendezvoustest": 22,
+	"internal/job/fdlimit":                   20,
+	"internal/job/jobload":                   22,
 	"internal/elastichook":                   22,
 	// The transports: the contract first, then each transport.
 	"runtime/comm":          30,

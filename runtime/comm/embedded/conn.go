@@ -154,6 +154,7 @@ type inbox struct {
 	early  []earlyFrame
 	ehead  int
 	kick   chan struct{} // capacity 1: wakes a reader waiting for a post
+	spare  [][]byte      // early frames' buffers, delivered and kept for reuse
 	dead   bool          // the communicator is gone: discard its frames
 	lost   error         // the connection is gone: posts fail at once (after the early frames)
 }
@@ -184,6 +185,7 @@ func (ib *inbox) post(r *recvReq) {
 		if r.state.CompareAndSwap(stPosted, stTaken) {
 			r.deliver(e)
 		}
+		ib.reuse(e.data)
 		return
 	}
 	if ib.lost != nil {
@@ -199,6 +201,38 @@ func (ib *inbox) post(r *recvReq) {
 	case ib.kick <- struct{}{}:
 	default:
 	}
+}
+
+// maxSpare bounds the buffers an inbox keeps for early frames.
+const maxSpare = 4
+
+// buffer returns a buffer of n bytes for an early frame: a kept one when
+// one is large enough, so that a peer that is often a little ahead costs
+// no allocation per call.
+func (ib *inbox) buffer(n int) []byte {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	for i, b := range ib.spare {
+		if cap(b) >= n {
+			last := len(ib.spare) - 1
+			ib.spare[i], ib.spare[last] = ib.spare[last], nil
+			ib.spare = ib.spare[:last]
+			return b[:n]
+		}
+	}
+	return make([]byte, n)
+}
+
+// reuse keeps a delivered early frame's buffer (small ones, a few).
+func (ib *inbox) reuse(b []byte) {
+	if cap(b) == 0 || cap(b) > earlyCopyMax {
+		return
+	}
+	ib.mu.Lock()
+	if len(ib.spare) < maxSpare && !ib.dead {
+		ib.spare = append(ib.spare, b)
+	}
+	ib.mu.Unlock()
 }
 
 func (ib *inbox) popEarly() earlyFrame {
@@ -265,6 +299,7 @@ func (ib *inbox) keep(e earlyFrame) {
 	if r := ib.popPosted(); r != nil {
 		ib.mu.Unlock()
 		r.deliver(e)
+		ib.reuse(e.data)
 		return
 	}
 	ib.early = append(ib.early, e)
@@ -655,7 +690,7 @@ func (c *conn) dataFrame(f *frameHeader, grace *time.Timer) error {
 			c.m.answerLate(c, f.id)
 			return c.readPayload(f, nil)
 		}
-		data := make([]byte, n)
+		data := ib.buffer(int(n))
 		if err := c.readPayload(f, data); err != nil {
 			return err
 		}
