@@ -357,6 +357,8 @@ type conn struct {
 	rx  *shmRing
 	tok [8]byte
 
+	up atomic.Bool // nc is set: the connection is attached
+
 	mu       sync.Mutex
 	dialing  bool            // this rank is dialing the peer
 	reserved bool            // an accepted connection is about to be attached
@@ -387,6 +389,9 @@ func newConn(m *mesh, peer int) *conn {
 // want makes sure the peer is, or is being, connected: a collective is
 // about to send to it or receive from it.
 func (c *conn) want() {
+	if c.up.Load() {
+		return // every receive posted asks: the common case takes no lock
+	}
 	c.mu.Lock()
 	if c.nc != nil || c.dialing || c.reserved || c.lost != nil {
 		c.mu.Unlock()
@@ -398,11 +403,7 @@ func (c *conn) want() {
 }
 
 // connected reports whether the connection is up.
-func (c *conn) connected() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.nc != nil
-}
+func (c *conn) connected() bool { return c.up.Load() }
 
 // admit decides whether to take a connection the peer dialed: not when
 // one is up or about to be, nor when this rank is dialing the peer too and
@@ -440,6 +441,7 @@ func (c *conn) attach(nc net.Conn) bool {
 		return false
 	}
 	c.nc = nc
+	c.up.Store(true)
 	c.unix, _ = nc.(*net.UnixConn)
 	c.fdr = newFDReader(nc)
 	c.br = bufio.NewReaderSize(c.fdr, readBuf)
@@ -731,7 +733,7 @@ func (c *conn) abortFrame(f *frameHeader) error {
 	if f.seq > 0 && f.seq <= uint64(c.m.size) {
 		origin = int(f.seq - 1)
 	}
-	c.m.abortFrom(c.peer, origin, f.id, string(b))
+	c.m.abortFrom(origin, f.id, string(b))
 	return nil
 }
 
@@ -782,24 +784,17 @@ func (c *conn) writeLoop() {
 			s.finish(lost)
 			continue
 		}
-		var err error
-		shm := false
-		if c.unix != nil && !c.txOff && len(s.buf) > shmMin && s.hdr[0] == frameData {
-			shm = c.tx != nil && c.tx.slotSize >= shmSlotFor(len(s.buf))
-			if !shm {
-				shm, err = c.sendRing(len(s.buf), small)
-			}
-		}
-		if err != nil {
-			// the socket failed: handled below
-		} else if shm {
+		shm, err := c.ringFor(s, small)
+		switch {
+		case err != nil: // the socket failed making the ring
+		case shm:
 			hdr := s.hdr
 			hdr[0] = frameShm
 			err = c.writeShm(&hdr, s.buf, small)
-		} else if len(s.buf) <= smallWrite {
+		case len(s.buf) <= smallWrite:
 			small = append(append(small[:0], s.hdr[:]...), s.buf...)
 			_, err = c.nc.Write(small)
-		} else {
+		default:
 			arr[0], arr[1] = s.hdr[:], s.buf
 			bufs = arr[:]
 			_, err = bufs.WriteTo(c.nc)

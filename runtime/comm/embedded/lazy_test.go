@@ -3,16 +3,12 @@ package embedded
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"testing"
 	"time"
 
 	"github.com/gohorovod/gohorovod/runtime/comm/commtest"
 	"github.com/gohorovod/gohorovod/tensor"
 )
-
-// log2Up is ceil(log2(n)).
-func log2Up(n int) int { return bits.Len(uint(n - 1)) }
 
 func connections(cs []*Comm) []int {
 	out := make([]int, len(cs))
@@ -35,7 +31,7 @@ func TestConnectionsOnDemand(t *testing.T) {
 	leakCheck(t)
 	const n = 16
 	cs := localGroup(t, n, GroupOptions{Unix: true})
-	limit := 2 * log2Up(n)
+	limit := 2 * ceilLog2(n)
 	for r, k := range connections(cs) {
 		if k > limit {
 			t.Errorf("rank %d: %d connections after New, want at most %d", r, k, limit)
@@ -50,7 +46,7 @@ func TestConnectionsOnDemand(t *testing.T) {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-	limit = 3 * log2Up(n)
+	limit = 3 * ceilLog2(n)
 	for r, k := range connections(cs) {
 		if k > limit {
 			t.Errorf("rank %d: %d connections after a small allreduce, want at most %d", r, k, limit)

@@ -131,7 +131,6 @@ func newMesh(cfg Config, timeout time.Duration) *mesh {
 		size:     n,
 		peers:    slices.Clone(cfg.Peers),
 		cfg:      cfg,
-		logf:     cfg.Logf,
 		formedBy: time.Now().Add(timeout),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -501,9 +500,7 @@ func (a *acceptor) admit(c net.Conn) {
 	a.mu.Unlock()
 	ok = true
 	c.SetDeadline(time.Time{})
-	if !link.attach(c) {
-		link.unreserve()
-	}
+	link.attach(c) // on failure it closes c and gives the place up
 }
 
 // stop ends accepting, closes connections still in their handshake and
@@ -546,7 +543,6 @@ type mesh struct {
 	rank, size int
 	peers      []Peer
 	cfg        Config
-	logf       func(string, ...any)
 	formedBy   time.Time // New's deadline: dials keep trying until then
 	conns      []*conn   // by world rank; nil at this rank
 	wg         sync.WaitGroup
@@ -603,9 +599,9 @@ func (m *mesh) unregister(c *Comm) {
 	m.mu.Unlock()
 }
 
-// abortFrom applies an abort frame for group id that came from world rank
-// from and reports the failure of world rank origin.
-func (m *mesh) abortFrom(from, origin int, id uint64, cause string) {
+// abortFrom applies an abort frame for group id that reports the failure
+// of world rank origin (the sender itself, or a rank it heard of).
+func (m *mesh) abortFrom(origin int, id uint64, cause string) {
 	m.mu.Lock()
 	c := m.comms[id]
 	if c == nil && !m.closed {

@@ -120,6 +120,20 @@ var shmCreateHook func(size int) (fd int, mem []byte, err error)
 // each slot a writer announces.
 var shmTestHook func(c *conn)
 
+// ringFor reports whether s's payload goes through a ring, making one (or
+// a larger one) first when it needs one: a data frame above shmMin on a
+// Unix socket whose rings have not failed. An error is the socket's.
+func (c *conn) ringFor(s *sendReq, scratch []byte) (bool, error) {
+	n := len(s.buf)
+	if c.unix == nil || c.txOff || n <= shmMin || s.hdr[0] != frameData {
+		return false, nil
+	}
+	if c.tx != nil && c.tx.slotSize >= shmSlotFor(n) {
+		return true, nil
+	}
+	return c.sendRing(n, scratch)
+}
+
 // sendRing makes a ring for payloads of n bytes and sends it to the peer.
 // It returns false when no ring could be made (the payload then goes on
 // the socket, and so do later ones), an error when the socket failed.
@@ -132,7 +146,7 @@ func (c *conn) sendRing(n int, scratch []byte) (bool, error) {
 	fd, mem, err := create(shmRingLen(slot))
 	if err != nil {
 		c.txOff = true
-		if lf := c.m.logf; lf != nil {
+		if lf := c.m.cfg.Logf; lf != nil {
 			lf("embedded: rank %d: no shared memory to rank %d, using the Unix socket: %v", c.m.rank, c.peer, err)
 		}
 		return false, nil
